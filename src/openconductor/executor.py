@@ -1,0 +1,296 @@
+"""Run a question: the policy plans a workflow, the executor runs its steps on the pool.
+
+``solve`` is the top: question → ``policy.plan`` → ``execute`` → ``Run``. ``execute`` schedules the
+steps as a DAG: a step waits only for the steps its access list lets it see, so independent steps run
+concurrently. A step whose worker is the conductor itself (provider ``conductor``) runs a nested,
+recursive round that sees the previous answer and may accept it (three empty lists) or revise it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable, Literal, Optional, Union
+
+from .budget import Budget, Limits, LimitReached
+from .policies.base import Plan, PlanRequest, Policy, Previous
+from .pool import Pool, WorkerCallError
+from .records import Run, StepRecord, Totals, Usage
+from .workflow import Workflow
+
+# ---------------------------------------------------------------------------------------------- events
+
+EventType = Literal["run_started", "plan", "step_started", "step_token", "step_finished", "run_finished"]
+
+
+@dataclass
+class Event:
+    """What the live CLI view, the server's stream and the trace store subscribe to."""
+
+    type: EventType
+    run: Run
+    step: Optional[StepRecord] = None
+    text: str = ""  # the new tokens, for step_token
+
+    @property
+    def is_final_step(self) -> bool:
+        return self.step is not None and self.run.depth == 0 and self.step.index == len(self.run.steps) - 1
+
+
+EventHandler = Callable[[Event], Union[None, Awaitable[None]]]
+
+
+async def _emit(handler: Optional[EventHandler], event: Event) -> None:
+    if handler is None:
+        return
+    result = handler(event)
+    if inspect.isawaitable(result):
+        await result
+
+
+# --------------------------------------------------------------------------------------------- context
+
+PREAMBLE = (
+    "You are one agent in a team of AI agents that together solve a task. You are assigned one "
+    "subtask of the overall task. You may be shown subtasks that were assigned to other agents and "
+    "their responses; use them where they help, and check them rather than trusting them blindly. "
+    "Answer your assigned subtask fully and precisely."
+)
+
+
+def build_messages(question: str, workflow: Workflow, index: int, outputs: dict[int, StepRecord]) -> list[dict[str, str]]:
+    """The worker's one user message: preamble, overall task, visible earlier steps, its subtask."""
+    step = workflow.steps[index]
+    parts = [PREAMBLE, f"<Overall task>\n{question}\n</Overall task>"]
+    for j in step.visible(index):
+        earlier = workflow.steps[j]
+        record = outputs[j]
+        agent = earlier.worker
+        response = record.output if record.status == "ok" else f"(Agent {agent} failed to respond: {record.error})"
+        parts.append(
+            f"<Subtask assigned to Agent {agent}>\n{earlier.subtask}\n</Subtask assigned to Agent {agent}>\n"
+            f"<Agent {agent} response>\n{response}\n</Agent {agent} response>"
+        )
+    parts.append(f"Your assigned subtask: {step.subtask}")
+    return [{"role": "user", "content": "\n\n".join(parts)}]
+
+
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
+_ANSWER_TAGS = re.compile(r"</?answer>", re.IGNORECASE)
+
+
+def clean_answer(text: str) -> str:
+    """Strip <think> blocks and <answer> tags, as the authors' evaluation does."""
+    return _ANSWER_TAGS.sub("", _THINK.sub("", text or "")).strip()
+
+
+def final_answer(steps: list[StepRecord]) -> str:
+    """The last step's output; if it failed or was skipped, the last non-empty output before it."""
+    for record in reversed(steps):
+        if record.status == "ok" and clean_answer(record.output):
+            return clean_answer(record.output)
+    return ""
+
+
+# -------------------------------------------------------------------------------------------- running
+
+
+@dataclass
+class Context:
+    """What every round of one request shares."""
+
+    question: str
+    pool: Pool
+    policy: Policy
+    budget: Budget
+    on_event: Optional[EventHandler] = None
+    limits_hit: list[str] = field(default_factory=list)
+    seed: Optional[int] = None
+
+    def hit(self, limit: str) -> None:
+        if limit not in self.limits_hit:
+            self.limits_hit.append(limit)
+
+
+async def solve(
+    question: str,
+    policy: Policy,
+    pool: Pool,
+    *,
+    limits: Optional[Limits] = None,
+    on_event: Optional[EventHandler] = None,
+    seed: Optional[int] = None,
+    metadata: Optional[dict] = None,
+) -> Run:
+    """Plan and run one question end to end. Never raises for worker or plan failures: the Run says."""
+    start = time.perf_counter()
+    ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed)
+    run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names, metadata=metadata or {})
+    await _emit(on_event, Event("run_started", run))
+    plan = await policy.plan(PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed))
+    ctx.budget.charge(plan.record.usage)
+    await _run_round(ctx, run, plan)
+    run.totals.wall_s = time.perf_counter() - start
+    await _emit(on_event, Event("run_finished", run))
+    return run
+
+
+async def _run_round(ctx: Context, run: Run, plan: Plan) -> None:
+    run.plan = plan.record
+    if plan.workflow is None:
+        run.status = "plan_failed"
+        run.error = "; ".join(plan.record.errors) or "the policy returned no workflow"
+        _finish(ctx, run)
+        return
+    run.steps = [
+        StepRecord(
+            index=i,
+            worker=s.worker,
+            worker_name=ctx.pool[s.worker].name,
+            subtask=s.subtask,
+            access=s.access if s.access == "all" else list(s.access),
+            visible=list(s.visible(i)),
+        )
+        for i, s in enumerate(plan.workflow.steps)
+    ]
+    await _emit(ctx.on_event, Event("plan", run))
+    await execute(ctx, run, plan.workflow)
+    _finish(ctx, run)
+
+
+def _finish(ctx: Context, run: Run) -> None:
+    run.final_answer = final_answer(run.steps)
+    run.limits_hit = list(ctx.limits_hit)
+    run.totals = _totals(run, run.totals.wall_s)
+    if run.status == "running":
+        last = run.steps[-1] if run.steps else None
+        if ctx.limits_hit and (last is None or last.status != "ok"):
+            run.status = "limit"
+        elif last is not None and last.status == "ok":
+            run.status = "ok"
+        else:
+            run.status = "error"
+            run.error = run.error or (last.error if last else "no steps ran")
+
+
+def _totals(run: Run, wall_s: float) -> Totals:
+    totals = Totals(wall_s=wall_s, conductor_usage=run.plan.usage if run.plan else Usage())
+    for step in run.steps:
+        if step.nested is not None:
+            inner = step.nested.totals
+            totals.calls += inner.calls
+            totals.worker_usage += inner.worker_usage
+            totals.conductor_usage += inner.conductor_usage
+            for name, usage in inner.per_worker.items():
+                totals.per_worker[name] = totals.per_worker.get(name, Usage()) + usage
+        elif step.attempts:
+            totals.calls += 1
+            totals.worker_usage += step.usage
+            totals.per_worker[step.worker_name] = totals.per_worker.get(step.worker_name, Usage()) + step.usage
+    return totals
+
+
+async def execute(ctx: Context, run: Run, workflow: Workflow) -> None:
+    """Run every step as soon as the steps it can see are done."""
+    done: dict[int, asyncio.Future] = {i: asyncio.get_running_loop().create_future() for i in range(len(workflow))}
+    records = {r.index: r for r in run.steps}
+    stopped = asyncio.Event()  # a limit was hit: steps not yet started are skipped
+
+    async def run_step(i: int) -> None:
+        record = records[i]
+        try:
+            for j in workflow.steps[i].visible(i):
+                await done[j]
+            if stopped.is_set():
+                record.status, record.error = "skipped", "a request limit was reached before this step"
+                return
+            await _run_step(ctx, run, workflow, i, records)
+        except LimitReached as exc:
+            ctx.hit(exc.limit)
+            stopped.set()
+            record.status, record.error = "skipped", f"limit reached: {exc}"
+        finally:
+            done[i].set_result(None)
+            await _emit(ctx.on_event, Event("step_finished", run, record))
+
+    await asyncio.gather(*(run_step(i) for i in range(len(workflow))))
+
+
+async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records: dict[int, StepRecord]) -> None:
+    record = records[i]
+    worker = ctx.pool[workflow.steps[i].worker]
+    record.messages = build_messages(ctx.question, workflow, i, records)
+    record.status, record.started_at = "running", time.time()
+    await _emit(ctx.on_event, Event("step_started", run, record))
+    if worker.spec.provider == "conductor":
+        await _recurse(ctx, run, record)
+        record.finished_at = time.time()
+        record.latency_s = record.finished_at - record.started_at
+        return
+
+    spec = worker.spec
+    max_tokens, reserved_tokens, reserved_cost = ctx.budget.reserve(
+        record.messages, spec.max_tokens, spec.price_input_per_m, spec.price_output_per_m
+    )
+    loop = asyncio.get_running_loop()
+
+    def on_token(text: str) -> None:
+        # Providers may call this from a worker thread (in-process llama.cpp).
+        if ctx.on_event is not None:
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(_emit(ctx.on_event, Event("step_token", run, record, text))))
+
+    usage = None
+    try:
+        completion, attempts = await worker.call(
+            record.messages, max_tokens=max_tokens, on_token=on_token if ctx.on_event else None, seed=ctx.seed
+        )
+        usage = completion.usage
+        record.output, record.usage, record.attempts = completion.text, completion.usage, attempts
+        record.latency_s, record.status = completion.latency_s, "ok"
+    except WorkerCallError as exc:
+        record.status, record.error, record.attempts = "error", str(exc), exc.attempts
+    finally:
+        ctx.budget.settle(reserved_tokens, reserved_cost, usage)
+        record.finished_at = time.time()
+
+
+async def _recurse(ctx: Context, run: Run, record: StepRecord) -> None:
+    """A conductor step: plan a nested round that sees the answer so far; accept or revise it."""
+    visible = [s for s in run.steps if s.index in record.visible]
+    previous_answer = final_answer(visible)
+    try:
+        ctx.budget.check_depth(run.depth + 1)
+    except LimitReached as exc:
+        ctx.hit(exc.limit)
+        record.status, record.output = "ok", previous_answer
+        record.error = f"not recursing: {exc}; the previous answer stands"
+        return
+    nested = Run(question=ctx.question, policy=ctx.policy.name, pool=run.pool, workers=run.workers, depth=run.depth + 1)
+    record.nested = nested
+    plan = await ctx.policy.plan(
+        PlanRequest(
+            ctx.question,
+            ctx.pool,
+            max_steps=ctx.pool.spec.conductor.max_steps,
+            previous=Previous(answer=previous_answer, steps=visible, instruction=record.subtask),
+            depth=run.depth + 1,
+            seed=ctx.seed,
+        )
+    )
+    ctx.budget.charge(plan.record.usage)
+    if plan.workflow is not None and plan.workflow.is_accept:
+        nested.plan, nested.status, nested.final_answer = plan.record, "ok", previous_answer
+        nested.totals = _totals(nested, 0.0)
+        record.status, record.output = "ok", previous_answer
+        return
+    await _run_round(ctx, nested, plan)
+    record.usage = nested.totals.usage
+    if nested.status == "ok" or nested.final_answer:
+        record.status, record.output = "ok", nested.final_answer or previous_answer
+    else:
+        # A failed revision keeps the answer it was asked to check.
+        record.status, record.output = "ok", previous_answer
+        record.error = f"nested round ended with {nested.status}: {nested.error}"

@@ -1,0 +1,109 @@
+"""Hand-made baselines as policies, so they run on the same executor as the conductor."""
+
+from __future__ import annotations
+
+import random
+from typing import Optional
+
+from ..records import PlanRecord
+from ..workflow import Step, Workflow
+from .base import Plan, PlanRequest, Policy, register_policy
+
+
+def _worker_index(request: PlanRequest, worker: Optional[str | int]) -> int:
+    spec = request.pool.spec
+    if worker is None:
+        return spec.strongest_index()
+    if isinstance(worker, int) or str(worker).isdigit():
+        index = int(worker)
+        if not 0 <= index < len(spec.workers):
+            raise ValueError(f"worker id {index} is not in the pool (0..{len(spec.workers) - 1})")
+        return index
+    try:
+        return spec.index(str(worker))
+    except KeyError:
+        raise ValueError(f"unknown worker {worker!r}; the pool has {', '.join(w.name for w in spec.workers)}") from None
+
+
+def _workers(request: PlanRequest) -> list[int]:
+    """Pool members that answer questions (not the conductor itself)."""
+    return [i for i, w in enumerate(request.pool.spec.workers) if w.provider != "conductor"]
+
+
+def _plan(name: str, steps: list[Step], reasoning: str) -> Plan:
+    workflow = Workflow(tuple(steps), reasoning=reasoning)
+    return Plan(workflow, PlanRecord(policy=name, raw=workflow.render(), workflow=workflow.to_dict()))
+
+
+@register_policy("single")
+class SingleWorker(Policy):
+    """One worker answers the question directly."""
+
+    def __init__(self, worker: Optional[str | int] = None):
+        self.worker = worker
+        self.name = "single" if worker is None else f"single:{worker}"
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        i = _worker_index(request, self.worker)
+        return _plan(self.name, [Step(i, "Solve the overall task and give the final answer.", ())], "single worker")
+
+
+@register_policy("self-reflection")
+class SelfReflection(Policy):
+    """One worker answers, then revises its answer ``rounds`` times with every attempt in context."""
+
+    def __init__(self, worker: Optional[str | int] = None, rounds: int = 2):
+        if rounds < 0:
+            raise ValueError("rounds must be >= 0")
+        self.worker, self.rounds = worker, rounds
+        self.name = f"self-reflection:{rounds}"
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        i = _worker_index(request, self.worker)
+        steps = [Step(i, "Solve the overall task and give the final answer.", ())]
+        revise = (
+            "Review the previous attempts for mistakes. If you find one, correct it; then give the final "
+            "answer to the overall task."
+        )
+        steps += [Step(i, revise, "all") for _ in range(self.rounds)]
+        return _plan(self.name, steps, f"self-reflection with {self.rounds} revision(s)")
+
+
+@register_policy("moa")
+class MixtureOfAgents(Policy):
+    """Every worker proposes independently, one aggregates: pool size + 1 calls."""
+
+    def __init__(self, aggregator: Optional[str | int] = None):
+        self.aggregator = aggregator
+        self.name = "moa"
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        proposers = _workers(request)
+        steps = [Step(i, "Solve the overall task and give the final answer.", ()) for i in proposers]
+        aggregate = (
+            "Several agents answered the overall task independently. Synthesise their responses into one "
+            "answer: weigh them critically, fix errors, and give the final answer."
+        )
+        steps.append(Step(_worker_index(request, self.aggregator), aggregate, "all"))
+        return _plan(self.name, steps, f"{len(proposers)} proposers and one aggregator")
+
+
+@register_policy("random")
+class RandomWorkflow(Policy):
+    """A random workflow: 1..max_steps steps, random workers and access lists (a floor to beat)."""
+
+    def __init__(self, seed: Optional[int] = None):
+        self.rng = random.Random(seed)
+        self.name = "random"
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        rng = random.Random(self.rng.random() if request.seed is None else request.seed)
+        workers = _workers(request)
+        n = rng.randint(1, request.max_steps)
+        steps = []
+        for i in range(n):
+            access = "all" if i and rng.random() < 0.5 else tuple(sorted(rng.sample(range(i), rng.randint(0, i))))
+            last = i == n - 1
+            subtask = "Give the final answer to the overall task." if last else "Work on the overall task and report your findings."
+            steps.append(Step(rng.choice(workers), subtask, access))
+        return _plan(self.name, steps, "random workflow")

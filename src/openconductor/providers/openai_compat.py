@@ -1,0 +1,133 @@
+"""Any OpenAI-compatible chat endpoint: OpenAI, vLLM, Ollama, llama.cpp server, OpenRouter, Together…
+
+Retries are ours (``Worker.call``), so the SDK's own are off; errors are mapped to ProviderError with
+``retryable`` and ``retry_after`` (from the Retry-After header) set.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Optional
+
+import openai
+
+from ..pool import Provider, ProviderError, TokenCallback, WorkerSpec
+from ..records import Completion, Usage
+
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+def retry_after_seconds(headers) -> Optional[float]:
+    if headers is None:
+        return None
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return float(value) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def api_key(spec: WorkerSpec, default_env: Optional[str]) -> Optional[str]:
+    env = spec.api_key_env or default_env
+    if env is None:
+        return None
+    key = os.environ.get(env)
+    if not key:
+        raise ProviderError(f"worker {spec.name!r}: the environment variable {env} (its API key) is not set")
+    return key
+
+
+class OpenAICompatProvider(Provider):
+    def __init__(self, spec: WorkerSpec):
+        super().__init__(spec)
+        self._client: Optional[openai.AsyncOpenAI] = None
+
+    def client(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            key = api_key(self.spec, None if self.spec.base_url else "OPENAI_API_KEY") or "not-needed"
+            self._client = openai.AsyncOpenAI(
+                base_url=self.spec.base_url, api_key=key, max_retries=0, timeout=self.spec.timeout_s
+            )
+        return self._client
+
+    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
+        params = dict(model=self.spec.model, messages=messages, max_tokens=max_tokens, temperature=temperature)
+        if self.spec.top_p is not None:
+            params["top_p"] = self.spec.top_p
+        if seed is not None:
+            params["seed"] = seed
+        extra = dict(self.spec.options.get("extra_body", {}))
+        if grammar is not None:
+            extra["grammar"] = grammar  # llama.cpp server / vLLM guided decoding accept this
+        if extra:
+            params["extra_body"] = extra
+        start = time.perf_counter()
+        try:
+            if on_token is None:
+                response = await self.client().chat.completions.create(**params)
+                if not getattr(response, "choices", None):
+                    raise ProviderError("the endpoint returned no choices", retryable=True)
+                choice = response.choices[0]
+                text = choice.message.content or ""
+                usage = response.usage
+                return Completion(
+                    text=text,
+                    usage=Usage(input_tokens=getattr(usage, "prompt_tokens", 0) or 0, output_tokens=getattr(usage, "completion_tokens", 0) or 0),
+                    latency_s=time.perf_counter() - start,
+                    finish_reason=choice.finish_reason,
+                    model=response.model,
+                )
+            return await self._stream(params, on_token, start)
+        except ProviderError:
+            raise
+        except openai.APIStatusError as exc:
+            raise ProviderError(
+                f"HTTP {exc.status_code}: {exc.message}",
+                retryable=exc.status_code in RETRYABLE_STATUS,
+                status=exc.status_code,
+                retry_after=retry_after_seconds(exc.response.headers),
+            ) from exc
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            raise ProviderError(f"{type(exc).__name__}: {exc}", retryable=True) from exc
+        except (ValueError, TypeError, AttributeError, openai.APIResponseValidationError) as exc:
+            # A 200 whose body is not a chat completion (malformed JSON, wrong shape).
+            raise ProviderError(f"malformed response: {exc}", retryable=True) from exc
+
+    async def _stream(self, params: dict, on_token: TokenCallback, start: float) -> Completion:
+        params = dict(params, stream=True, stream_options={"include_usage": True})
+        stream = await self.client().chat.completions.create(**params)
+        parts: list[str] = []
+        usage = Usage()
+        finish = None
+        model = None
+        async for chunk in stream:
+            model = chunk.model or model
+            if chunk.usage is not None:
+                usage = Usage(input_tokens=chunk.usage.prompt_tokens or 0, output_tokens=chunk.usage.completion_tokens or 0)
+            if chunk.choices:
+                delta = chunk.choices[0].delta
+                if delta is not None and delta.content:
+                    parts.append(delta.content)
+                    on_token(delta.content)
+                finish = chunk.choices[0].finish_reason or finish
+        if finish is None and not parts:
+            raise ProviderError("the stream ended without any choices", retryable=True)
+        return Completion(text="".join(parts), usage=usage, latency_s=time.perf_counter() - start, finish_reason=finish, model=model)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()

@@ -1,0 +1,79 @@
+"""Simulated workers for tests and load: deterministic per seed, fixed latency, injected failures.
+
+Not a model: numbers measured with these workers must be labelled as simulated. A ``world`` option
+names a registered responder (e.g. the trainer's paper-calibrated pool) that decides the text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+from typing import Callable, Optional
+
+from ..pool import Provider, ProviderError, TokenCallback, WorkerSpec
+from ..records import Completion, Usage
+
+# world name -> fn(spec, messages, rng) -> text
+RESPONDERS: dict[str, Callable[[WorkerSpec, list[dict], random.Random], str]] = {}
+
+
+def register_responder(name: str):
+    def deco(fn):
+        RESPONDERS[name] = fn
+        return fn
+
+    return deco
+
+
+class SimulatedProvider(Provider):
+    """Options: latency_s, jitter_s, fail_rate, failure (error | retryable | timeout | empty), world, seed."""
+
+    def __init__(self, spec: WorkerSpec):
+        super().__init__(spec)
+        o = spec.options
+        self.latency_s = float(o.get("latency_s", 0.0))
+        self.jitter_s = float(o.get("jitter_s", 0.0))
+        self.fail_rate = float(o.get("fail_rate", 0.0))
+        self.failure = str(o.get("failure", "error"))
+        self.world = o.get("world")
+        self.seed = int(o.get("seed", 0))
+        if self.world is not None and self.world not in RESPONDERS:
+            raise ProviderError(f"simulated worker {spec.name!r}: unknown world {self.world!r}; known: {sorted(RESPONDERS)}")
+        self.calls = 0
+
+    def _rng(self, messages: list[dict], seed: Optional[int]) -> random.Random:
+        key = f"{self.seed}|{seed}|{self.spec.name}|{messages!r}".encode()
+        return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
+
+    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
+        self.calls += 1
+        rng = self._rng(messages, seed)
+        delay = self.latency_s + (rng.uniform(0, self.jitter_s) if self.jitter_s else 0.0)
+        if delay:
+            await asyncio.sleep(delay)
+        if self.fail_rate and rng.random() < self.fail_rate:
+            if self.failure == "timeout":
+                await asyncio.sleep(self.spec.timeout_s + 1)
+            if self.failure == "empty":
+                return Completion(text="", usage=Usage(input_tokens=1), latency_s=delay)
+            raise ProviderError(f"simulated {self.failure}", retryable=self.failure == "retryable")
+        if self.world is not None:
+            text = RESPONDERS[self.world](self.spec, messages, rng)
+        else:
+            digest = hashlib.sha256(repr(messages).encode()).hexdigest()[:8]
+            text = f"{self.spec.name} answer {digest}"
+        words = text.split(" ")
+        text = " ".join(words[:max_tokens])
+        if on_token is not None:
+            for i, word in enumerate(words[:max_tokens]):
+                on_token(word if i == 0 else " " + word)
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
+        return Completion(text=text, usage=Usage(input_tokens=prompt_tokens, output_tokens=min(len(words), max_tokens)), latency_s=delay, model=self.spec.model or "simulated")
+
+
+class RecursionMarker(Provider):
+    """The pool entry that stands for the conductor itself; the executor runs it as a nested round."""
+
+    async def complete(self, messages, **kwargs) -> Completion:  # pragma: no cover - never called
+        raise ProviderError("a conductor worker is run by the executor as a recursive round, not called")

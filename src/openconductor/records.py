@@ -1,0 +1,113 @@
+"""The one record every part shares: a ``Run`` (plan + steps + answer + totals).
+
+The CLI prints it, the trace store saves it, the server returns and streams it, ``eval`` scores it
+and the trainer's reward grades it. Nothing re-derives it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, Field
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+        )
+
+
+class Completion(BaseModel):
+    """What one worker call returns, whatever the provider."""
+
+    text: str
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    finish_reason: Optional[str] = None
+    model: Optional[str] = None
+    cached: bool = False
+
+
+StepStatus = Literal["pending", "running", "ok", "error", "skipped"]
+RunStatus = Literal["running", "ok", "limit", "error", "plan_failed"]
+
+
+class StepRecord(BaseModel):
+    index: int
+    worker: int  # ordinal id as the conductor saw it
+    worker_name: str
+    subtask: str
+    access: Union[Literal["all"], list[int]]
+    visible: list[int] = Field(default_factory=list)
+    messages: list[dict[str, Any]] = Field(default_factory=list)  # the exact context sent
+    output: str = ""
+    status: StepStatus = "pending"
+    error: Optional[str] = None
+    attempts: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    started_at: Optional[float] = None
+    finished_at: Optional[float] = None
+    # A step run by the conductor itself (recursion) holds the nested round.
+    nested: Optional["Run"] = None
+
+
+class PlanRecord(BaseModel):
+    policy: str
+    raw: str = ""  # the conductor's full text (last attempt)
+    workflow: Optional[dict[str, Any]] = None
+    attempts: int = 0
+    errors: list[str] = Field(default_factory=list)  # one per failed attempt, typed code + message
+    fallback: Optional[str] = None  # set when a declared fallback replaced the conductor's plan
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+
+
+class Totals(BaseModel):
+    calls: int = 0  # worker calls (conductor calls are counted in conductor_usage)
+    worker_usage: Usage = Field(default_factory=Usage)
+    conductor_usage: Usage = Field(default_factory=Usage)
+    per_worker: dict[str, Usage] = Field(default_factory=dict)
+    wall_s: float = 0.0
+
+    @property
+    def usage(self) -> Usage:
+        return self.worker_usage + self.conductor_usage
+
+
+class Run(BaseModel):
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:16])
+    question: str
+    policy: str
+    pool: str = ""
+    workers: list[str] = Field(default_factory=list)  # names, in the ordinal order shown to the conductor
+    depth: int = 0
+    created_at: float = Field(default_factory=time.time)
+    plan: Optional[PlanRecord] = None
+    steps: list[StepRecord] = Field(default_factory=list)
+    final_answer: str = ""
+    status: RunStatus = "running"
+    limits_hit: list[str] = Field(default_factory=list)
+    error: Optional[str] = None
+    totals: Totals = Field(default_factory=Totals)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def workflow_steps(self) -> int:
+        return len(self.steps)
+
+
+StepRecord.model_rebuild()

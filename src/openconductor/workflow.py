@@ -1,0 +1,337 @@
+"""Workflows: the conductor's plan, its parser, its validation and its rendering.
+
+A workflow is a list of steps; each step names a worker (an ordinal id into the pool shown to the
+conductor), a natural-language subtask, and an access list: ``"all"`` (every earlier step) or a list
+of earlier step indices (``[]`` = nothing earlier). The conductor writes it as three equal-length
+Python lists after its reasoning (the paper's format); a JSON object form is accepted too.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass
+from typing import Literal, Union
+
+Access = Union[Literal["all"], tuple[int, ...]]
+
+DEFAULT_MAX_STEPS = 5
+
+
+# --------------------------------------------------------------------------------------------- errors
+
+
+class WorkflowError(ValueError):
+    """A conductor output that is not a usable workflow. ``code`` is stable for logs and metrics."""
+
+    code = "invalid_workflow"
+
+
+class WorkflowParseError(WorkflowError):
+    code = "unparseable"
+
+
+class EmptyWorkflowError(WorkflowError):
+    code = "empty"
+
+
+class LengthMismatchError(WorkflowError):
+    code = "length_mismatch"
+
+
+class UnknownWorkerError(WorkflowError):
+    code = "unknown_worker"
+
+
+class BadAccessError(WorkflowError):
+    """A forward, self or out-of-range reference in an access list."""
+
+    code = "bad_access"
+
+
+class TooManyStepsError(WorkflowError):
+    code = "too_many_steps"
+
+
+# ----------------------------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class Step:
+    worker: int
+    subtask: str
+    access: Access = ()
+
+    def visible(self, index: int) -> tuple[int, ...]:
+        """Indices of the earlier steps this step sees, given its own position."""
+        if self.access == "all":
+            return tuple(range(index))
+        return tuple(self.access)
+
+
+@dataclass(frozen=True)
+class Workflow:
+    steps: tuple[Step, ...]
+    reasoning: str = ""
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    @property
+    def is_accept(self) -> bool:
+        """Three empty lists from a recursive round: keep the previous answer."""
+        return not self.steps
+
+    def to_dict(self) -> dict:
+        return {
+            "reasoning": self.reasoning,
+            "steps": [
+                {"worker": s.worker, "subtask": s.subtask, "access": s.access if s.access == "all" else list(s.access)}
+                for s in self.steps
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Workflow":
+        steps = []
+        for raw in data.get("steps", []):
+            access = raw.get("access", [])
+            steps.append(Step(int(raw["worker"]), str(raw["subtask"]), _normalise_access(access, len(steps))))
+        return cls(tuple(steps), reasoning=str(data.get("reasoning", "")))
+
+    def render(self) -> str:
+        """The paper's three-list text; ``parse(render(w))`` gives back ``w``."""
+        ids = [s.worker for s in self.steps]
+        subtasks = [s.subtask for s in self.steps]
+        access = [["all"] if s.access == "all" else list(s.access) for s in self.steps]
+        lists = f"model_id = {ids!r}\nsubtasks = {subtasks!r}\naccess_list = {access!r}"
+        return f"{self.reasoning.strip()}\n\n{lists}" if self.reasoning.strip() else lists
+
+
+# --------------------------------------------------------------------------------------------- parser
+
+_LABELS = {
+    "model_id": r"model[ _]?ids?",
+    "subtasks": r"subtasks?",
+    "access_list": r"access(?:[ _]?lists?)?",
+}
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```[a-zA-Z0-9_+-]*")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+", re.MULTILINE)
+_CURLY = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "‚": "'"})
+
+
+def clean_output(text: str) -> str:
+    """Strip what models wrap plans in: <think> blocks, code fences, backticks, bullets, curly quotes."""
+    text = _THINK.sub("", text)
+    # An unterminated <think> (truncated reasoning) hides nothing that could be a plan after it.
+    text = re.sub(r"</?think>", "", text, flags=re.IGNORECASE)
+    text = _FENCE.sub("", text).replace("`", "")
+    text = _BULLET.sub("", text)
+    return text.translate(_CURLY)
+
+
+def _balanced_list(text: str, start: int) -> str | None:
+    """The first bracket-balanced ``[...]`` at or after ``start``, aware of quotes and escapes."""
+    open_at = text.find("[", start)
+    if open_at < 0:
+        return None
+    depth, quote, escaped = 0, None, False
+    for i in range(open_at, len(text)):
+        ch = text[i]
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = None
+            continue
+        if ch in "\"'":
+            # An apostrophe inside a word ("don't") is not a quote opening a string.
+            if ch == "'" and i > 0 and text[i - 1].isalnum() and i + 1 < len(text) and text[i + 1].isalnum():
+                continue
+            quote = ch
+        elif ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth == 0:
+                return text[open_at : i + 1]
+    return None
+
+
+def _literal(raw: str):
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        pass
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return json.loads(re.sub(r"(?<![A-Za-z])'|'(?![A-Za-z])", '"', raw))
+    except json.JSONDecodeError:
+        pass
+    inner = raw.strip()[1:-1]
+    if not inner.strip():
+        return []
+    items = []
+    for part in inner.split(","):
+        part = part.strip().strip("\"'").strip()
+        items.append(int(part) if re.fullmatch(r"-?\d+", part) else part)
+    return items
+
+
+def _find_list(text: str, label: str) -> list | None:
+    pattern = re.compile(rf"(?<![A-Za-z_]){_LABELS[label]}\s*[:=]", re.IGNORECASE)
+    # The last labelled list wins: reasoning often mentions a draft before the final answer.
+    found = None
+    for match in pattern.finditer(text):
+        raw = _balanced_list(text, match.end())
+        if raw is None:
+            continue
+        # Only a list that directly follows the label counts (not one three paragraphs later).
+        if text[match.end() : text.find("[", match.end())].strip():
+            continue
+        value = _literal(raw)
+        if isinstance(value, (list, tuple)):
+            found = list(value)
+    return found
+
+
+def _normalise_access(value, index: int) -> Access:
+    if value == "all" or value == ["all"] or value == ("all",):
+        return "all" if index > 0 else ()
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise WorkflowParseError(f"step {index}: access must be \"all\" or a list of step indices, got {value!r}")
+    out = []
+    for item in value:
+        if isinstance(item, str) and re.fullmatch(r"\s*-?\d+\s*", item):
+            item = int(item)
+        if isinstance(item, str) and item.strip().lower() == "all":
+            return "all" if index > 0 else ()
+        if not isinstance(item, int) or isinstance(item, bool):
+            raise WorkflowParseError(f"step {index}: access list entries must be step indices, got {item!r}")
+        out.append(item)
+    return tuple(out)
+
+
+def _as_worker_id(value, index: int) -> int:
+    if isinstance(value, bool):
+        raise WorkflowParseError(f"step {index}: model id must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        return int(value)
+    raise WorkflowParseError(f"step {index}: model id must be an integer, got {value!r}")
+
+
+def _reasoning_before(text: str) -> str:
+    match = re.search(rf"(?<![A-Za-z_]){_LABELS['model_id']}\s*[:=]", text, re.IGNORECASE)
+    return (text[: match.start()] if match else text).strip()
+
+
+def _parse_json_form(text: str) -> Workflow | None:
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        data, _ = json.JSONDecoder().raw_decode(text[start:])
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    if "steps" in data and isinstance(data["steps"], list):
+        try:
+            steps = [
+                Step(
+                    _as_worker_id(s.get("worker", s.get("model_id")), i),
+                    str(s.get("subtask", "")),
+                    _normalise_access(s.get("access", s.get("access_list", [])), i),
+                )
+                for i, s in enumerate(data["steps"])
+            ]
+        except (AttributeError, KeyError) as exc:
+            raise WorkflowParseError(f"JSON workflow step is malformed: {exc}") from exc
+        return Workflow(tuple(steps), reasoning=str(data.get("reasoning", text[:start])).strip())
+    if {"model_id", "subtasks", "access_list"} <= data.keys():
+        return _from_lists(data["model_id"], data["subtasks"], data["access_list"], text[:start].strip())
+    return None
+
+
+def _from_lists(ids, subtasks, access, reasoning: str) -> Workflow:
+    if not (isinstance(ids, list) and isinstance(subtasks, list) and isinstance(access, list)):
+        raise WorkflowParseError("model_id, subtasks and access_list must each be a list")
+    if not (len(ids) == len(subtasks) == len(access)):
+        raise LengthMismatchError(
+            f"the three lists differ in length: model_id has {len(ids)}, subtasks {len(subtasks)}, "
+            f"access_list {len(access)}; each step needs one entry in every list"
+        )
+    steps = tuple(
+        Step(_as_worker_id(w, i), str(s).strip(), _normalise_access(a, i))
+        for i, (w, s, a) in enumerate(zip(ids, subtasks, access))
+    )
+    return Workflow(steps, reasoning=reasoning)
+
+
+def parse(text: str, *, allow_empty: bool = False) -> Workflow:
+    """Parse a conductor's output (three-list text or JSON) into an unvalidated Workflow.
+
+    Raises WorkflowParseError / LengthMismatchError. ``allow_empty`` accepts three empty lists
+    (a recursive round accepting the previous answer).
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise WorkflowParseError("the conductor returned no text")
+    cleaned = clean_output(text)
+    lists = {label: _find_list(cleaned, label) for label in _LABELS}
+    if all(v is None for v in lists.values()):
+        json_form = _parse_json_form(cleaned)
+        if json_form is not None:
+            workflow = json_form
+        else:
+            raise WorkflowParseError(
+                "no workflow found: expected `model_id = [...]`, `subtasks = [...]` and "
+                "`access_list = [...]` (or a JSON object with `steps`)"
+            )
+    else:
+        missing = [label for label, v in lists.items() if v is None]
+        if missing:
+            raise WorkflowParseError(f"missing list(s): {', '.join(missing)}")
+        workflow = _from_lists(lists["model_id"], lists["subtasks"], lists["access_list"], _reasoning_before(cleaned))
+    if not workflow.steps and not allow_empty:
+        raise EmptyWorkflowError("the workflow has no steps; give at least one step")
+    return workflow
+
+
+def validate(workflow: Workflow, n_workers: int, *, max_steps: int = DEFAULT_MAX_STEPS, allow_empty: bool = False) -> Workflow:
+    """Check a parsed workflow against a pool of ``n_workers``; raise a typed WorkflowError."""
+    if not workflow.steps:
+        if allow_empty:
+            return workflow
+        raise EmptyWorkflowError("the workflow has no steps; give at least one step")
+    if len(workflow.steps) > max_steps:
+        raise TooManyStepsError(f"the workflow has {len(workflow.steps)} steps; at most {max_steps} are allowed")
+    for i, step in enumerate(workflow.steps):
+        if not 0 <= step.worker < n_workers:
+            raise UnknownWorkerError(
+                f"step {i} uses model id {step.worker}, but the pool has ids 0..{n_workers - 1}"
+            )
+        if not step.subtask:
+            raise WorkflowParseError(f"step {i} has an empty subtask")
+        if step.access != "all":
+            for ref in step.access:
+                if ref >= i:
+                    kind = "itself" if ref == i else f"a later step ({ref})"
+                    raise BadAccessError(f"step {i} refers to {kind}; a step may only see earlier steps")
+                if ref < 0:
+                    raise BadAccessError(f"step {i} refers to step {ref}; indices start at 0")
+    return workflow
+
+
+def parse_and_validate(text: str, n_workers: int, *, max_steps: int = DEFAULT_MAX_STEPS, allow_empty: bool = False) -> Workflow:
+    return validate(parse(text, allow_empty=allow_empty), n_workers, max_steps=max_steps, allow_empty=allow_empty)
