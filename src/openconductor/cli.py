@@ -175,13 +175,21 @@ def ask(
 
 
 @app.command()
-def traces(limit: int = typer.Option(20, help="How many recent runs.")):
+def traces(
+    limit: int = typer.Option(20, help="How many recent runs."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+):
     """List recent runs from the trace store."""
     store = TraceStore()
-    table = Table("id", "when", "policy", "status", "steps", "calls", "tokens", "s", "question")
-    for row in store.list(limit):
+    rows = store.list(limit)
+    if as_json:
+        sys.stdout.writelines(json.dumps(row) + "\n" for row in rows)
+        return
+    table = Table("when", "policy", "status", "steps", "calls", "tokens", "s", "question")
+    table.add_column("id", no_wrap=True, min_width=16)
+    for row in rows:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["created_at"]))
-        table.add_row(row["id"], when, row["policy"], row["status"], str(row["steps"]), str(row["calls"]), str(row["tokens"]), f"{row['wall_s']:.1f}", row["question"][:60])
+        table.add_row(when, row["policy"], row["status"], str(row["steps"]), str(row["calls"]), str(row["tokens"]), f"{row['wall_s']:.1f}", row["question"][:60], row["id"])
     console.print(table)
     console.print(f"[dim]{store.path}[/]")
 

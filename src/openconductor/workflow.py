@@ -137,6 +137,10 @@ def _balanced_list(text: str, start: int) -> str | None:
     open_at = text.find("[", start)
     if open_at < 0:
         return None
+    def apostrophe(i: int) -> bool:
+        # A ' inside a word ("don't") neither opens nor closes a string.
+        return text[i] == "'" and 0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum()
+
     depth, quote, escaped = 0, None, False
     for i in range(open_at, len(text)):
         ch = text[i]
@@ -145,12 +149,11 @@ def _balanced_list(text: str, start: int) -> str | None:
                 escaped = False
             elif ch == "\\":
                 escaped = True
-            elif ch == quote:
+            elif ch == quote and not apostrophe(i):
                 quote = None
             continue
         if ch in "\"'":
-            # An apostrophe inside a word ("don't") is not a quote opening a string.
-            if ch == "'" and i > 0 and text[i - 1].isalnum() and i + 1 < len(text) and text[i + 1].isalnum():
+            if apostrophe(i):
                 continue
             quote = ch
         elif ch == "[":

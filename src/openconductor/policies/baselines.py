@@ -107,3 +107,18 @@ class RandomWorkflow(Policy):
             subtask = "Give the final answer to the overall task." if last else "Work on the overall task and report your findings."
             steps.append(Step(rng.choice(workers), subtask, access))
         return _plan(self.name, steps, "random workflow")
+
+
+class GivenWorkflow(Policy):
+    """Returns a workflow decided elsewhere (a sampled completion in training, a replayed trace).
+
+    ``recursive`` answers verification rounds: by default it accepts the previous answer.
+    """
+
+    def __init__(self, workflow: Workflow, *, name: str = "given", recursive: Optional[Workflow] = None):
+        self.workflow, self.name = workflow, name
+        self.recursive = recursive if recursive is not None else Workflow(())
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        workflow = self.recursive if request.previous is not None else self.workflow
+        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_dict()))

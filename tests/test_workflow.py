@@ -1,0 +1,125 @@
+import pytest
+
+from openconductor.workflow import (
+    BadAccessError,
+    EmptyWorkflowError,
+    LengthMismatchError,
+    Step,
+    TooManyStepsError,
+    UnknownWorkerError,
+    Workflow,
+    WorkflowParseError,
+    parse,
+    parse_and_validate,
+    validate,
+)
+
+PAPER_EXAMPLE = """I will have a strong model design the algorithm and another implement it.
+model_id = [2, 0]
+subtasks = ["Design an efficient algorithm for the problem", "Implement the algorithm described by the previous agent in Python"]
+access_list = [[], ["all"]]
+"""
+
+
+def test_paper_example():
+    wf = parse_and_validate(PAPER_EXAMPLE, n_workers=3)
+    assert [s.worker for s in wf.steps] == [2, 0]
+    assert wf.steps[0].access == ()
+    assert wf.steps[1].access == "all"
+    assert wf.steps[1].subtask.startswith("Implement the algorithm")
+    assert wf.reasoning.startswith("I will have a strong model")
+    assert wf.steps[1].visible(1) == (0,)
+
+
+def test_messy_output_with_think_fences_bullets_and_curly_quotes():
+    text = """<think>model_id = [9, 9] is wrong, let me think again</think>
+Sure! Here is the plan:
+```python
+- Model IDs: [1, 1, 0]
+- Subtask = [“Solve it”, 'Check the solution, don't skip steps', "Write the final answer"]
+- Access list: [[], "all", [0, 1]]
+```"""
+    wf = parse_and_validate(text, n_workers=2)
+    assert [s.worker for s in wf.steps] == [1, 1, 0]
+    assert wf.steps[1].subtask == "Check the solution, don't skip steps"
+    assert wf.steps[1].access == "all"
+    assert wf.steps[2].access == (0, 1)
+
+
+def test_json_fallback_single_quotes_and_comma_split():
+    text = "model_id: ['0', '1']\nsubtasks: [plan the answer, write the answer]\naccess_list: [[], ['all']]"
+    wf = parse_and_validate(text, n_workers=2)
+    assert [s.worker for s in wf.steps] == [0, 1]
+    assert [s.subtask for s in wf.steps] == ["plan the answer", "write the answer"]
+
+
+def test_all_on_first_step_means_nothing_and_bare_all_string():
+    wf = parse_and_validate('model_id = [0, 0]\nsubtasks = ["a", "b"]\naccess_list = ["all", "all"]', n_workers=1)
+    assert wf.steps[0].access == ()
+    assert wf.steps[1].access == "all"
+
+
+def test_last_labelled_lists_win_over_drafts_in_reasoning():
+    text = (
+        "Draft: model_id = [5]\nsubtasks = ['x']\naccess_list = [[]]\nOn reflection, better:\n"
+        "model_id = [1]\nsubtasks = ['y']\naccess_list = [[]]"
+    )
+    wf = parse_and_validate(text, n_workers=2)
+    assert wf.steps == (Step(1, "y", ()),)
+
+
+def test_json_object_form():
+    text = '{"reasoning": "one step", "steps": [{"worker": 1, "subtask": "solve", "access": []}, {"worker": 0, "subtask": "check", "access": "all"}]}'
+    wf = parse_and_validate(text, n_workers=2)
+    assert [s.access for s in wf.steps] == [(), "all"]
+    assert wf.reasoning == "one step"
+
+
+def test_render_round_trips():
+    wf = Workflow((Step(0, 'Say "hi"', ()), Step(1, "it's fine", "all"), Step(0, "pick", (0,))), reasoning="because")
+    assert parse(wf.render()) == wf
+    assert Workflow.from_dict(wf.to_dict()) == wf
+
+
+@pytest.mark.parametrize(
+    "text,error,fragment",
+    [
+        ("no plan here", WorkflowParseError, "no workflow found"),
+        ("", WorkflowParseError, "no text"),
+        ('model_id = [0]\nsubtasks = ["a"]', WorkflowParseError, "access_list"),
+        ('model_id = [0, 1]\nsubtasks = ["a"]\naccess_list = [[], []]', LengthMismatchError, "model_id has 2, subtasks 1"),
+        ("model_id = []\nsubtasks = []\naccess_list = []", EmptyWorkflowError, "no steps"),
+        ('model_id = [3]\nsubtasks = ["a"]\naccess_list = [[]]', UnknownWorkerError, "model id 3"),
+        ('model_id = [0, 0]\nsubtasks = ["a", "b"]\naccess_list = [[], [1]]', BadAccessError, "itself"),
+        ('model_id = [0, 0]\nsubtasks = ["a", "b"]\naccess_list = [[1], []]', BadAccessError, "later step"),
+        ('model_id = [0]\nsubtasks = ["a"]\naccess_list = [[-1]]', BadAccessError, "indices start at 0"),
+        ('model_id = ["x"]\nsubtasks = ["a"]\naccess_list = [[]]', WorkflowParseError, "integer"),
+        ('model_id = [0]\nsubtasks = [""]\naccess_list = [[]]', WorkflowParseError, "empty subtask"),
+    ],
+)
+def test_validation_errors(text, error, fragment):
+    with pytest.raises(error) as info:
+        parse_and_validate(text, n_workers=2)
+    assert fragment in str(info.value)
+
+
+def test_negative_reference_on_later_step():
+    with pytest.raises(BadAccessError, match="indices start at 0"):
+        parse_and_validate('model_id = [0, 0]\nsubtasks = ["a", "b"]\naccess_list = [[], [-1]]', n_workers=1)
+
+
+def test_too_many_steps_is_configurable():
+    wf = Workflow(tuple(Step(0, f"s{i}", ()) for i in range(6)))
+    with pytest.raises(TooManyStepsError, match="6 steps; at most 5"):
+        validate(wf, n_workers=1)
+    assert validate(wf, n_workers=1, max_steps=6) is wf
+
+
+def test_empty_lists_accepted_in_recursive_rounds():
+    wf = parse_and_validate("Looks right.\nmodel_id = []\nsubtasks = []\naccess_list = []", 2, allow_empty=True)
+    assert wf.is_accept
+
+
+def test_error_codes_are_stable():
+    assert UnknownWorkerError.code == "unknown_worker"
+    assert WorkflowParseError.code == "unparseable"
