@@ -271,6 +271,8 @@ class Worker:
                 error = ProviderError(f"timed out after {self.spec.timeout_s:g}s", retryable=True)
             except ProviderError as exc:
                 error = exc
+            except Exception as exc:  # a provider bug must not take the whole run down
+                error = ProviderError(f"{type(exc).__name__}: {exc}")
             if not error.retryable or attempts > self.spec.max_retries:
                 raise WorkerCallError(self.name, str(error), attempts) from error
             delay = error.retry_after if error.retry_after is not None else min(8.0, 0.25 * 2 ** (attempts - 1))

@@ -148,6 +148,12 @@ class LocalGGUFProvider(Provider):
 
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
+        try:
+            import xllamacpp  # noqa: F401
+        except ImportError:
+            raise PoolConfigError(
+                f"worker {spec.name!r} needs in-process llama.cpp: `pip install 'openconductor[local]'` (xllamacpp)"
+            ) from None
         self.path, chat = resolve_model(spec.options.get("path", spec.model))
         self.chat = bool(spec.options.get("chat", chat))
         self.ctx_per_slot = int(spec.options.get("n_ctx", 4096))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import time
 from typing import Callable, Optional
 
 from ..pool import Provider, ProviderError, TokenCallback, WorkerSpec
@@ -48,6 +49,7 @@ class SimulatedProvider(Provider):
 
     async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
         self.calls += 1
+        start = time.perf_counter()
         rng = self._rng(messages, seed)
         delay = self.latency_s + (rng.uniform(0, self.jitter_s) if self.jitter_s else 0.0)
         if delay:
@@ -56,7 +58,7 @@ class SimulatedProvider(Provider):
             if self.failure == "timeout":
                 await asyncio.sleep(self.spec.timeout_s + 1)
             if self.failure == "empty":
-                return Completion(text="", usage=Usage(input_tokens=1), latency_s=delay)
+                return Completion(text="", usage=Usage(input_tokens=1), latency_s=time.perf_counter() - start)
             raise ProviderError(f"simulated {self.failure}", retryable=self.failure == "retryable")
         if self.world is not None:
             text = RESPONDERS[self.world](self.spec, messages, rng)
@@ -69,7 +71,7 @@ class SimulatedProvider(Provider):
             for i, word in enumerate(words[:max_tokens]):
                 on_token(word if i == 0 else " " + word)
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
-        return Completion(text=text, usage=Usage(input_tokens=prompt_tokens, output_tokens=min(len(words), max_tokens)), latency_s=delay, model=self.spec.model or "simulated")
+        return Completion(text=text, usage=Usage(input_tokens=prompt_tokens, output_tokens=min(len(words), max_tokens)), latency_s=time.perf_counter() - start, model=self.spec.model or "simulated")
 
 
 class RecursionMarker(Provider):
