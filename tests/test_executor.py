@@ -267,3 +267,15 @@ async def test_events_arrive_in_order():
     assert types.index("step_finished") < len(types) - 1
     assert ("step_token", 1) in events
     assert events.index(("step_finished", 0)) < events.index(("step_started", 1))
+
+
+async def test_tokens_of_a_step_arrive_before_it_finishes_and_add_up():
+    seen = []
+    async with pool_of(sim("a", 0.01)) as pool:
+        wf = Workflow((Step(0, "x", ()), Step(0, "y", "all")))
+        run = await solve("q", GivenWorkflow(wf), pool, on_event=lambda e: seen.append((e.type, e.step.index if e.step else None, e.text)))
+    for i, step in enumerate(run.steps):
+        tokens = [t for kind, idx, t in seen if kind == "step_token" and idx == i]
+        finished = seen.index(("step_finished", i, ""))
+        last_token = max(k for k, (kind, idx, _) in enumerate(seen) if kind == "step_token" and idx == i)
+        assert "".join(tokens) == step.output and last_token < finished

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Literal, Optional, Union
@@ -237,10 +238,20 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
     )
     loop = asyncio.get_running_loop()
 
+    def dispatch(text: str) -> None:
+        result = ctx.on_event(Event("step_token", run, record, text))
+        if inspect.isawaitable(result):
+            asyncio.ensure_future(result)
+
     def on_token(text: str) -> None:
-        # Providers may call this from a worker thread (in-process llama.cpp).
-        if ctx.on_event is not None:
-            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(_emit(ctx.on_event, Event("step_token", run, record, text))))
+        # In-process llama.cpp calls this from a worker thread; hand it to the loop. Callbacks run in
+        # FIFO order, so every token is delivered before the call's own result (and step_finished).
+        if threading.get_ident() == loop_thread:
+            dispatch(text)
+        else:
+            loop.call_soon_threadsafe(dispatch, text)
+
+    loop_thread = threading.get_ident()
 
     usage = None
     try:
