@@ -1,55 +1,30 @@
 """Providers: one small class per backend kind, registered by name (see ``pool.register_provider``).
 
-Heavy SDKs are imported only when a worker of that kind is built.
+Each module is imported only when a worker of that kind is built, so a user of remote APIs never
+loads llama.cpp or torch, and vice versa.
 """
+
+from importlib import import_module
 
 from ..pool import register_provider
 
-
-@register_provider("openai")
-def _openai(spec):
-    from .openai_compat import OpenAICompatProvider
-
-    return OpenAICompatProvider(spec)
-
-
-@register_provider("anthropic")
-def _anthropic(spec):
-    from .anthropic import AnthropicProvider
-
-    return AnthropicProvider(spec)
+BUILTIN = {
+    "openai": ("openai_compat", "OpenAICompatProvider"),
+    "anthropic": ("anthropic", "AnthropicProvider"),
+    "gemini": ("gemini", "GeminiProvider"),
+    "local_gguf": ("local_gguf", "LocalGGUFProvider"),
+    "transformers": ("transformers_local", "TransformersProvider"),
+    "simulated": ("simulated", "SimulatedProvider"),
+    "conductor": ("simulated", "RecursionMarker"),
+}
 
 
-@register_provider("gemini")
-def _gemini(spec):
-    from .gemini import GeminiProvider
+def _lazy(module: str, cls: str):
+    def factory(spec):
+        return getattr(import_module(f"{__name__}.{module}"), cls)(spec)
 
-    return GeminiProvider(spec)
-
-
-@register_provider("local_gguf")
-def _local(spec):
-    from .local_gguf import LocalGGUFProvider
-
-    return LocalGGUFProvider(spec)
+    return factory
 
 
-@register_provider("transformers")
-def _transformers(spec):
-    from .transformers_local import TransformersProvider
-
-    return TransformersProvider(spec)
-
-
-@register_provider("simulated")
-def _simulated(spec):
-    from .simulated import SimulatedProvider
-
-    return SimulatedProvider(spec)
-
-
-@register_provider("conductor")
-def _conductor(spec):
-    from .simulated import RecursionMarker
-
-    return RecursionMarker(spec)
+for _name, (_module, _cls) in BUILTIN.items():
+    register_provider(_name)(_lazy(_module, _cls))
