@@ -254,3 +254,14 @@ def test_settings_from_toml(tmp_path):
         load_sandbox_settings(path)
     with pytest.raises(SandboxError, match="does not exist"):
         load_sandbox_settings(tmp_path / "missing.toml")
+
+
+def test_no_nested_user_namespaces():
+    from openconductor.sandbox import _plan_for
+
+    if "--disable-userns" not in _plan_for(SandboxSettings()).features:
+        pytest.skip("this bubblewrap is older than 0.8 (no --disable-userns)")
+    code = "import subprocess\nr = subprocess.run(['unshare', '--user', '--map-root-user', 'id'], capture_output=True, text=True)\nprint(r.returncode, r.stderr)"
+    res = run_python_sync(code)
+    assert res.status == "ok"
+    assert not res.stdout.startswith("0 "), res.stdout  # unshare failed inside the sandbox

@@ -149,6 +149,7 @@ class _Plan:
     binds: list[str]
     run_as: Optional[int]  # uid to switch to before bwrap (only when we are root)
     prlimit: Optional[str]
+    features: frozenset[str] = frozenset()  # optional bwrap flags this version has (--disable-userns, --size)
 
 
 _plans: dict[SandboxSettings, _Plan] = {}
@@ -187,7 +188,8 @@ def _bwrap_argv(plan: _Plan, limits: SandboxLimits, code_dir: str, argv: list[st
     assert plan.bwrap and plan.prlimit
     cmd = [
         plan.bwrap,
-        "--unshare-all", "--unshare-user", "--disable-userns",  # no nested namespaces inside
+        "--unshare-all", "--unshare-user",
+        *(["--disable-userns"] if "--disable-userns" in plan.features else []),  # no nested namespaces (bwrap >= 0.8)
         "--die-with-parent", "--new-session", "--hostname", "sandbox",
         "--ro-bind", "/usr", "/usr",
         "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
@@ -197,7 +199,8 @@ def _bwrap_argv(plan: _Plan, limits: SandboxLimits, code_dir: str, argv: list[st
         cmd += ["--ro-bind", path, path]
     cmd += [
         "--proc", "/proc", "--dev", "/dev",
-        "--size", str(limits.disk_mb << 20), "--tmpfs", "/sandbox",
+        *(["--size", str(limits.disk_mb << 20)] if "--size" in plan.features else []),  # bwrap >= 0.7
+        "--tmpfs", "/sandbox",
         "--symlink", "sandbox", "/tmp",
         "--ro-bind", code_dir, "/code",
         "--remount-ro", "/",
@@ -231,12 +234,21 @@ def _probe(settings: SandboxSettings) -> _Plan:
     candidates = _python_candidates(settings)
     if not candidates:
         problems.append("no Python interpreter found to run inside the sandbox (set SandboxSettings.python)")
+    features: frozenset[str] = frozenset()
+    if bwrap is not None:
+        import subprocess
+
+        try:
+            usage = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+            features = frozenset(f for f in ("--disable-userns", "--size") if f in usage)
+        except (OSError, subprocess.SubprocessError) as exc:
+            problems.append(f"`{bwrap} --help` failed: {exc}")
     if not problems:
         for python in candidates:
             if run_as is not None and not _world_traversable(Path(os.path.realpath(python))):
                 problems.append(f"{python} is not reachable by uid {run_as} (a parent directory is private)")
                 continue
-            plan = _Plan(True, bwrap, python, _binds_for(python, settings), run_as, prlimit)
+            plan = _Plan(True, bwrap, python, _binds_for(python, settings), run_as, prlimit, features)
             result = _run_blocking_probe(plan)
             if result is None:
                 return plan

@@ -120,6 +120,12 @@ def get_pool() -> MathVerifyPool:
 
 def _serve() -> None:
     import logging
+    import resource
+
+    # Bound what one hostile expression can take (10^{10^{10}} builds a huge integer) before the
+    # parent's wall-clock limit kills us: a MemoryError is then just "not verified".
+    limit = int(os.environ.get("OPENCONDUCTOR_MATHVERIFY_MAX_AS", str(4 << 30)))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     logging.disable(logging.WARNING)  # math-verify warns on every call that its timeouts are off
     from math_verify import parse, verify
