@@ -87,3 +87,36 @@ def test_code_bad_references():
         grade("code", "x", "print(1)")
     with pytest.raises(GraderError, match="invalid sandbox limits"):
         grade("code", "x", [{"input": "", "output": ""}], limits={"wall": 1})
+
+
+TWO_SUM = {
+    "fn_name": "twoSum",
+    "tests": [
+        {"input": "[2,7,11,15]\n9", "output": "[0, 1]"},
+        {"input": "[3,2,4]\n6", "output": "[1, 2]"},
+        {"input": "[3,3]\n6", "output": "[0, 1]"},
+    ],
+}
+
+
+def test_call_based_leetcode_style():
+    right = """```python
+class Solution:
+    def twoSum(self, nums: List[int], target: int) -> List[int]:
+        seen = {}
+        for i, x in enumerate(nums):
+            if target - x in seen:
+                return [seen[target - x], i]
+            seen[x] = i
+```"""
+    assert grade("code", right, TWO_SUM).correct
+    # a plain function works too; a wrong one gets partial credit
+    partial = "def twoSum(nums, target):\n    return [0, 1]\n"
+    g = grade("code", partial, TWO_SUM)
+    assert g.score == pytest.approx(2 / 3) and "expected [1, 2], got [0, 1]" in g.reason
+    # an object whose __eq__ always says True cannot pass: values are compared as JSON on the host
+    rigged = "class Any_:\n    def __eq__(self, other): return True\ndef twoSum(nums, target):\n    return Any_()\n"
+    g = grade("code", rigged, TWO_SUM)
+    assert g.score == 0.0 and "not JSON serializable" in g.reason
+    with pytest.raises(GraderError, match="must be JSON"):
+        grade("code", partial, {"fn_name": "f", "tests": [{"input": "1", "output": "not json"}]})

@@ -1,6 +1,6 @@
 """Code answers: take the program out of the reply, run it on the task's tests in the sandbox.
 
-Two test styles (score = fraction of tests passed):
+Three test styles (score = fraction of tests passed):
 
 * HumanEval — ``{"test": "def check(candidate): ...", "entry_point": "fn", "prompt": optional}``.
   Each top-level statement of ``check`` that contains an ``assert`` is one test; the others are setup.
@@ -8,11 +8,15 @@ Two test styles (score = fraction of tests passed):
 * stdin/stdout (LiveCodeBench) — ``{"tests": [{"input": "...", "output": "..."}, ...]}`` (or the list
   itself). Each test is its own sandboxed run; output is compared token by token (whitespace-
   insensitive, numbers within 1e-6).
+* call-based (LiveCodeBench "functional", LeetCode) — ``{"fn_name": "twoSum", "tests": [{"input":
+  "[2,7,11,15]\\n9", "output": "[0, 1]"}]}``: one JSON argument per input line, the output is the JSON
+  return value; ``class Solution`` methods or plain functions. One sandboxed run for all tests.
 
 Limitation, documented: the HumanEval harness shares a process with the candidate; results travel
 on stdout behind a random per-run token given on stdin, so a program cannot forge them by printing,
-but a program written to inspect the interpreter's memory could. stdin/stdout tests compare output
-the program cannot see in advance.
+but a program written to inspect the interpreter's memory could, and ``check``'s own ``==`` runs on
+the candidate's objects (a rigged ``__eq__`` passes). stdin/stdout tests compare output the program
+cannot see in advance; call-based results are compared as JSON on the host.
 """
 
 from __future__ import annotations
@@ -222,6 +226,97 @@ async def _grade_stdio(response: str, ref: Union[dict, list], limits: SandboxLim
     return Grade(passed / len(tests), code, reason)
 
 
+# ------------------------------------------------------------------------- call-based (LeetCode)
+
+# LiveCodeBench's functional tests: each input line is one JSON argument, the output is the JSON
+# return value. Return values are serialised to JSON inside and compared here, on the host, so an
+# object with a rigged __eq__ cannot pass.
+_CALL_HARNESS = r"""
+import json, os, signal, sys
+_token = sys.stdin.readline().strip()
+sys.stdin = open(os.devnull)
+_fd = os.dup(1)
+def _say(obj):
+    os.write(_fd, ("\n" + _token + " " + json.dumps(obj) + "\n").encode())
+def _alarm(signum, frame):
+    raise TimeoutError("test exceeded its time limit")
+_CANDIDATE, _FN, _INPUTS, _PER_TEST = json.loads(__OC_PAYLOAD__)
+_HEADER = "from typing import *\nfrom collections import *\nimport math, heapq, bisect, itertools, functools, string, re\n"
+ns = {"__name__": "solution"}
+signal.signal(signal.SIGALRM, _alarm)
+signal.setitimer(signal.ITIMER_REAL, _PER_TEST)
+try:
+    exec(compile(_HEADER + _CANDIDATE, "solution.py", "exec"), ns)
+    fn = getattr(ns["Solution"](), _FN) if "Solution" in ns else ns[_FN]
+except BaseException as exc:
+    _say({"load_error": (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)[:500]})
+    sys.exit(0)
+finally:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+for index, text in enumerate(_INPUTS):
+    signal.setitimer(signal.ITIMER_REAL, _PER_TEST)
+    try:
+        args = [json.loads(line) for line in text.split("\n") if line.strip()]
+        value = json.dumps(fn(*args))
+        _say({"test": index, "value": value})
+    except BaseException as exc:
+        _say({"test": index, "error": (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)[:300]})
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+_say({"done": True})
+"""
+
+
+def _json_equal(a: Any, b: Any, tol: float = 1e-6) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k], tol) for k in a)
+    return a == b
+
+
+async def _grade_call(response: str, ref: dict, limits: SandboxLimits, settings: Optional[SandboxSettings], per_test_s: float) -> Grade:
+    fn_name = ref.get("fn_name")
+    if not isinstance(fn_name, str) or not fn_name.isidentifier():
+        raise GraderError("call-based reference needs 'fn_name': the method/function name (LiveCodeBench metadata func_name)")
+    tests = _stdio_tests(ref)
+    expected = []
+    for i, (_, out) in enumerate(tests):
+        try:
+            expected.append(json.loads(out))
+        except json.JSONDecodeError as exc:
+            raise GraderError(f"call-based test {i}: 'output' must be JSON (the return value), got {out!r:.80}") from exc
+    code = extract_code(response, fn_name)
+    if not code.strip():
+        return Grade(0.0, None, "no code found in the response")
+    token = secrets.token_hex(16)
+    payload = json.dumps([code, fn_name, [inp for inp, _ in tests], per_test_s])
+    harness = _CALL_HARNESS.replace("__OC_PAYLOAD__", repr(payload))
+    result = await run_python(harness, stdin=token + "\n", limits=limits, settings=settings)
+    msgs = _messages(result, token)
+    load = next((m["load_error"] for m in msgs if "load_error" in m), None)
+    if load:
+        return Grade(0.0, code, f"the program failed to load: {load}")
+    passed, first = 0, None
+    by_index = {m["test"]: m for m in msgs if "test" in m}
+    for i, want in enumerate(expected):
+        m = by_index.get(i)
+        if m is None:
+            first = first or f"test {i}: not run ({result.status}: {result.reason})"
+        elif "error" in m:
+            first = first or f"test {i}: {m['error']}"
+        elif _json_equal(json.loads(m["value"]), want):
+            passed += 1
+        else:
+            first = first or f"test {i}: wrong answer (expected {json.dumps(want)[:80]}, got {m['value'][:80]})"
+    reason = f"{passed}/{len(tests)} tests passed" + (f"; first failure: {first}" if first else "")
+    return Grade(passed / len(tests), code, reason)
+
+
 # ------------------------------------------------------------------------------------------ grader
 
 
@@ -242,9 +337,12 @@ async def grade_code(
             raise GraderError(f"invalid sandbox limits {limits!r}: {exc}") from exc
     if isinstance(reference, dict) and "test" in reference:
         return await _grade_humaneval(response, reference, limits or SandboxLimits(wall_s=20.0, cpu_s=10), settings, per_test_s)
+    if isinstance(reference, dict) and "fn_name" in reference:
+        return await _grade_call(response, reference, limits or SandboxLimits(wall_s=20.0, cpu_s=10), settings, per_test_s)
     if isinstance(reference, (dict, list)):
         return await _grade_stdio(response, reference, limits or SandboxLimits(), settings)
     raise GraderError(
-        "code reference must be a HumanEval dict {'test', 'entry_point'[, 'prompt']} or stdin/stdout tests "
-        f"{{'tests': [{{'input', 'output'}}, ...]}}; got {type(reference).__name__}"
+        "code reference must be a HumanEval dict {'test', 'entry_point'[, 'prompt']}, stdin/stdout tests "
+        "{'tests': [...]} or call-based tests {'fn_name': ..., 'tests': [...]}"
+        f"; got {type(reference).__name__}"
     )
