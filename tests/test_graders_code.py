@@ -120,3 +120,25 @@ class Solution:
     assert g.score == 0.0 and "not JSON serializable" in g.reason
     with pytest.raises(GraderError, match="must be JSON"):
         grade("code", partial, {"fn_name": "f", "tests": [{"input": "1", "output": "not json"}]})
+
+
+@pytest.mark.slow
+async def test_all_164_humaneval_canonical_solutions_score_one():
+    async def one(task_id):
+        p = PROBLEMS[task_id]
+        return task_id, await agrade("code", p["prompt"] + p["canonical_solution"], p)
+
+    results = await asyncio.gather(*(one(t) for t in PROBLEMS))
+    failed = [(t, g.reason) for t, g in results if not g.correct]
+    assert len(results) == 164 and failed == []
+
+
+@pytest.mark.slow
+async def test_no_humaneval_problem_passes_with_a_stub():
+    async def one(task_id):
+        p = PROBLEMS[task_id]
+        return task_id, await agrade("code", p["prompt"] + "    return None\n", p)
+
+    results = await asyncio.gather(*(one(t) for t in PROBLEMS))
+    passed = [t for t, g in results if g.correct]
+    assert passed == []
