@@ -25,6 +25,10 @@ from openconductor.graders.math_grade import normalize_math
         (r"<think>maybe 7?</think>The answer is \boxed{10}", "10"),
         (r"\boxed{\text{(C)}}", r"\text{(C)}"),
         (r"\boxed{90^\circ}", "90"),
+        (r"Therefore, the answer is $\frac{1}{2}$ since $x>0$.", "1/2"),
+        ("The answer is 5. Let me double-check: 2+3=5.", "5"),
+        ("I computed 17 first, but the answer is 18", "18"),
+        ("**Answer:** 7/2", "3.5"),
     ],
 )
 def test_math_equivalent_forms(response, reference):
@@ -133,6 +137,8 @@ def test_choice_wrong_letter_and_configuration():
     g = grade("choice", "It must be Paris.", 1, choices=["London", "Paris", "Rome", "Berlin"])
     assert g.correct and g.extracted == "B"
     assert grade("choice", "(c)", "C").correct
+    assert grade("choice", "Answer: c", "C").correct
+    assert grade("choice", "The answer is a bit unclear", "A").extracted is None
 
 
 def test_choice_bad_reference():
@@ -182,6 +188,10 @@ def test_numeric_tolerance_option_and_bad_reference():
         grade("numeric", "1", "between 1 and 2")
     with pytest.raises(GraderError):
         grade("numeric", "1", "n/a")
+    # RLPR: a word reference is graded by normalised exact match when asked to
+    assert grade("numeric", "The answer is: Photosynthesis.", "photosynthesis", fallback_exact=True).correct
+    assert not grade("numeric", "Respiration", "photosynthesis", fallback_exact=True).correct
+    assert grade("numeric", "$1,200", "1200", fallback_exact=True).correct
 
 
 # ------------------------------------------------------------------------------------------ exact

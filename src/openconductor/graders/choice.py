@@ -75,7 +75,10 @@ def _clause_letter(clause: str, letters: str) -> Optional[Pick]:
     tok = _token(letters)
     m = re.match(tok, clause)
     if not m:
-        m_low = re.match(r"[\(\[]([" + letters.lower() + r"])[\)\]]", clause)
+        # lower case only where it cannot be the article "a": "(c)" or a clause that is just "c" / "c."
+        m_low = re.match(r"[\(\[]([" + letters.lower() + r"])[\)\]]", clause) or re.fullmatch(
+            r"([" + letters.lower() + r"])[.)]?", clause
+        )
         if not m_low:
             return None
         return Pick(m_low.group(1).upper(), "lower-case letter in parentheses")

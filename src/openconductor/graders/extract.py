@@ -69,10 +69,12 @@ def answer_phrase(text: str) -> Optional[str]:
     if found is None:
         return None
     found = found.strip().strip("*").strip()
-    found = re.sub(r"[.。]\s*$", "", found).strip()
-    if found.startswith("$") and found.endswith("$"):
-        found = found.strip("$").strip()
-    return found or None
+    math_span = re.search(r"\$+([^$]+)\$+|\\\((.+?)\\\)", found)
+    if math_span:  # "the answer is $\frac12$ since ..." -> the inline math
+        return (math_span.group(1) or math_span.group(2)).strip() or None
+    # End at the sentence or the justification: "5. Let me check", "7 because ...". "3.5" stays whole.
+    found = re.split(r"[.。!;](?:\s|$)|\s+(?:because|since|as|so|which|where|given)\b", found, maxsplit=1)[0]
+    return found.strip().strip("*").strip() or None
 
 
 def final_segment(response: str) -> str:

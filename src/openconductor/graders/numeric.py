@@ -92,11 +92,24 @@ def _reference(reference: Any) -> Number:
 
 
 @register_grader("numeric")
-def grade_numeric(response: str, reference: Any, *, rel_tol: float = 1e-3, abs_tol: float = 1e-9) -> Grade:
-    """1.0 if the extracted number is within ``rel_tol`` (relative) or ``abs_tol`` of the reference."""
+def grade_numeric(
+    response: str, reference: Any, *, rel_tol: float = 1e-3, abs_tol: float = 1e-9, fallback_exact: bool = False
+) -> Grade:
+    """1.0 if the extracted number is within ``rel_tol`` (relative) or ``abs_tol`` of the reference.
+
+    ``fallback_exact=True`` (RLPR, whose references are sometimes words) grades a reference that is
+    not one number by normalised exact match instead of raising GraderError.
+    """
     if rel_tol < 0 or abs_tol < 0:
         raise GraderError("rel_tol and abs_tol must be >= 0")
-    ref = _reference(reference)
+    try:
+        ref = _reference(reference)
+    except GraderError:
+        if not fallback_exact or not isinstance(reference, str):
+            raise
+        from .exact import grade_exact
+
+        return grade_exact(response, reference)
     got = extract_number(response)
     if got is None:
         return Grade(0.0, None, "no number found in the response")
