@@ -265,3 +265,18 @@ def test_no_nested_user_namespaces():
     res = run_python_sync(code)
     assert res.status == "ok"
     assert not res.stdout.startswith("0 "), res.stdout  # unshare failed inside the sandbox
+
+
+async def test_cancelling_a_run_kills_it_and_frees_its_slot():
+    token = f"oc-{uuid.uuid4().hex}"
+    settings = SandboxSettings(max_concurrency=1)
+    task = asyncio.ensure_future(run_python("import time\ntime.sleep(100)", settings=settings, args=[token]))
+    await asyncio.sleep(1.0)
+    assert _processes_with(token)  # it is running
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.3)
+    assert _processes_with(token) == []
+    res = await asyncio.wait_for(run_python("print('next')", settings=settings), timeout=10)
+    assert res.stdout == "next\n"  # the slot was released

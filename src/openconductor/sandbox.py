@@ -413,8 +413,9 @@ async def run_python(
     data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
 
     await _acquire_slot(settings.max_concurrency)
-    code_dir = tempfile.mkdtemp(prefix="oc-sandbox-")
+    code_dir = None
     try:
+        code_dir = tempfile.mkdtemp(prefix="oc-sandbox-")
         os.chmod(code_dir, 0o755)  # readable by the unprivileged sandbox uid; never writable by it
         main = Path(code_dir, "main.py")
         main.write_text(code)
@@ -483,7 +484,8 @@ async def run_python(
             sandboxed=plan.sandboxed,
         )
     finally:
-        shutil.rmtree(code_dir, ignore_errors=True)
+        if code_dir is not None:
+            shutil.rmtree(code_dir, ignore_errors=True)
         _release_slot()
 
 
