@@ -142,3 +142,20 @@ async def test_no_humaneval_problem_passes_with_a_stub():
     results = await asyncio.gather(*(one(t) for t in PROBLEMS))
     passed = [t for t, g in results if g.correct]
     assert passed == []
+
+
+def test_code_grading_from_a_background_thread_and_loop():
+    # TRL gathers async rewards on an event loop in a background thread.
+    import threading
+
+    out: list = []
+    tests = [{"input": "4\n", "output": "16"}]
+
+    def worker():
+        out.append(grade("code", "print(int(input()) ** 2)", tests))
+        out.append(asyncio.run(agrade("code", "print(int(input()) ** 2)", tests)))
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join(60)
+    assert len(out) == 2 and all(g.correct for g in out)
