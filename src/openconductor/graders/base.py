@@ -1,0 +1,115 @@
+"""The grader interface: ``grade(kind, response, reference, **options) -> Grade`` and its registry."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from dataclasses import asdict, dataclass, field
+from typing import Any, Awaitable, Callable, Optional, Union
+
+__all__ = ["Grade", "GraderError", "register_grader", "grade", "agrade", "grader_kinds"]
+
+
+class GraderError(ValueError):
+    """Bad grader input: unknown kind, malformed reference, unknown option. The message says what to pass."""
+
+
+@dataclass(frozen=True)
+class Grade:
+    """One graded answer. ``correct`` is derived: exactly ``score == 1.0``."""
+
+    score: float
+    extracted: Optional[str]
+    reason: str
+    correct: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= float(self.score) <= 1.0:
+            raise ValueError(f"Grade.score must be in [0, 1], got {self.score}")
+        object.__setattr__(self, "score", float(self.score))
+        object.__setattr__(self, "correct", self.score == 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+GraderFn = Callable[..., Union[Grade, Awaitable[Grade]]]
+
+
+@dataclass
+class _Entry:
+    fn: GraderFn
+    is_async: bool
+    blocking: bool  # a sync grader that may block (e.g. waits on a worker process): run off-loop
+    options: frozenset[str]
+
+
+_REGISTRY: dict[str, _Entry] = {}
+
+
+def register_grader(kind: str, *, blocking: bool = False) -> Callable[[GraderFn], GraderFn]:
+    """Register ``fn(response: str, reference, **options) -> Grade`` (sync or async) under ``kind``.
+
+    A new task adds its grader with one file that decorates a function and is imported by
+    ``openconductor.graders`` (or by the task itself before grading).
+    """
+
+    def decorate(fn: GraderFn) -> GraderFn:
+        params = inspect.signature(fn).parameters
+        names = list(params)
+        if len(names) < 2:
+            raise TypeError(f"grader {kind!r} must take (response, reference, **options)")
+        options = frozenset(n for n in names[2:] if params[n].kind is not inspect.Parameter.VAR_KEYWORD)
+        _REGISTRY[kind] = _Entry(fn, inspect.iscoroutinefunction(fn), blocking, options)
+        return fn
+
+    return decorate
+
+
+def grader_kinds() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def _entry(kind: str, options: dict[str, Any]) -> _Entry:
+    entry = _REGISTRY.get(kind)
+    if entry is None:
+        raise GraderError(f"unknown grader kind {kind!r}; choose one of {', '.join(grader_kinds())} or register_grader({kind!r})")
+    unknown = set(options) - entry.options
+    if unknown:
+        accepted = ", ".join(sorted(entry.options)) or "none"
+        raise GraderError(f"unknown option(s) {', '.join(sorted(unknown))} for grader {kind!r}; accepted: {accepted}")
+    return entry
+
+
+def _check_response(response: Any) -> str:
+    if response is None:
+        return ""
+    if not isinstance(response, str):
+        raise GraderError(f"response must be a str (the final answer text), got {type(response).__name__}")
+    return response
+
+
+def grade(kind: str, response: str, reference: Any, **options: Any) -> Grade:
+    """Grade ``response`` against ``reference`` with the grader registered as ``kind``.
+
+    Works from sync code and from inside a running event loop's thread (async graders then run on
+    a helper thread). In async code prefer :func:`agrade`.
+    """
+    entry = _entry(kind, options)
+    response = _check_response(response)
+    if entry.is_async:
+        from ..sandbox import run_sync
+
+        return run_sync(entry.fn(response, reference, **options))
+    return entry.fn(response, reference, **options)
+
+
+async def agrade(kind: str, response: str, reference: Any, **options: Any) -> Grade:
+    """Async :func:`grade`: code runs in the sandbox concurrently, blocking graders run on a thread."""
+    entry = _entry(kind, options)
+    response = _check_response(response)
+    if entry.is_async:
+        return await entry.fn(response, reference, **options)
+    if entry.blocking:
+        return await asyncio.to_thread(entry.fn, response, reference, **options)
+    return entry.fn(response, reference, **options)
