@@ -6,7 +6,6 @@ Retries are ours (``Worker.call``), so the SDK's own are off; errors are mapped 
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Optional
 
@@ -14,41 +13,7 @@ import openai
 
 from ..pool import Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
-
-RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-
-
-def retry_after_seconds(headers) -> Optional[float]:
-    if headers is None:
-        return None
-    value = headers.get("retry-after-ms")
-    if value is not None:
-        try:
-            return float(value) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        from email.utils import parsedate_to_datetime
-
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
-
-
-def api_key(spec: WorkerSpec, default_env: Optional[str]) -> Optional[str]:
-    env = spec.api_key_env or default_env
-    if env is None:
-        return None
-    key = os.environ.get(env)
-    if not key:
-        raise ProviderError(f"worker {spec.name!r}: the environment variable {env} (its API key) is not set")
-    return key
+from .common import RETRYABLE_STATUS, api_key, retry_after_seconds, status_error  # noqa: F401  (re-exported)
 
 
 class OpenAICompatProvider(Provider):
@@ -95,12 +60,7 @@ class OpenAICompatProvider(Provider):
         except ProviderError:
             raise
         except openai.APIStatusError as exc:
-            raise ProviderError(
-                f"HTTP {exc.status_code}: {exc.message}",
-                retryable=exc.status_code in RETRYABLE_STATUS,
-                status=exc.status_code,
-                retry_after=retry_after_seconds(exc.response.headers),
-            ) from exc
+            raise status_error(exc.status_code, exc.message, exc.response.headers) from exc
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
             raise ProviderError(f"{type(exc).__name__}: {exc}", retryable=True) from exc
         except (ValueError, TypeError, AttributeError, openai.APIResponseValidationError) as exc:
