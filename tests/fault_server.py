@@ -26,7 +26,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-FaultKind = Literal["ok", "timeout", "status", "malformed", "empty"]
+FaultKind = Literal["ok", "timeout", "status", "malformed", "empty", "stream_cut", "stream_error"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,16 @@ class Fault:
         return Fault("malformed")
 
     @staticmethod
+    def stream_cut(text: str = "cut off mid stream") -> "Fault":
+        """A streamed answer whose connection drops after the first token (non-streamed: a normal answer)."""
+        return Fault("stream_cut", text=text)
+
+    @staticmethod
+    def stream_error(text: str = "error mid stream") -> "Fault":
+        """A streamed answer that sends an in-band error event after the first token (OpenAI/Anthropic)."""
+        return Fault("stream_error", text=text)
+
+    @staticmethod
     def empty() -> "Fault":
         """200 with valid JSON but no completion: ``choices: []`` / ``content: []`` / ``candidates: []``."""
         return Fault("empty")
@@ -79,6 +89,14 @@ def _tokens(text: str) -> list[str]:
 def _sse(data: Any, event: Optional[str] = None) -> str:
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
+
+
+class _Cut(Exception):
+    """Raised inside a streaming body: uvicorn then drops the connection mid-response."""
+
+
+def _until_fault(fault: Fault, pieces: list[str]) -> list[str]:
+    return pieces[:1] if fault.kind in ("stream_cut", "stream_error") else pieces
 
 
 class FaultServer:
@@ -171,9 +189,14 @@ class FaultServer:
 
             async def events():
                 base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model}
-                for piece in pieces:
+                for piece in _until_fault(fault, pieces):
                     yield _sse(dict(base, choices=[{"index": 0, "delta": {"content": piece}, "finish_reason": None}]))
                     await asyncio.sleep(0)
+                if fault.kind == "stream_cut":
+                    raise _Cut()
+                if fault.kind == "stream_error":
+                    yield _sse({"error": {"message": "injected overload mid-stream", "type": "server_error", "code": 503}})
+                    return
                 yield _sse(dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}]))
                 if (body.get("stream_options") or {}).get("include_usage"):
                     yield _sse(dict(base, choices=[], usage=usage))
@@ -200,9 +223,14 @@ class FaultServer:
                 start = dict(message, content=[], stop_reason=None, usage={"input_tokens": usage["input_tokens"], "output_tokens": 1})
                 yield _sse({"type": "message_start", "message": start}, "message_start")
                 yield _sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, "content_block_start")
-                for piece in pieces:
+                for piece in _until_fault(fault, pieces):
                     yield _sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}, "content_block_delta")
                     await asyncio.sleep(0)
+                if fault.kind == "stream_cut":
+                    raise _Cut()
+                if fault.kind == "stream_error":
+                    yield _sse({"type": "error", "error": {"type": "overloaded_error", "message": "injected overload mid-stream"}}, "error")
+                    return
                 yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
                 yield _sse({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": len(pieces)}}, "message_delta")
                 yield _sse({"type": "message_stop"}, "message_stop")
@@ -234,9 +262,13 @@ class FaultServer:
                 return JSONResponse({"error": {"code": 404, "message": f"no method {method}", "status": "NOT_FOUND"}}, status_code=404)
 
             async def events():
-                for i, piece in enumerate(pieces):
+                for i, piece in enumerate(_until_fault(fault, pieces)):
                     yield _sse(chunk(piece, "STOP" if i == len(pieces) - 1 else None))
                     await asyncio.sleep(0)
+                if fault.kind == "stream_cut":
+                    raise _Cut()
+                if fault.kind == "stream_error":
+                    yield _sse({"error": {"code": 503, "message": "injected overload mid-stream", "status": "UNAVAILABLE"}})
 
             return StreamingResponse(events(), media_type="text/event-stream")
 
@@ -248,7 +280,8 @@ class FaultServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", timeout_graceful_shutdown=1, lifespan="off")
+        # "critical": a cut stream (an exception inside the body, on purpose) would log a traceback.
+        config = uvicorn.Config(self.app, log_level="critical", timeout_graceful_shutdown=1, lifespan="off")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()

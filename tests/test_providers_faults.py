@@ -248,10 +248,13 @@ max_retries = 0
 """
 
 
-def conductor_pool(tmp_path, server: FaultServer, provider: str, retries: int = 0) -> Pool:
+def conductor_pool(tmp_path, server: FaultServer, provider: str, retries: int = 0, grammar: bool = False) -> Pool:
     base = server.url + "/v1" if provider == "openai" else server.url
+    text = POOL_TOML.format(provider=provider, base=base, key=KEY_ENV, timeout=TIMEOUT_S, retries=retries)
+    if grammar:
+        text += "options = { grammar = true }\n"  # lands in [conductor.backend], the last table
     path = tmp_path / "pool.toml"
-    path.write_text(POOL_TOML.format(provider=provider, base=base, key=KEY_ENV, timeout=TIMEOUT_S, retries=retries))
+    path.write_text(text)
     return Pool(load_pool(path))
 
 
@@ -287,3 +290,58 @@ async def test_conductor_plan_with_a_failing_remote_worker_reports_the_step(serv
     assert (step.worker_name, step.status, step.attempts) == ("remote", "error", 2)
     assert run.status == "error" and "HTTP 503" in run.error
     assert [entry.body["model"] for entry in server.log] == ["fault-conductor", "fault-model", "fault-model"]
+
+
+# ------------------------------------------------------------------------- faults inside a stream
+
+
+@pytest.mark.parametrize("fault", ["stream_cut", "stream_error"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_stream_that_fails_midway_is_retried(server, provider, fault):
+    server.script(getattr(Fault, fault)("partial answer here"), Fault.ok("full answer"))
+    tokens: list[str] = []
+    async with one_worker_pool(worker_spec(provider, server)) as pool:
+        completion, attempts = await pool[0].call([{"role": "user", "content": "hi"}], on_token=tokens.append)
+    assert (completion.text, attempts) == ("full answer", 2)
+    # The failed attempt's first token was already delivered before the retry streamed the answer.
+    assert tokens == ["partial", "full", " answer"]
+
+
+async def test_a_stream_failing_every_time_is_a_step_error_through_solve(server):
+    server.script(*[Fault.stream_cut()] * 3)
+    events = []
+    async with one_worker_pool(worker_spec("openai", server, max_retries=2)) as pool:
+        run = await solve("q", make_policy("single"), pool, on_event=lambda e: events.append(e.type))
+    assert run.status == "error" and run.steps[0].attempts == 3
+    assert events[-1] == "run_finished"
+
+
+async def test_a_long_retry_after_fails_at_once(server):
+    server.script(Fault.http(429, retry_after=120), Fault.ok())
+    start = time.monotonic()
+    async with one_worker_pool(worker_spec("openai", server, max_retry_after_s=30)) as pool:
+        run = await solve("q", make_policy("single"), pool)
+    assert time.monotonic() - start < 5
+    assert run.status == "error" and run.steps[0].attempts == 1
+    assert "wait 120s" in run.error and "max_retry_after_s = 30" in run.error
+
+
+async def test_an_unexpected_provider_exception_is_a_step_error(server):
+    async with one_worker_pool(worker_spec("openai", server)) as pool:
+        async def broken(*args, **kwargs):
+            raise KeyError("a provider bug")
+
+        pool[0].provider.complete = broken
+        run = await solve("q", make_policy("single"), pool)
+    assert run.status == "error" and run.steps[0].attempts == 1
+    assert "unexpected KeyError" in run.error
+
+
+async def test_grammar_option_sends_the_conductor_grammar(server, tmp_path):
+    plan = 'Reasoning: one step.\nmodel_id = [0]\nsubtasks = ["Answer it."]\naccess_list = [[]]'
+    server.script(Fault.ok(plan))
+    async with conductor_pool(tmp_path, server, "openai", grammar=True) as pool:
+        run = await solve("What is 2+2?", LMConductor(), pool)
+    body = server.log[0].body
+    assert body["model"] == "fault-conductor" and body["grammar"].startswith("root ::=")
+    assert run.status == "ok" and run.steps[0].worker_name == "sim"

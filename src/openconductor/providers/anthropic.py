@@ -17,7 +17,14 @@ from typing import Any, Optional
 
 from ..pool import Provider, PoolConfigError, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
-from .common import api_key, split_system, status_error
+from .common import TRANSPORT_ERRORS, api_key, split_system, status_error, transport_error
+
+# An error event inside a 200 stream carries only its type; its HTTP equivalent decides retrying.
+STREAM_ERROR_STATUS = {
+    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
+    "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
+    "timeout_error": 504, "overloaded_error": 529,
+}
 
 try:
     import anthropic
@@ -91,12 +98,20 @@ class AnthropicProvider(Provider):
         except ProviderError:
             raise
         except anthropic.APIStatusError as exc:
-            raise status_error(exc.status_code, exc.message, exc.response.headers) from exc
+            status = exc.status_code
+            if status < 400:  # an error event in a stream that started with 200
+                kind = (exc.body or {}).get("error", {}).get("type") if isinstance(exc.body, dict) else None
+                status = STREAM_ERROR_STATUS.get(kind or "", 500)
+            raise status_error(status, exc.message, exc.response.headers) from exc
         except (anthropic.APITimeoutError, anthropic.APIConnectionError) as exc:
             raise ProviderError(f"{type(exc).__name__}: {exc}", retryable=True) from exc
         except (ValueError, KeyError, anthropic.APIResponseValidationError) as exc:
             # A 200 whose body is not a message (malformed JSON, wrong shape).
             raise ProviderError(f"malformed response: {exc}", retryable=True) from exc
+        except anthropic.APIError as exc:
+            raise ProviderError(f"error in the stream: {exc.message}", retryable=True) from exc
+        except TRANSPORT_ERRORS as exc:  # the connection dropped while the stream was being read
+            raise transport_error(exc) from exc
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -6,6 +6,7 @@ Retries are ours (``Worker.call``), so each SDK's own retries are off and its er
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from email.utils import parsedate_to_datetime
@@ -15,6 +16,27 @@ from ..pool import ProviderError, WorkerSpec
 
 # Rate limits, overload and transient server errors; 529 is Anthropic's "overloaded".
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """Timeouts, dropped connections and cut streams of whichever HTTP stack an SDK uses.
+
+    The SDKs wrap these when sending a request, but not always while reading a streamed body.
+    """
+    found: list[type[BaseException]] = []
+    for module, name in (("httpx", "TransportError"), ("httpx2", "TransportError"), ("aiohttp", "ClientError")):
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+TRANSPORT_ERRORS = _transport_errors()
+
+
+def transport_error(exc: BaseException) -> ProviderError:
+    return ProviderError(f"request failed: {type(exc).__name__} {exc}".strip(), retryable=True)
 
 
 def retry_after_seconds(headers: Optional[Mapping[str, str]]) -> Optional[float]:

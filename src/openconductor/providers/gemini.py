@@ -10,13 +10,13 @@ as Google sends it, from the ``google.rpc.RetryInfo`` detail (``"retryDelay": "7
 
 from __future__ import annotations
 
-import importlib
+import contextlib
 import time
 from typing import Any, Optional
 
 from ..pool import Provider, PoolConfigError, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
-from .common import api_key, split_system, status_error
+from .common import TRANSPORT_ERRORS, api_key, split_system, status_error, transport_error
 
 try:
     from google import genai
@@ -24,20 +24,6 @@ try:
     from google.genai import types as genai_types
 except ImportError:  # pragma: no cover - depends on the install
     genai = None  # type: ignore[assignment]
-
-
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    """Timeouts and connection errors of whichever HTTP stack the SDK picked (httpx2, httpx or aiohttp)."""
-    found: list[type[BaseException]] = []
-    for module, name in (("httpx", "TransportError"), ("httpx2", "TransportError"), ("aiohttp", "ClientError")):
-        try:
-            found.append(getattr(importlib.import_module(module), name))
-        except (ImportError, AttributeError):
-            continue
-    return tuple(found)
-
-
-TRANSPORT_ERRORS = _transport_errors()
 
 
 def retry_delay(details: Any) -> Optional[float]:
@@ -125,13 +111,15 @@ class GeminiProvider(Provider):
             else:
                 pieces: list[str] = []
                 last, answered = None, False
-                async for chunk in await models.generate_content_stream(**request):
-                    last = chunk
-                    piece = _text(chunk)
-                    answered = answered or piece is not None
-                    if piece:
-                        pieces.append(piece)
-                        on_token(piece)
+                # aclosing: a stream cut mid-way still releases its connection now, not at loop shutdown.
+                async with contextlib.aclosing(await models.generate_content_stream(**request)) as stream:
+                    async for chunk in stream:
+                        last = chunk
+                        piece = _text(chunk)
+                        answered = answered or piece is not None
+                        if piece:
+                            pieces.append(piece)
+                            on_token(piece)
                 text = "".join(pieces) if answered else None
             if text is None:
                 feedback = getattr(last, "prompt_feedback", None)
@@ -154,7 +142,7 @@ class GeminiProvider(Provider):
             headers = getattr(exc.response, "headers", None)
             raise status_error(exc.code, str(exc.message or exc.details), headers, retry_delay(exc.details)) from exc
         except TRANSPORT_ERRORS as exc:
-            raise ProviderError(f"request failed: {type(exc).__name__} {exc}".strip(), retryable=True) from exc
+            raise transport_error(exc) from exc
         except (ValueError, KeyError) as exc:
             # A 200 whose body is not a GenerateContentResponse (malformed JSON, wrong shape).
             raise ProviderError(f"malformed response: {exc}", retryable=True) from exc

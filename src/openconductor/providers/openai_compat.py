@@ -13,12 +13,16 @@ import openai
 
 from ..pool import Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
-from .common import RETRYABLE_STATUS, api_key, retry_after_seconds, status_error  # noqa: F401  (re-exported)
+from .common import RETRYABLE_STATUS, TRANSPORT_ERRORS, api_key, retry_after_seconds, status_error, transport_error  # noqa: F401
 
 
 class OpenAICompatProvider(Provider):
+    """Options: ``extra_body`` (sent as is), ``grammar`` (true: the server takes a GBNF ``grammar``
+    field, as llama.cpp's server does, so the LM conductor constrains its plans there)."""
+
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
+        self.supports_grammar = bool(spec.options.get("grammar", False))
         self._client: Optional[openai.AsyncOpenAI] = None
 
     def client(self) -> openai.AsyncOpenAI:
@@ -37,7 +41,7 @@ class OpenAICompatProvider(Provider):
             params["seed"] = seed
         extra = dict(self.spec.options.get("extra_body", {}))
         if grammar is not None:
-            extra["grammar"] = grammar  # llama.cpp server / vLLM guided decoding accept this
+            extra["grammar"] = grammar  # the field llama.cpp's server reads (GBNF)
         if extra:
             params["extra_body"] = extra
         start = time.perf_counter()
@@ -66,6 +70,11 @@ class OpenAICompatProvider(Provider):
         except (ValueError, TypeError, AttributeError, openai.APIResponseValidationError) as exc:
             # A 200 whose body is not a chat completion (malformed JSON, wrong shape).
             raise ProviderError(f"malformed response: {exc}", retryable=True) from exc
+        except openai.APIError as exc:
+            # An error event inside a 200 stream (the server failed mid-generation).
+            raise ProviderError(f"error in the stream: {exc.message}", retryable=True) from exc
+        except TRANSPORT_ERRORS as exc:  # the connection dropped while the stream was being read
+            raise transport_error(exc) from exc
 
     async def _stream(self, params: dict, on_token: TokenCallback, start: float) -> Completion:
         params = dict(params, stream=True, stream_options={"include_usage": True})
