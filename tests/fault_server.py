@@ -26,7 +26,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-FaultKind = Literal["ok", "timeout", "status", "malformed", "empty", "stream_cut", "stream_error"]
+FaultKind = Literal["ok", "timeout", "status", "malformed", "empty", "blocked", "stream_cut", "stream_error"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,11 @@ class Fault:
     def stream_error(text: str = "error mid stream") -> "Fault":
         """A streamed answer that sends an in-band error event after the first token (OpenAI/Anthropic)."""
         return Fault("stream_error", text=text)
+
+    @staticmethod
+    def blocked() -> "Fault":
+        """Gemini only: no candidates because the prompt was blocked (``promptFeedback.blockReason``)."""
+        return Fault("blocked")
 
     @staticmethod
     def empty() -> "Fault":
@@ -246,6 +251,8 @@ class FaultServer:
             usage = {"promptTokenCount": prompt_tokens(body)}
             if fault.kind == "empty":
                 return {"candidates": [], "usageMetadata": usage, "modelVersion": model}
+            if fault.kind == "blocked":
+                return {"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": usage, "modelVersion": model}
             text = fault.text if fault.text is not None else self.default_text
             pieces = _tokens(text)
             usage.update(candidatesTokenCount=len(pieces), totalTokenCount=usage["promptTokenCount"] + len(pieces))

@@ -110,6 +110,28 @@ def test_retry_after_parsing():
     assert retry_delay({"error": {"code": 429}}) is None
 
 
+async def test_gemini_blocked_prompt_fails_at_once_with_the_reason(server):
+    server.script(Fault.blocked(), Fault.ok("must not be reached"))
+    async with one_worker_pool(worker_spec("gemini", server)) as pool:
+        run = await solve("q", make_policy("single"), pool)
+    assert run.status == "error" and run.steps[0].attempts == 1
+    assert "blocked the prompt" in run.error and "SAFETY" in run.error
+    assert len(server.log) == 1
+
+
+def test_usage_mapping_counts_cached_and_thinking_tokens():
+    from anthropic.types import Usage as AnthropicUsage
+    from google.genai import types as genai_types
+
+    from openconductor.providers.anthropic import _usage as anthropic_usage
+    from openconductor.providers.gemini import _usage as gemini_usage
+
+    cached = AnthropicUsage(input_tokens=10, output_tokens=5, cache_read_input_tokens=100, cache_creation_input_tokens=20)
+    assert (anthropic_usage(cached).input_tokens, anthropic_usage(cached).output_tokens) == (130, 5)
+    meta = genai_types.GenerateContentResponseUsageMetadata(prompt_token_count=12, candidates_token_count=7, thoughts_token_count=30)
+    assert (gemini_usage(meta).input_tokens, gemini_usage(meta).output_tokens) == (12, 37)
+
+
 @pytest.mark.parametrize("status", [400, 401])
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_non_retryable_status_fails_at_once(server, provider, status):
