@@ -125,7 +125,8 @@ class GeminiProvider(Provider):
                 feedback = getattr(last, "prompt_feedback", None)
                 if feedback is not None and feedback.block_reason:
                     # A blocked prompt is blocked again on retry: fail at once and say why.
-                    raise ProviderError(f"Gemini blocked the prompt: {feedback.block_reason} {feedback.block_reason_message or ''}".strip())
+                    reason = getattr(feedback.block_reason, "value", feedback.block_reason)
+                    raise ProviderError(f"Gemini blocked the prompt: {reason} {feedback.block_reason_message or ''}".strip())
                 raise ProviderError("the endpoint returned no candidates", retryable=True)
             candidate = last.candidates[0] if last is not None and last.candidates else None
             finish = candidate.finish_reason if candidate is not None else None
@@ -148,5 +149,6 @@ class GeminiProvider(Provider):
             raise ProviderError(f"malformed response: {exc}", retryable=True) from exc
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aio.aclose()
+        close = getattr(self._client.aio, "aclose", None) if self._client is not None else None
+        if close is not None:  # older google-genai releases have no async close
+            await close()
