@@ -100,12 +100,6 @@ class _Cut(Exception):
     """Raised inside a streaming body: uvicorn then drops the connection mid-response."""
 
 
-def _stream_headers(fault: Fault) -> dict[str, str]:
-    # A cut connection is announced as not reusable, so the client's pool never hands the dead socket
-    # to the retry (that race would add an attempt at random and make attempt counts flaky).
-    return {"connection": "close"} if fault.kind == "stream_cut" else {}
-
-
 def _until_fault(fault: Fault, pieces: list[str]) -> list[str]:
     return pieces[:1] if fault.kind in ("stream_cut", "stream_error") else pieces
 
@@ -213,7 +207,7 @@ class FaultServer:
                     yield _sse(dict(base, choices=[], usage=usage))
                 yield _sse("[DONE]")
 
-            return StreamingResponse(events(), media_type="text/event-stream", headers=_stream_headers(fault))
+            return StreamingResponse(events(), media_type="text/event-stream")
 
         @app.post("/v1/messages")
         async def anthropic_messages(request: Request):
@@ -246,7 +240,7 @@ class FaultServer:
                 yield _sse({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": len(pieces)}}, "message_delta")
                 yield _sse({"type": "message_stop"}, "message_stop")
 
-            return StreamingResponse(events(), media_type="text/event-stream", headers=_stream_headers(fault))
+            return StreamingResponse(events(), media_type="text/event-stream")
 
         @app.post("/{version}/models/{target}")
         async def gemini(version: str, target: str, request: Request):
@@ -283,7 +277,7 @@ class FaultServer:
                 if fault.kind == "stream_error":
                     yield _sse({"error": {"code": 503, "message": "injected overload mid-stream", "status": "UNAVAILABLE"}})
 
-            return StreamingResponse(events(), media_type="text/event-stream", headers=_stream_headers(fault))
+            return StreamingResponse(events(), media_type="text/event-stream")
 
         return app
 
