@@ -66,6 +66,8 @@ class WorkerSpec(BaseModel):
     timeout_s: float = 120.0
     concurrency: int = 4
     max_retries: int = 3
+    # A Retry-After longer than this fails the call at once instead of stalling the request.
+    max_retry_after_s: float = 60.0
     price_input_per_m: float = 0.0
     price_output_per_m: float = 0.0
     description: str = ""
@@ -271,10 +273,17 @@ class Worker:
                 error = ProviderError(f"timed out after {self.spec.timeout_s:g}s", retryable=True)
             except ProviderError as exc:
                 error = exc
-            except Exception as exc:  # a provider bug must not take the whole run down
-                error = ProviderError(f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # a provider bug or an unmapped SDK error: fail the step, not the run
+                log.exception("worker %s: unexpected error from provider %s", self.name, self.spec.provider)
+                error = ProviderError(f"unexpected {type(exc).__name__}: {exc}")
             if not error.retryable or attempts > self.spec.max_retries:
                 raise WorkerCallError(self.name, str(error), attempts) from error
+            if error.retry_after is not None and error.retry_after > self.spec.max_retry_after_s:
+                raise WorkerCallError(
+                    self.name,
+                    f"{error}; the server asks to wait {error.retry_after:g}s (more than max_retry_after_s = {self.spec.max_retry_after_s:g})",
+                    attempts,
+                ) from error
             delay = error.retry_after if error.retry_after is not None else min(8.0, 0.25 * 2 ** (attempts - 1))
             delay *= 1.0 if error.retry_after is not None else random.uniform(0.8, 1.2)
             log.warning("worker %s: %s; retry %d in %.2fs", self.name, error, attempts, delay)

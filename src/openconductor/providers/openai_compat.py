@@ -6,7 +6,6 @@ Retries are ours (``Worker.call``), so the SDK's own are off; errors are mapped 
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Optional
 
@@ -14,46 +13,16 @@ import openai
 
 from ..pool import Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
-
-RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-
-
-def retry_after_seconds(headers) -> Optional[float]:
-    if headers is None:
-        return None
-    value = headers.get("retry-after-ms")
-    if value is not None:
-        try:
-            return float(value) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        from email.utils import parsedate_to_datetime
-
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
-
-
-def api_key(spec: WorkerSpec, default_env: Optional[str]) -> Optional[str]:
-    env = spec.api_key_env or default_env
-    if env is None:
-        return None
-    key = os.environ.get(env)
-    if not key:
-        raise ProviderError(f"worker {spec.name!r}: the environment variable {env} (its API key) is not set")
-    return key
+from .common import RETRYABLE_STATUS, TRANSPORT_ERRORS, api_key, retry_after_seconds, status_error, transport_error  # noqa: F401
 
 
 class OpenAICompatProvider(Provider):
+    """Options: ``extra_body`` (sent as is), ``grammar`` (true: the server takes a GBNF ``grammar``
+    field, as llama.cpp's server does, so the LM conductor constrains its plans there)."""
+
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
+        self.supports_grammar = bool(spec.options.get("grammar", False))
         self._client: Optional[openai.AsyncOpenAI] = None
 
     def client(self) -> openai.AsyncOpenAI:
@@ -72,7 +41,7 @@ class OpenAICompatProvider(Provider):
             params["seed"] = seed
         extra = dict(self.spec.options.get("extra_body", {}))
         if grammar is not None:
-            extra["grammar"] = grammar  # llama.cpp server / vLLM guided decoding accept this
+            extra["grammar"] = grammar  # the field llama.cpp's server reads (GBNF)
         if extra:
             params["extra_body"] = extra
         start = time.perf_counter()
@@ -95,17 +64,17 @@ class OpenAICompatProvider(Provider):
         except ProviderError:
             raise
         except openai.APIStatusError as exc:
-            raise ProviderError(
-                f"HTTP {exc.status_code}: {exc.message}",
-                retryable=exc.status_code in RETRYABLE_STATUS,
-                status=exc.status_code,
-                retry_after=retry_after_seconds(exc.response.headers),
-            ) from exc
+            raise status_error(exc.status_code, exc.message, exc.response.headers) from exc
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
             raise ProviderError(f"{type(exc).__name__}: {exc}", retryable=True) from exc
         except (ValueError, TypeError, AttributeError, openai.APIResponseValidationError) as exc:
             # A 200 whose body is not a chat completion (malformed JSON, wrong shape).
             raise ProviderError(f"malformed response: {exc}", retryable=True) from exc
+        except openai.APIError as exc:
+            # An error event inside a 200 stream (the server failed mid-generation).
+            raise ProviderError(f"error in the stream: {exc.message}", retryable=True) from exc
+        except TRANSPORT_ERRORS as exc:  # the connection dropped while the stream was being read
+            raise transport_error(exc) from exc
 
     async def _stream(self, params: dict, on_token: TokenCallback, start: float) -> Completion:
         params = dict(params, stream=True, stream_options={"include_usage": True})

@@ -1,0 +1,101 @@
+"""What every remote provider shares: API keys from the environment and HTTP-error mapping.
+
+Retries are ours (``Worker.call``), so each SDK's own retries are off and its errors become a
+``ProviderError`` with ``retryable``, ``status`` and ``retry_after`` set the same way for every backend.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from email.utils import parsedate_to_datetime
+from typing import Iterable, Mapping, Optional
+
+from ..pool import ProviderError, WorkerSpec
+
+# Rate limits, overload and transient server errors; 529 is Anthropic's "overloaded".
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """Timeouts, dropped connections and cut streams of whichever HTTP stack an SDK uses.
+
+    The SDKs wrap these when sending a request, but not always while reading a streamed body.
+    """
+    found: list[type[BaseException]] = []
+    for module, name in (("httpx", "TransportError"), ("httpx2", "TransportError"), ("aiohttp", "ClientError")):
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+TRANSPORT_ERRORS = _transport_errors()
+
+
+def transport_error(exc: BaseException) -> ProviderError:
+    return ProviderError(f"request failed: {type(exc).__name__} {exc}".strip(), retryable=True)
+
+
+def retry_after_seconds(headers: Optional[Mapping[str, str]]) -> Optional[float]:
+    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date), else None."""
+    if headers is None:
+        return None
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def api_key(spec: WorkerSpec, default_env: Optional[str], *fallback_envs: str) -> Optional[str]:
+    """The worker's API key from ``spec.api_key_env`` (else ``default_env``, then ``fallback_envs``).
+
+    Returns None when no variable applies (e.g. a keyless local server); raises a non-retryable
+    ProviderError naming the variable when it applies but is unset, so the step says what to fix.
+    """
+    if spec.api_key_env:
+        envs: Iterable[str] = (spec.api_key_env,)
+    elif default_env is not None:
+        envs = (default_env, *fallback_envs)
+    else:
+        return None
+    envs = list(envs)
+    for env in envs:
+        key = os.environ.get(env)
+        if key:
+            return key
+    names = " or ".join(envs)
+    raise ProviderError(f"worker {spec.name!r}: the environment variable {names} (its API key) is not set")
+
+
+def status_error(status: int, message: str, headers: Optional[Mapping[str, str]] = None, retry_after: Optional[float] = None) -> ProviderError:
+    """An HTTP error status as a ProviderError: 429/5xx/408 retryable, Retry-After honoured."""
+    if retry_after is None:
+        retry_after = retry_after_seconds(headers)
+    return ProviderError(
+        f"HTTP {status}: {message}",
+        retryable=status in RETRYABLE_STATUS,
+        status=status,
+        retry_after=retry_after,
+    )
+
+
+def split_system(messages: list[dict[str, str]]) -> tuple[str, list[dict[str, str]]]:
+    """System messages joined into one instruction (Anthropic/Gemini take it apart from the turns)."""
+    system = "\n\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+    turns = [m for m in messages if m.get("role") != "system"]
+    return system, turns
