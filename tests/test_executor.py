@@ -279,3 +279,12 @@ async def test_tokens_of_a_step_arrive_before_it_finishes_and_add_up():
         finished = seen.index(("step_finished", i, ""))
         last_token = max(k for k, (kind, idx, _) in enumerate(seen) if kind == "step_token" and idx == i)
         assert "".join(tokens) == step.output and last_token < finished
+
+
+async def test_a_retried_step_announces_the_retry_so_viewers_drop_void_tokens():
+    flaky = WorkerSpec(name="flaky", provider="simulated", options={"fail_first": 1, "failure": "retryable"}, max_retries=2)
+    events = []
+    async with pool_of(flaky) as pool:
+        run = await solve("q", GivenWorkflow(Workflow((Step(0, "a", ()),))), pool, on_event=lambda e: events.append(e.type))
+    assert run.steps[0].status == "ok" and run.steps[0].attempts == 2
+    assert events.index("step_retry") < events.index("step_token") < events.index("step_finished")

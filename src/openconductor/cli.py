@@ -70,9 +70,9 @@ class LiveView:
     def on_event(self, event: Event) -> None:
         if event.run.depth == 0:
             self.run = event.run
-        if event.type == "step_token" and event.step is not None:
+        if event.type in ("step_token", "step_retry") and event.step is not None:
             key = (event.run.depth, event.step.index)
-            self.partial[key] = self.partial.get(key, "") + event.text
+            self.partial[key] = self.partial.get(key, "") + event.text if event.type == "step_token" else ""
         self.live.update(self.render())
 
     def render(self):

@@ -24,7 +24,7 @@ from .workflow import Workflow
 
 # ---------------------------------------------------------------------------------------------- events
 
-EventType = Literal["run_started", "plan", "step_started", "step_token", "step_finished", "run_finished"]
+EventType = Literal["run_started", "plan", "step_started", "step_token", "step_retry", "step_finished", "run_finished"]
 
 
 @dataclass
@@ -238,25 +238,33 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
     )
     loop = asyncio.get_running_loop()
 
-    def dispatch(text: str) -> None:
-        result = ctx.on_event(Event("step_token", run, record, text))
+    def emit_now(event: Event) -> None:
+        result = ctx.on_event(event)
         if inspect.isawaitable(result):
             asyncio.ensure_future(result)
 
     def on_token(text: str) -> None:
         # In-process llama.cpp calls this from a worker thread; hand it to the loop. Callbacks run in
         # FIFO order, so every token is delivered before the call's own result (and step_finished).
+        event = Event("step_token", run, record, text)
         if threading.get_ident() == loop_thread:
-            dispatch(text)
+            emit_now(event)
         else:
-            loop.call_soon_threadsafe(dispatch, text)
+            loop.call_soon_threadsafe(emit_now, event)
+
+    def on_retry(attempt: int, error: str) -> None:
+        # Tokens already streamed by the failed attempt are void: viewers reset the step's text.
+        emit_now(Event("step_retry", run, record, error))
 
     loop_thread = threading.get_ident()
-
     usage = None
     try:
         completion, attempts = await worker.call(
-            record.messages, max_tokens=max_tokens, on_token=on_token if ctx.on_event else None, seed=ctx.seed
+            record.messages,
+            max_tokens=max_tokens,
+            on_token=on_token if ctx.on_event else None,
+            on_retry=on_retry if ctx.on_event else None,
+            seed=ctx.seed,
         )
         usage = completion.usage
         record.output, record.usage, record.attempts = completion.text, completion.usage, attempts

@@ -251,6 +251,7 @@ class Worker:
         on_token: Optional[TokenCallback] = None,
         temperature: Optional[float] = None,
         seed: Optional[int] = None,
+        on_retry: Optional[Callable[[int, str], None]] = None,
     ) -> tuple[Completion, int]:
         """Call with the worker's concurrency limit and retries. Returns (completion, attempts)."""
         attempts = 0
@@ -287,6 +288,8 @@ class Worker:
             delay = error.retry_after if error.retry_after is not None else min(8.0, 0.25 * 2 ** (attempts - 1))
             delay *= 1.0 if error.retry_after is not None else random.uniform(0.8, 1.2)
             log.warning("worker %s: %s; retry %d in %.2fs", self.name, error, attempts, delay)
+            if on_retry is not None:
+                on_retry(attempts, str(error))  # streamed tokens of the failed attempt are void
             await asyncio.sleep(delay)
 
 

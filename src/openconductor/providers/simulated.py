@@ -28,7 +28,8 @@ def register_responder(name: str):
 
 
 class SimulatedProvider(Provider):
-    """Options: latency_s, jitter_s, fail_rate, failure (error | retryable | timeout | empty), world, seed."""
+    """Options: latency_s, jitter_s, fail_rate, fail_first (the first N calls fail), failure
+    (error | retryable | timeout | empty), world, seed."""
 
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
@@ -36,6 +37,7 @@ class SimulatedProvider(Provider):
         self.latency_s = float(o.get("latency_s", 0.0))
         self.jitter_s = float(o.get("jitter_s", 0.0))
         self.fail_rate = float(o.get("fail_rate", 0.0))
+        self.fail_first = int(o.get("fail_first", 0))
         self.failure = str(o.get("failure", "error"))
         self.world = o.get("world")
         self.seed = int(o.get("seed", 0))
@@ -54,7 +56,7 @@ class SimulatedProvider(Provider):
         delay = self.latency_s + (rng.uniform(0, self.jitter_s) if self.jitter_s else 0.0)
         if delay:
             await asyncio.sleep(delay)
-        if self.fail_rate and rng.random() < self.fail_rate:
+        if self.calls <= self.fail_first or (self.fail_rate and rng.random() < self.fail_rate):
             if self.failure == "timeout":
                 await asyncio.sleep(self.spec.timeout_s + 1)
             if self.failure == "empty":
