@@ -59,3 +59,14 @@ async def test_local_provider_streams_tokens_that_add_up_to_the_text():
         )
     assert attempts == 1 and completion.text and "".join(pieces) == completion.text
     assert completion.usage.output_tokens > 0
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_input_longer_than_the_context_is_a_clear_error(streamed):
+    """llama.cpp reports the overflow in the reply, or (streamed) as a chunk: both become a failed call."""
+    from openconductor.pool import Pool, WorkerCallError
+
+    async with Pool(load_default_pool()) as pool:
+        with pytest.raises(WorkerCallError, match=r"exceeds the available context size.*raise options.n_ctx"):
+            await pool[0].call([{"role": "user", "content": "word " * 6000}], max_tokens=4,
+                               on_token=(lambda piece: None) if streamed else None)

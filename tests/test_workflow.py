@@ -123,3 +123,8 @@ def test_empty_lists_accepted_in_recursive_rounds():
 def test_error_codes_are_stable():
     assert UnknownWorkerError.code == "unknown_worker"
     assert WorkflowParseError.code == "unparseable"
+
+
+def test_repeated_access_indices_are_kept_once_in_order():
+    wf = parse('model_id = [0, 1, 1]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], [0, 0], [1, 0, 1, 1]]')
+    assert [s.access for s in wf.steps] == [(), (0,), (1, 0)]

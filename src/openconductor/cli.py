@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from .budget import Limits
+from .clikit import console, fail
 from .executor import Event, solve
 from .policies import make_policy, policy_names
 from .pool import Pool, PoolConfigError, PoolSpec, load_default_pool, load_pool
@@ -24,15 +25,8 @@ from .records import Run
 from .traces import TraceNotFound, TraceStore
 
 app = typer.Typer(help="openconductor: an LM conductor that plans workflows over a pool of LLMs.", no_args_is_help=True)
-console = Console()
-err = Console(stderr=True)
 
 SAMPLE_QUESTION = "A train travels 60 km in 45 minutes. What is its average speed in km/h?"
-
-
-def fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code)
 
 
 def load_pool_or_default(path: Optional[Path]) -> PoolSpec:
@@ -137,11 +131,22 @@ def ask(
     seed: Optional[int] = typer.Option(None, help="Sampling seed (reproducible runs on local models)."),
     as_json: bool = typer.Option(False, "--json", help="Print one machine-readable Run and nothing else."),
     trace: bool = typer.Option(True, help="Save the run to the trace store."),
+    conductor_dir: Optional[Path] = typer.Option(None, "--conductor", help="A trained conductor checkpoint dir (conductor train's final/) as the conductor backend."),
 ):
     """Plan a workflow for QUESTION and run it on the pool."""
     spec = load_pool_or_default(pool_file)
+    conductor_options: dict = {}
+    if conductor_dir is not None:
+        from .providers.transformers_local import trained_conductor
+
+        try:
+            spec, conductor_options = trained_conductor(spec, conductor_dir)
+        except PoolConfigError as exc:
+            fail(str(exc))
     limits = spec.limits.tightened(Limits(max_calls=max_calls or spec.limits.max_calls, max_tokens=max_tokens, max_cost_usd=max_cost, max_depth=spec.limits.max_depth))
     chosen = build_policy(policy, worker, rounds)
+    if conductor_options and policy == "conductor":
+        chosen = make_policy("conductor", **conductor_options)
     store = TraceStore() if trace else None
 
     async def go() -> Run:
@@ -228,3 +233,13 @@ def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; defau
 
 def main() -> None:  # pragma: no cover
     app()
+
+
+# Registered by their own modules (kept at the end so each part adds a few lines only).
+from .eval_cli import register as _register_eval  # noqa: E402
+from .server.cli import serve as _serve  # noqa: E402
+from .train.cli import register as _register_train  # noqa: E402
+
+app.command("serve")(_serve)
+_register_train(app)  # train, plot, train-eval
+_register_eval(app)  # eval, tasks, router-train

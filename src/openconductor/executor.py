@@ -110,6 +110,7 @@ class Context:
     on_event: Optional[EventHandler] = None
     limits_hit: list[str] = field(default_factory=list)
     seed: Optional[int] = None
+    stream_tokens: bool = True  # ask providers for token-by-token output (costly on HTTP backends)
 
     def hit(self, limit: str) -> None:
         if limit not in self.limits_hit:
@@ -125,10 +126,11 @@ async def solve(
     on_event: Optional[EventHandler] = None,
     seed: Optional[int] = None,
     metadata: Optional[dict] = None,
+    stream_tokens: bool = True,
 ) -> Run:
     """Plan and run one question end to end. Never raises for worker or plan failures: the Run says."""
     start = time.perf_counter()
-    ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed)
+    ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed, stream_tokens=stream_tokens)
     run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names, metadata=metadata or {})
     await _emit(on_event, Event("run_started", run))
     plan = await policy.plan(PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed))
@@ -214,7 +216,8 @@ async def execute(ctx: Context, run: Run, workflow: Workflow) -> None:
             stopped.set()
             record.status, record.error = "skipped", f"limit reached: {exc}"
         finally:
-            done[i].set_result(None)
+            if not done[i].done():  # a cancelled waiter cancels the future it awaited
+                done[i].set_result(None)
             await _emit(ctx.on_event, Event("step_finished", run, record))
 
     await asyncio.gather(*(run_step(i) for i in range(len(workflow))))
@@ -262,7 +265,7 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
         completion, attempts = await worker.call(
             record.messages,
             max_tokens=max_tokens,
-            on_token=on_token if ctx.on_event else None,
+            on_token=on_token if ctx.on_event and ctx.stream_tokens else None,
             on_retry=on_retry if ctx.on_event else None,
             seed=ctx.seed,
         )

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -42,6 +42,9 @@ try:  # Python 3.11+
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover
     import tomli as tomllib  # type: ignore
+
+if TYPE_CHECKING:
+    from .cache import ResponseCache
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +240,7 @@ class Worker:
     spec: WorkerSpec
     provider: Provider
     semaphore: asyncio.Semaphore
+    cache: Optional["ResponseCache"] = None
 
     @property
     def name(self) -> str:
@@ -253,19 +257,40 @@ class Worker:
         seed: Optional[int] = None,
         on_retry: Optional[Callable[[int, str], None]] = None,
     ) -> tuple[Completion, int]:
-        """Call with the worker's concurrency limit and retries. Returns (completion, attempts)."""
-        attempts = 0
+        """Call with the worker's concurrency limit and retries. Returns (completion, attempts).
+
+        With a response cache, an identical earlier call (same messages and sampling settings) is
+        returned as stored, marked ``cached``, with its original usage and attempts.
+        """
         limit = max_tokens if max_tokens is not None else self.spec.max_tokens
         temp = self.spec.temperature if temperature is None else temperature
+        if self.cache is None:
+            return await self._call(messages, limit, grammar, on_token, temp, seed, on_retry)
+        from .cache import cache_key
+
+        key = cache_key(self.spec, messages, max_tokens=limit, temperature=temp, grammar=grammar, seed=seed)
+        async with self.cache.lock(key):
+            hit = self.cache.get(key)
+            if hit is not None:
+                completion, attempts = hit
+                if on_token is not None and completion.text:
+                    on_token(completion.text)
+                return completion, attempts
+            completion, attempts = await self._call(messages, limit, grammar, on_token, temp, seed, on_retry)
+            self.cache.put(key, self.name, completion, attempts)
+            return completion, attempts
+
+    async def _call(self, messages, limit, grammar, on_token, temp, seed, on_retry) -> tuple[Completion, int]:
+        attempts = 0
         while True:
             attempts += 1
             try:
                 async with self.semaphore:
                     start = time.perf_counter()
-                    completion = await asyncio.wait_for(
-                        self.provider.complete(messages, max_tokens=limit, temperature=temp, grammar=grammar, on_token=on_token, seed=seed),
-                        timeout=self.spec.timeout_s,
-                    )
+                    async with asyncio.timeout(self.spec.timeout_s):  # unlike wait_for, no extra task per call
+                        completion = await self.provider.complete(
+                            messages, max_tokens=limit, temperature=temp, grammar=grammar, on_token=on_token, seed=seed
+                        )
                     if not completion.latency_s:
                         completion.latency_s = time.perf_counter() - start
                 completion.usage.cost_usd = self.spec.cost(completion.usage)
@@ -296,9 +321,10 @@ class Worker:
 class Pool:
     """A pool spec with live providers. Async context manager; closes providers on exit."""
 
-    def __init__(self, spec: PoolSpec):
+    def __init__(self, spec: PoolSpec, cache: Optional["ResponseCache"] = None):
         self.spec = spec
-        self.workers = [Worker(w, make_provider(w), asyncio.Semaphore(w.concurrency)) for w in spec.workers]
+        self.cache = cache
+        self.workers = [Worker(w, make_provider(w), asyncio.Semaphore(w.concurrency), cache) for w in spec.workers]
 
     def __len__(self) -> int:
         return len(self.workers)
@@ -317,7 +343,7 @@ class Pool:
             return self.workers[self.spec.index(c.worker)]
         if c.backend is not None:
             if not hasattr(self, "_backend"):
-                self._backend = Worker(c.backend, make_provider(c.backend), asyncio.Semaphore(c.backend.concurrency))
+                self._backend = Worker(c.backend, make_provider(c.backend), asyncio.Semaphore(c.backend.concurrency), self.cache)
             return self._backend
         raise PoolConfigError(
             f"pool {self.spec.name!r} declares no conductor backend; add [conductor] worker = \"NAME\" "

@@ -78,12 +78,14 @@ class TraceStore:
             raise TraceNotFound(f"no trace with id {run_id!r} in {self.path}")
         return Run.model_validate_json(row[0])
 
-    def list(self, limit: int = 20, offset: int = 0) -> list[dict]:
+    def list(self, limit: int = 20, offset: int = 0, *, api_key: Optional[str] = None) -> list[dict]:
+        """Newest first; with ``api_key``, only runs whose metadata names that server key."""
+        where, args = ("WHERE json_extract(record, '$.metadata.api_key') = ?", (api_key,)) if api_key is not None else ("", ())
         with self._lock:
             cursor = self._db.execute(
                 "SELECT id, created_at, question, policy, pool, status, final_answer, steps, calls, tokens, cost_usd, wall_s "
-                "FROM runs ORDER BY created_at DESC LIMIT ? OFFSET ?",
-                (limit, offset),
+                f"FROM runs {where} ORDER BY created_at DESC LIMIT ? OFFSET ?",
+                (*args, limit, offset),
             )
             columns = [c[0] for c in cursor.description]
             return [dict(zip(columns, row)) for row in cursor.fetchall()]

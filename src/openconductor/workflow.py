@@ -221,7 +221,7 @@ def _normalise_access(value, index: int) -> Access:
         if not isinstance(item, int) or isinstance(item, bool):
             raise WorkflowParseError(f"step {index}: access list entries must be step indices, got {item!r}")
         out.append(item)
-    return tuple(out)
+    return tuple(dict.fromkeys(out))  # a repeated index shows that step once (small models repeat them)
 
 
 def _as_worker_id(value, index: int) -> int:

@@ -76,17 +76,21 @@ def _is_test(stmt: ast.stmt) -> bool:
     return any(isinstance(n, ast.Assert) for n in ast.walk(stmt))
 
 
-# Runs inside the sandbox. Reads the run token from stdin first, so printing cannot forge results.
-_HARNESS = r'''
-import ast, json, os, signal, sys
-_token = sys.stdin.readline().strip()
+# The start of both harnesses, run inside the sandbox. The run token is read from stdin first, so
+# printing cannot forge results; results are written to a duplicate of the original stdout.
+_PRELUDE = r'''_token = sys.stdin.readline().strip()
 sys.stdin = open(os.devnull)
 _fd = os.dup(1)
 def _say(obj):
     os.write(_fd, ("\n" + _token + " " + json.dumps(obj) + "\n").encode())
 def _alarm(signum, frame):
     raise TimeoutError("test exceeded its time limit")
-_CANDIDATE, _TEST, _ENTRY, _PER_TEST = json.loads(__OC_PAYLOAD__)
+'''
+
+# Runs inside the sandbox. Reads the run token from stdin first, so printing cannot forge results.
+_HARNESS = r'''
+import ast, json, os, signal, sys
+''' + _PRELUDE + r'''_CANDIDATE, _TEST, _ENTRY, _PER_TEST = json.loads(__OC_PAYLOAD__)
 ns = {"__name__": "solution"}
 signal.signal(signal.SIGALRM, _alarm)
 signal.setitimer(signal.ITIMER_REAL, _PER_TEST)
@@ -233,14 +237,7 @@ async def _grade_stdio(response: str, ref: Union[dict, list], limits: SandboxLim
 # object with a rigged __eq__ cannot pass.
 _CALL_HARNESS = r"""
 import json, os, signal, sys
-_token = sys.stdin.readline().strip()
-sys.stdin = open(os.devnull)
-_fd = os.dup(1)
-def _say(obj):
-    os.write(_fd, ("\n" + _token + " " + json.dumps(obj) + "\n").encode())
-def _alarm(signum, frame):
-    raise TimeoutError("test exceeded its time limit")
-_CANDIDATE, _FN, _INPUTS, _PER_TEST = json.loads(__OC_PAYLOAD__)
+""" + _PRELUDE + r"""_CANDIDATE, _FN, _INPUTS, _PER_TEST = json.loads(__OC_PAYLOAD__)
 _HEADER = "from typing import *\nfrom collections import *\nimport math, heapq, bisect, itertools, functools, string, re\n"
 ns = {"__name__": "solution"}
 signal.signal(signal.SIGALRM, _alarm)

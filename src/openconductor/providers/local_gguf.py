@@ -190,7 +190,10 @@ class LocalGGUFProvider(Provider):
         result = await asyncio.to_thread(self._call, server, body, on_token)
         if "error" in result:
             err = result["error"]
-            raise ProviderError(f"llama.cpp: {err.get('message', err)}", status=err.get("code"))
+            message = f"llama.cpp: {err.get('message', err)}"
+            if err.get("type") == "exceed_context_size_error":
+                message += f" (the input is too long for worker {self.spec.name!r}: shorten it, or raise options.n_ctx in the pool file)"
+            raise ProviderError(message, status=err.get("code"))
         choice = result["choices"][0]
         text = choice["message"]["content"] if self.chat else choice["text"]
         usage = result.get("usage", {})
@@ -209,15 +212,21 @@ class LocalGGUFProvider(Provider):
         chunks: list[dict] = []
 
         def callback(chunk: dict) -> None:
+            if "error" in chunk:  # streamed requests report errors (e.g. context overflow) as a chunk
+                errors.append(chunk)
+                return
             chunks.append(chunk)
             for choice in chunk.get("choices", []):
                 piece = (choice.get("delta") or {}).get("content") if self.chat else choice.get("text")
                 if piece:
                     on_token(piece)
 
+        errors: list[dict] = []
         error = handle(dict(body, stream=True, stream_options={"include_usage": True}), callback)
         if isinstance(error, dict) and "error" in error:
             return error
+        if errors:
+            return errors[0]
         text = "".join(
             ((c.get("delta") or {}).get("content") or "") if self.chat else (c.get("text") or "")
             for chunk in chunks

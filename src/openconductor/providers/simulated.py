@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import random
 import time
 from typing import Callable, Optional
@@ -29,7 +30,8 @@ def register_responder(name: str):
 
 class SimulatedProvider(Provider):
     """Options: latency_s, jitter_s, fail_rate, fail_first (the first N calls fail), failure
-    (error | retryable | timeout | empty), world, seed."""
+    (error | retryable | timeout | empty), world, world_module (a module to import that registers
+    the world, e.g. openconductor.train.world), seed."""
 
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
@@ -41,6 +43,11 @@ class SimulatedProvider(Provider):
         self.failure = str(o.get("failure", "error"))
         self.world = o.get("world")
         self.seed = int(o.get("seed", 0))
+        if o.get("world_module"):
+            try:
+                importlib.import_module(str(o["world_module"]))  # registers its responder(s)
+            except ImportError as exc:
+                raise ProviderError(f"simulated worker {spec.name!r}: cannot import world_module {o['world_module']!r}: {exc}") from exc
         if self.world is not None and self.world not in RESPONDERS:
             raise ProviderError(f"simulated worker {spec.name!r}: unknown world {self.world!r}; known: {sorted(RESPONDERS)}")
         self.calls = 0

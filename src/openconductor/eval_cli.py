@@ -1,0 +1,201 @@
+"""``conductor eval``, ``conductor tasks`` and ``conductor router-train`` (registered at the end of cli.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .clikit import console, fail
+
+
+
+def _task_options(pairs: list[str]) -> dict:
+    from .evaluation import _value
+
+    options = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq:
+            fail(f"--task-option wants key=value, got {pair!r}")
+        try:
+            options[key.strip()] = json.loads(value)  # lists such as operators=["+","-"]
+        except json.JSONDecodeError:
+            options[key.strip()] = _value(value.strip())
+    return options
+
+
+def eval_command(
+    task: list[str] = typer.Option(..., "--task", "-t", help="Task name (repeatable); see `conductor tasks`."),
+    policy: list[str] = typer.Option(
+        ["conductor", "single"], "--policy", "-p",
+        help="Policy spec (repeatable): conductor, single[:WORKER|:*], self-reflection[:WORKER], moa, random, router:MODEL.npz, or NAME:key=value,...",
+    ),
+    pool_file: Optional[Path] = typer.Option(None, "--pool", help="Pool file (TOML/YAML). Default: the offline local pool."),
+    out: Path = typer.Option(Path("eval-out"), "--out", "-o", help="Output folder: results.jsonl, summary.json, table.md, pareto.png."),
+    limit: Optional[int] = typer.Option(None, help="Questions per task (the first N; procedural tasks generate N)."),
+    offset: int = typer.Option(0, help="Skip the first K questions (a disjoint split: --offset 100 --limit 50)."),
+    repeats: int = typer.Option(1, help="Runs per question and policy (distinct seeds)."),
+    concurrency: Optional[int] = typer.Option(None, help="Questions in flight at once (default: the pool's largest worker concurrency)."),
+    seed: int = typer.Option(0, help="Base sampling seed; each (question, repeat) derives its own."),
+    task_seed: int = typer.Option(0, help="Generator seed for procedural tasks (reasoning-gym)."),
+    task_option: list[str] = typer.Option([], "--task-option", help="Task/generator option key=value (repeatable), e.g. max_digits=1."),
+    data: Optional[str] = typer.Option(None, help="Local data file (JSONL/parquet) or hub id for the task (one task only)."),
+    max_calls: Optional[int] = typer.Option(None, help="Cap on worker calls per question (lowers the pool's limit)."),
+    cache: bool = typer.Option(True, "--cache/--no-cache", help="Reuse identical worker calls from the response cache."),
+    cache_path: Optional[Path] = typer.Option(None, help="Response cache file (default: user cache dir)."),
+    trace: bool = typer.Option(True, help="Save every run to the trace store (its id is in results.jsonl either way)."),
+    title: str = typer.Option("", help="A title for the plot."),
+    conductor_dir: Optional[Path] = typer.Option(
+        None, "--conductor",
+        help="A trained conductor checkpoint dir (conductor train's final/): the `conductor` policy plans with it; its rows are labelled trained:<dir>.",
+    ),
+):
+    """Evaluate policies on tasks over a pool: accuracy, tokens, calls, cost, steps, latency."""
+    from .budget import Limits
+    from .cache import ResponseCache
+    from .evaluation import EvalError, parse_policy_specs, run_eval, write_report
+    from .pool import PoolConfigError, load_default_pool, load_pool
+    from .tasks import DatasetMissing, GraderUnavailable, TaskError, load_task
+    from .traces import TraceStore
+
+    try:
+        spec = load_pool(pool_file) if pool_file else load_default_pool()
+    except PoolConfigError as exc:
+        fail(str(exc))
+    trained_options: dict = {}
+    if conductor_dir is not None:
+        from .providers.transformers_local import trained_conductor
+
+        try:
+            spec, trained_options = trained_conductor(spec, conductor_dir)
+        except PoolConfigError as exc:
+            fail(str(exc))
+    if data is not None and len(task) != 1:
+        fail("--data applies to one task; pass a single --task")
+    options = _task_options(task_option)
+    try:
+        tasks = [load_task(name, limit=limit, data=data, seed=task_seed, offset=offset, **options) for name in task]
+        policies = parse_policy_specs(policy, spec)
+        if conductor_dir is not None:
+            policies = _with_trained_conductor(policies, conductor_dir, trained_options)
+    except (TaskError, EvalError) as exc:
+        fail(str(exc))
+    limits = spec.limits if max_calls is None else spec.limits.tightened(Limits(max_calls=max_calls, max_depth=spec.limits.max_depth))
+    width = concurrency or max(w.concurrency for w in spec.workers)
+    response_cache = ResponseCache(cache_path) if cache else None
+    store = TraceStore() if trace else None
+    console.print(
+        f"[bold]eval[/] pool {spec.name} ({', '.join(w.name for w in spec.workers)}) · tasks "
+        f"{', '.join(f'{t.name}[{len(t)}]' for t in tasks)} · policies {', '.join(l for l, _ in policies)} · "
+        f"repeats {repeats} · concurrency {width} · cache {'on' if response_cache is not None else 'off'}"
+    )
+    for t in tasks:
+        console.print(f"[dim]{t.name}: {t.source}[/]")
+
+    progress = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[acc]}"),
+        TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+    )
+    bar = progress.add_task("runs", total=0, acc="")
+    seen = {"n": 0, "ok": 0}
+
+    def on_start(todo: int, skipped: int) -> None:
+        progress.update(bar, total=todo)
+        if skipped:
+            console.print(f"[dim]resuming: {skipped} run(s) already in {out / 'results.jsonl'}[/]")
+
+    def on_record(record) -> None:
+        seen["n"] += 1
+        seen["ok"] += int(record.correct)
+        progress.update(bar, advance=1, acc=f"correct so far {seen['ok']}/{seen['n']}")
+
+    started = time.time()
+    try:
+        with progress:
+            records = asyncio.run(
+                run_eval(tasks, policies, spec, out, repeats=repeats, concurrency=width, seed=seed, limits=limits,
+                         cache=response_cache, store=store, on_record=on_record, on_start=on_start)
+            )
+    except (GraderUnavailable, DatasetMissing, EvalError, PoolConfigError) as exc:
+        fail(str(exc))
+    meta = {
+        "pool": spec.name, "workers": [w.name for w in spec.workers], "tasks": {t.name: t.source for t in tasks},
+        "policies": [l for l, _ in policies], "repeats": repeats, "seed": seed, "task_seed": task_seed,
+        "task_options": options, "limit": limit, "offset": offset, "wall_s_this_invocation": round(time.time() - started, 1),
+        "cache": response_cache.stats() if response_cache is not None else None,
+    }
+    rows = write_report(records, out, meta=meta, title=title)
+    table = Table("task", "policy", "n", "accuracy ± s.e.", "tokens/q", "calls/q", "cost/q $", "steps", "latency s", "fallbacks", "errors")
+    for r in rows:
+        table.add_row(r.task, r.policy, str(r.n), f"{100 * r.accuracy:.1f} ± {100 * r.stderr:.1f}", f"{r.tokens:.0f}", f"{r.calls:.2f}",
+                      f"{r.cost_usd:.5f}", f"{r.steps:.2f}", f"{r.latency_s:.1f}", str(r.plan_fallbacks), str(r.errors))
+    if console.is_terminal:
+        console.print(table)
+    else:  # logs and pipes: the markdown table stays readable at any width
+        from .evaluation import markdown_table
+
+        console.print(markdown_table(rows), soft_wrap=True, markup=False, highlight=False)
+    if response_cache is not None:
+        console.print(f"[dim]response cache {response_cache.path}: {response_cache.stats()}[/]")
+    plot_note = ", pareto.png" if (out / "pareto.png").exists() else " (no pareto.png: matplotlib is not installed)"
+    console.print(f"[dim]wrote {out}/results.jsonl, summary.json, table.md (this table){plot_note}[/]")
+
+
+def _with_trained_conductor(policies: list, path: Path, trained: dict) -> list:
+    """Every `conductor` policy plans with the checkpoint, prompted as in training, under its own label
+    (results of the prompted conductor and of a trained one never share a resume key)."""
+    from .policies import make_policy
+    from .policies.lm import LMConductor
+
+    out = []
+    for label, chosen in policies:
+        if isinstance(chosen, LMConductor):
+            options = {**trained, **{k: getattr(chosen, k) for k in ("temperature", "constrained") if getattr(chosen, k) is not None}}
+            resolved = path.resolve()
+            label = f"trained:{resolved.parent.name}/{resolved.name}" + label[len("conductor"):]
+            chosen = make_policy("conductor", **options)
+        out.append((label, chosen))
+    return out
+
+
+def tasks_command():
+    """List the registered tasks and where their data comes from."""
+    from .tasks import task_infos
+
+    table = Table("task", "offline", "description", "how to get the data")
+    for info in task_infos():
+        table.add_row(info.name, "yes" if info.offline else "no", info.description, info.how_to_get)
+    console.print(table)
+    console.print("[dim]Any reasoning-gym generator: rg:<name> (e.g. rg:chain_sum).[/]")
+
+
+def router_train_command(
+    results: list[Path] = typer.Argument(..., help="results.jsonl file(s) from `conductor eval --policy 'single:*'`."),
+    out: Path = typer.Option(Path("router.npz"), "--out", "-o", help="Where to write the router model."),
+    task: Optional[str] = typer.Option(None, help="Only learn from this task's results."),
+    l2: float = typer.Option(1e-2, help="L2 regularisation of each worker's logistic head."),
+):
+    """Train the learned router (RouterDC-style) from per-worker eval results."""
+    from .evaluation import EvalError, load_records
+    from .policies.router import RouterError, train_router
+
+    try:
+        records = [r for path in results for r in load_records(path) if task is None or r.task == task]
+        model = train_router(records, l2=l2)
+    except (EvalError, RouterError) as exc:
+        fail(str(exc))
+    model.save(out)
+    console.print(f"trained on {model.train_questions} question(s); worker accuracy there: {model.train_accuracy}; wrote {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)
+    app.command("tasks")(tasks_command)
+    app.command("router-train")(router_train_command)

@@ -1,0 +1,44 @@
+"""`conductor serve`: the OpenAI-compatible API and the trace viewer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def serve(
+    config: Optional[Path] = typer.Option(None, "--config", help="Server config (TOML); default: the local pool, no keys, loopback only."),
+    host: Optional[str] = typer.Option(None, help="Bind address (overrides server.host in the config)."),
+    port: Optional[int] = typer.Option(None, help="Port (overrides server.port in the config)."),
+    hash_key: Optional[str] = typer.Option(None, "--hash-key", help="Print the sha256 digest of KEY for a keys entry in the config, then exit."),
+    log_level: str = typer.Option("info", help="uvicorn log level."),
+):
+    """Serve the conductor as an OpenAI-compatible API, with a trace viewer at /."""
+    from .config import ServerConfigError, default_config, hash_key as digest, load_server_config
+
+    if hash_key is not None:
+        typer.echo(digest(hash_key))
+        raise typer.Exit(0)
+    try:
+        cfg = load_server_config(config) if config else default_config()
+    except ServerConfigError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2)
+    try:
+        import uvicorn
+
+        from .app import create_app
+    except ImportError as exc:
+        typer.secho(f"error: serving needs the serve extra ({exc.name} is missing): pip install 'openconductor[serve]'", fg="red", err=True)
+        raise typer.Exit(2)
+
+    if cfg.auth.required and not any(k.digest() for k in cfg.keys):
+        names = ", ".join(f"{k.name} (env {k.env})" for k in cfg.keys if k.env)
+        typer.secho(f"warning: no usable API key: every request will get 401; set the variable(s) for {names}", fg="yellow", err=True)
+    bind_host = host or cfg.server.host
+    if not cfg.auth.required and bind_host not in ("127.0.0.1", "localhost", "::1"):
+        typer.secho(f"warning: serving without API keys on {bind_host}", fg="yellow", err=True)
+    uvicorn.run(create_app(cfg), host=bind_host, port=port or cfg.server.port, log_level=log_level,
+                loop="auto", http="auto", timeout_graceful_shutdown=5)

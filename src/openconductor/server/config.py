@@ -1,0 +1,222 @@
+"""The server's configuration file (TOML): presets (= pool file + policy + limits, pinned by a version),
+API keys (stored as sha256 digests, or read from an environment variable) with their ceilings.
+
+    [server]
+    max_body_bytes = 1_000_000
+
+    [auth]
+    required = true
+
+    [[keys]]
+    name = "team"
+    sha256 = "<hex digest of the key>"   # `conductor serve --hash-key sk-...` prints it
+    max_concurrent = 8
+    requests_per_minute = 120
+    limits = { max_calls = 20, max_tokens = 60000 }
+
+    [models.conductor]
+    version = "2026-11-22"
+    pool = "default"                       # or a pool file path, relative to this file
+    policy = "conductor"
+    limits = { max_calls = 6, max_depth = 0 }
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..budget import Limits
+from ..pool import PoolConfigError, PoolSpec, load_default_pool, load_pool
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover
+    import tomli as tomllib  # type: ignore
+
+
+class ServerConfigError(ValueError):
+    """A server config that cannot be used; the message names the file and the field."""
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ServerSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_body_bytes: int = Field(1_000_000, gt=0)
+    traces: Optional[str] = None  # trace store path; default: the user's store (OPENCONDUCTOR_TRACES)
+    live_runs_kept: int = Field(200, gt=0)  # finished runs kept in memory for the viewer
+
+
+class AuthSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    required: bool = True
+    # Ceilings for anonymous use when required = false.
+    anonymous_limits: Limits = Field(default_factory=lambda: Limits(max_calls=20, max_depth=1))
+    anonymous_max_concurrent: int = 16
+    anonymous_requests_per_minute: float = 600
+
+
+class KeySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    sha256: Optional[str] = None  # hex digest of the key; the raw key is never stored
+    env: Optional[str] = None  # or: an environment variable that holds the raw key
+    max_concurrent: int = Field(4, gt=0)
+    requests_per_minute: float = Field(60, gt=0)
+    burst: Optional[int] = Field(None, gt=0)  # bucket size; default: requests_per_minute / 6, at least 1
+    limits: Limits = Field(default_factory=Limits)  # the ceiling a request may lower, never raise
+    # Which traces the key may read: "own" (runs it started) or "all" (an operator's key).
+    traces: Literal["own", "all"] = "own"
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", value):
+            raise ValueError("must be the 64-character hex sha256 digest of the key (see `conductor serve --hash-key`)")
+        return value.lower() if value else value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "KeySpec":
+        if (self.sha256 is None) == (self.env is None):
+            raise ValueError(f"key {self.name!r}: give exactly one of sha256 or env")
+        return self
+
+    def digest(self) -> Optional[str]:
+        if self.sha256 is not None:
+            return self.sha256
+        raw = os.environ.get(self.env or "")
+        return hash_key(raw) if raw else None
+
+
+class PresetSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: str
+    pool: str = "default"  # "default" = the offline local pool; else a pool file relative to the config
+    policy: str = "conductor"
+    policy_options: dict[str, Any] = Field(default_factory=dict)
+    # A trained conductor checkpoint dir (`conductor train`'s final/), relative to the config: it
+    # becomes the pool's conductor backend, prompted the way it was trained.
+    conductor: Optional[str] = None
+    max_steps: Optional[int] = Field(None, gt=0)  # overrides the pool's conductor.max_steps
+    limits: Optional[Limits] = None  # default: the pool's limits
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _trained_conductor_needs_the_conductor_policy(self) -> "PresetSpec":
+        if self.conductor is not None and self.policy != "conductor":
+            raise ValueError(f"conductor (a trained checkpoint) plans only with policy = \"conductor\", not {self.policy!r}")
+        return self
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,40}", value):
+            raise ValueError("use letters, digits, '.', '_' or '-' (e.g. a date like 2026-11-22)")
+        return value
+
+
+class ServerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    server: ServerSection = Field(default_factory=ServerSection)
+    auth: AuthSection = Field(default_factory=AuthSection)
+    keys: list[KeySpec] = Field(default_factory=list)
+    models: dict[str, PresetSpec]
+    base_dir: Path = Path(".")  # where relative pool paths resolve (the config file's folder)
+
+    @model_validator(mode="after")
+    def _check(self) -> "ServerConfig":
+        if not self.models:
+            raise ValueError("models: declare at least one preset, e.g. [models.conductor]")
+        for name in self.models:
+            if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
+                raise ValueError(f"models.{name}: preset names use letters, digits, '.', '_' or '-'")
+        names = [k.name for k in self.keys]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"keys: names must be unique; repeated: {', '.join(dupes)}")
+        if self.auth.required and not self.keys:
+            raise ValueError("auth.required is true but no [[keys]] are declared (or set [auth] required = false)")
+        return self
+
+    def pool_spec(self, preset: PresetSpec) -> PoolSpec:
+        """The preset's pool with its overrides applied."""
+        if preset.pool == "default":
+            spec = load_default_pool()
+        else:
+            spec = load_pool(self._path(preset.pool))
+        if preset.conductor is not None:
+            from ..providers.transformers_local import trained_conductor  # torch is imported only on use
+
+            spec, _ = trained_conductor(spec, self._path(preset.conductor))
+        if preset.max_steps is not None:
+            spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"max_steps": preset.max_steps})})
+        if preset.limits is not None:
+            spec = spec.model_copy(update={"limits": preset.limits})
+        return spec
+
+    def _path(self, value: str) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.base_dir / path
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors())
+
+
+def load_server_config(path: str | Path) -> ServerConfig:
+    path = Path(path)
+    if not path.exists():
+        raise ServerConfigError(f"server config not found: {path}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ServerConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return parse_server_config(data, base_dir=path.parent, source=str(path))
+
+
+def parse_server_config(data: dict, *, base_dir: Path = Path("."), source: str = "server config") -> ServerConfig:
+    try:
+        config = ServerConfig.model_validate({**data, "base_dir": base_dir})
+    except ValidationError as exc:
+        raise ServerConfigError(f"{source}: {_problems(exc)}") from exc
+    for name, preset in config.models.items():  # fail at start-up, not on the first request
+        try:
+            spec = config.pool_spec(preset)
+        except PoolConfigError as exc:
+            field = "conductor" if preset.conductor is not None and "checkpoint" in str(exc) else "pool"
+            raise ServerConfigError(f"{source}: models.{name}.{field}: {exc}") from exc
+        if preset.conductor is not None:
+            from ..providers.transformers_local import trained_conductor
+
+            # The checkpoint says how it was prompted in training; the preset's own options win.
+            _, trained = trained_conductor(spec, config._path(preset.conductor))
+            preset.policy_options = {**trained, **preset.policy_options}
+    return config
+
+
+def default_config() -> ServerConfig:
+    """`conductor serve` without --config: the local pool, no keys, loopback only."""
+    return parse_server_config(
+        {
+            "auth": {"required": False},
+            "models": {
+                "conductor": {"version": "local-1", "pool": "default", "policy": "conductor",
+                              "description": "the LM conductor over the offline local pool"},
+            },
+        }
+    )

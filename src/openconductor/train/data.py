@@ -1,0 +1,126 @@
+"""Training rows: the runtime's conductor prompt per question, with randomized pools and recursion rows.
+
+Each row carries the prompt (``conductor_messages``, exactly as the runtime builds it), the hidden
+reference for the reward, the pool indices the conductor was shown (randomized pools: a k-subset,
+renumbered in the order shown) and, for recursive (round-2) rows, the previous answer it must
+accept or revise. A round-2 row is its own prompt, so GRPO's per-group normalisation is a per-round
+normalisation. Its previous answer comes from one single-worker run on the pool at build time (an
+off-policy draft, right or wrong with that worker's skill); on-policy round-2 samples are drawn
+inside the reward when ``recursion.blend_fraction`` > 0 (see ``WorkflowReward``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from dataclasses import dataclass
+from typing import Optional
+
+from ..executor import solve
+from ..policies.base import Previous
+from ..policies.lm import conductor_messages
+from ..pool import Pool, PoolSpec
+from ..workflow import Step, Workflow
+from .config import TrainConfig, TrainConfigError
+from .reward import FixedPolicy, subset_pool
+
+
+@dataclass(frozen=True)
+class Item:
+    question: str
+    reference: str
+    task: str  # "simulated" or a grader kind
+    domain: str = ""
+
+
+def load_items(cfg: TrainConfig, *, held_out: bool = False) -> list[Item]:
+    d = cfg.data
+    if d.kind == "simulated":
+        from .world import make_questions
+
+        train = make_questions(d.n_train, d.seed, d.domains)
+        if not held_out:
+            return [Item(q.text, q.reference, "simulated", q.domain) for q in train]
+        # Held-out questions never repeat a training question.
+        held = make_questions(d.n_eval, d.eval_seed, d.domains, exclude=frozenset(q.text for q in train))
+        return [Item(q.text, q.reference, "simulated", q.domain) for q in held]
+    path = cfg.path(d.path or "")
+    if not path.exists():
+        raise TrainConfigError(f"data.path not found: {path}")
+    items = []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            items.append(Item(str(row["question"]), str(row["reference"]), str(row["task"]), str(row.get("domain", ""))))
+        except (json.JSONDecodeError, KeyError) as exc:
+            raise TrainConfigError(f"{path}:{lineno}: need a JSON object with question, reference, task ({exc})") from exc
+    split = max(1, len(items) // 10)
+    return items[:split] if held_out else items[split:]
+
+
+def sample_subset(n_workers: int, k_min: int, k_max: int, rng: random.Random) -> list[int]:
+    """A random k-subset of worker indices in random order (that order is the new numbering)."""
+    k = rng.randint(min(k_min, n_workers), min(k_max, n_workers))
+    return rng.sample(range(n_workers), k)
+
+
+def prompt_for(item: Item, spec: PoolSpec, cfg: TrainConfig, previous: Optional[str] = None) -> list[dict]:
+    p = cfg.prompt
+    return conductor_messages(
+        item.question, spec, max_steps=p.max_steps, show=p.show, fine_grained=p.fine_grained, examples=p.examples,
+        previous=Previous(answer=previous) if previous is not None else None,
+    )
+
+
+async def _draft_answers(spec: PoolSpec, items: list[Item], indices: list[list[int]], seed: int) -> list[str]:
+    """One single-worker answer per item (the previous answer a recursive row is shown)."""
+    rng = random.Random(f"drafts|{seed}")
+    async with Pool(spec) as pool:
+
+        async def one(item: Item, shown: list[int]) -> str:
+            view = subset_pool(pool, shown)
+            worker = rng.randrange(len(shown))
+            wf = Workflow((Step(worker, "Solve the overall task and give the final answer.", ()),))
+            run = await solve(item.question, FixedPolicy(wf, ""), view, seed=seed)
+            return run.final_answer
+
+        return list(await asyncio.gather(*(one(i, s) for i, s in zip(items, indices))))
+
+
+def build_rows(cfg: TrainConfig, spec: PoolSpec, items: list[Item]) -> list[dict]:
+    rng = random.Random(f"rows|{cfg.data.seed}")
+    n = len(spec.workers)
+    rows = []
+    shown_all: list[list[int]] = []
+    for item in items:
+        shown = sample_subset(n, cfg.randomize.k_min, cfg.randomize.k_max, rng) if cfg.randomize.enabled else list(range(n))
+        shown_all.append(shown)
+        rows.append(_row(item, shown, spec, cfg, round_=1, blend=rng.random() < cfg.recursion.blend_fraction))
+    n_rec = int(round(cfg.recursion.fraction * len(items)))
+    if n_rec:
+        chosen = rng.sample(range(len(items)), n_rec)
+        drafts = asyncio.run(_draft_answers(spec, [items[i] for i in chosen], [shown_all[i] for i in chosen], cfg.data.seed))
+        rec_rows = [_row(items[i], shown_all[i], spec, cfg, round_=2, previous=d) for i, d in zip(chosen, drafts)]
+        # Interleave so that every part of training sees both rounds.
+        step = max(1, len(rows) // max(1, len(rec_rows)))
+        for j, row in enumerate(rec_rows):
+            rows.insert(min(len(rows), (j + 1) * step + j), row)
+    return rows
+
+
+def _row(item: Item, shown: list[int], spec: PoolSpec, cfg: TrainConfig, *, round_: int, previous: Optional[str] = None, blend: bool = False) -> dict:
+    sub = spec.subset(shown)
+    return {
+        "prompt": prompt_for(item, sub, cfg, previous),
+        "question": item.question,
+        "reference": item.reference,
+        "task": item.task,
+        "domain": item.domain,
+        "workers": shown,
+        "round": round_,
+        "previous": previous or "",
+        "blend": blend,
+    }

@@ -1,0 +1,258 @@
+"""The reward: execute each sampled workflow on the live pool and grade its final answer.
+
+Per completion: parse with ``parse_and_validate`` (unparseable → ``reward.unparseable``), run it with
+the runtime executor (``executor.solve`` with a policy that returns exactly that workflow), grade the
+final answer (correct → ``reward.correct``, well formed but wrong → ``reward.wrong``), then subtract
+the optional cost and step penalties. All completions of a batch run concurrently on one shared
+``Pool`` whose per-worker semaphores keep each worker within its own concurrency limit. A worker
+failure never raises out of here: it is logged and scored as ``reward.worker_failure`` says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Optional
+
+from ..executor import solve
+from ..policies.base import Plan, PlanRequest, Policy, Previous
+from ..policies.lm import conductor_messages
+from ..pool import Pool, PoolSpec
+from ..records import PlanRecord, Run
+from ..workflow import Workflow, WorkflowError, parse_and_validate
+from .config import PromptSettings, RewardSettings
+
+log = logging.getLogger(__name__)
+
+
+class FixedPolicy(Policy):
+    """Returns one given workflow: how a sampled completion is run by the ordinary executor."""
+
+    name = "trained-sample"
+
+    def __init__(self, workflow: Workflow, raw: str):
+        self.workflow, self.raw = workflow, raw
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        record = PlanRecord(policy=self.name, raw=self.raw, workflow=self.workflow.to_dict(), attempts=1)
+        return Plan(self.workflow, record)
+
+
+def subset_pool(pool: Pool, indices: list[int]) -> Pool:
+    """A renumbered view of a live pool that shares its workers (and so their concurrency limits)."""
+    view = Pool.__new__(Pool)
+    view.spec = pool.spec.subset(indices)
+    view.workers = [pool.workers[i] for i in indices]
+    return view
+
+
+def grade_answer(task: str, answer: str, reference: str) -> tuple[bool, float]:
+    """(well_formed, score in [0, 1]). Simulated tasks grade here; real ones use openconductor.graders."""
+    if task == "simulated":
+        from .world import grade_simulated
+
+        well_formed, correct = grade_simulated(answer, reference)
+        return well_formed, float(correct)
+    from ..graders import grade  # lazy: real graders (math-verify, sandbox) are heavy
+
+    result = grade(task, answer, reference)
+    return bool(answer.strip()) and result.extracted is not None, float(result.score)
+
+
+@dataclass
+class Sample:
+    """One graded completion: its reward and what the metrics need."""
+
+    reward: float
+    parsed: bool
+    error: Optional[str] = None  # typed workflow error code, or the run's failure
+    correct: bool = False
+    accepted: bool = False  # a recursive round that kept the previous answer
+    steps: int = 0
+    all_accesses: int = 0
+    workers: list[str] = field(default_factory=list)
+    pattern: tuple = ()
+    tokens: int = 0
+    cost_usd: float = 0.0
+    final_answer: str = ""
+    run: Optional[Run] = None
+
+
+def completion_text(completion: Any) -> str:
+    """TRL passes conversational completions as [{"role": "assistant", "content": ...}]."""
+    if isinstance(completion, list):
+        return "".join(str(m.get("content", "")) for m in completion if isinstance(m, dict))
+    return str(completion)
+
+
+def blend(first: float, later: float, discount: float) -> float:
+    """Round 1's reward when a recursive round followed it: (1 - discount) * r1 + discount * r2."""
+    return (1.0 - discount) * first + discount * later
+
+
+async def score_completion(
+    text: str,
+    *,
+    question: str,
+    reference: str,
+    task: str,
+    pool: Pool,
+    settings: RewardSettings,
+    max_steps: int,
+    previous: Optional[str] = None,
+    seed: Optional[int] = None,
+) -> Sample:
+    """Parse, execute and grade one completion (``previous``: a recursive round's earlier answer)."""
+    recursive = previous is not None
+    try:
+        workflow = parse_and_validate(text, len(pool.spec.workers), max_steps=max_steps, allow_empty=recursive)
+    except WorkflowError as exc:
+        return Sample(reward=settings.unparseable, parsed=False, error=exc.code)
+    if recursive and workflow.is_accept:
+        well_formed, score = grade_answer(task, previous, reference)
+        reward = _graded(settings, well_formed, score)
+        return Sample(reward=reward, parsed=True, correct=score >= 1.0, accepted=True, final_answer=previous)
+    try:
+        run = await solve(question, FixedPolicy(workflow, text), pool, seed=seed)
+    except Exception as exc:  # never crash training on a worker or executor problem
+        log.warning("workflow execution failed: %s", exc)
+        return _failed(settings, workflow, f"executor: {exc}")
+    sample = Sample(
+        reward=0.0,
+        parsed=True,
+        steps=len(workflow.steps),
+        all_accesses=sum(1 for s in workflow.steps if s.access == "all"),
+        workers=[pool.workers[s.worker].name for s in workflow.steps],
+        pattern=tuple((pool.workers[s.worker].name, s.access if s.access == "all" else tuple(s.access)) for s in workflow.steps),
+        tokens=run.totals.usage.total_tokens,
+        cost_usd=run.totals.usage.cost_usd,
+        final_answer=run.final_answer,
+        run=run,
+    )
+    if run.status not in ("ok", "limit") and settings.worker_failure != "grade":
+        log.info("run %s ended %s: %s", run.id, run.status, run.error)
+        sample.error, sample.reward = f"run_{run.status}", float(settings.worker_failure)
+    else:
+        well_formed, score = grade_answer(task, run.final_answer, reference)
+        sample.correct = score >= 1.0
+        sample.reward = _graded(settings, well_formed, score)
+    sample.reward -= settings.cost_weight * sample.cost_usd + settings.step_weight * sample.steps
+    return sample
+
+
+def _graded(settings: RewardSettings, well_formed: bool, score: float) -> float:
+    if not well_formed:
+        return settings.unparseable
+    return settings.wrong + (settings.correct - settings.wrong) * score
+
+
+def _failed(settings: RewardSettings, workflow: Workflow, error: str) -> Sample:
+    reward = 0.0 if settings.worker_failure == "grade" else float(settings.worker_failure)
+    return Sample(reward=reward, parsed=True, error=error, steps=len(workflow.steps))
+
+
+def batch_metrics(samples: list[Sample], groups: list[str]) -> dict[str, float]:
+    """Per-step numbers a user watches (all averaged over the batch's completions)."""
+    n = len(samples) or 1
+    parsed = [s for s in samples if s.parsed and not s.accepted]
+    metrics = {
+        "format_error_rate": sum(not s.parsed for s in samples) / n,
+        "accuracy": sum(s.correct for s in samples) / n,
+        "worker_failure_rate": sum(1 for s in samples if s.parsed and s.error) / n,
+    }
+    if parsed:
+        steps = sum(s.steps for s in parsed)
+        metrics["steps_per_workflow"] = steps / len(parsed)
+        metrics["all_access_share"] = sum(s.all_accesses for s in parsed) / max(1, steps)
+        metrics["tokens_per_workflow"] = sum(s.tokens for s in parsed) / len(parsed)
+        metrics["cost_per_workflow"] = sum(s.cost_usd for s in parsed) / len(parsed)
+        counts = Counter(name for s in parsed for name in s.workers)
+        for name, count in counts.items():
+            metrics[f"worker_share/{name}"] = count / max(1, steps)
+    by_group: dict[str, list[Sample]] = defaultdict(list)
+    for group, sample in zip(groups, samples):
+        by_group[group].append(sample)
+    diversity = [len({s.pattern for s in g if s.parsed}) / len(g) for g in by_group.values()]
+    metrics["topology_diversity"] = sum(diversity) / len(diversity) if diversity else 0.0
+    return metrics
+
+
+RecursiveSampler = Callable[[list[list[dict]]], Awaitable[list[str]]]
+
+
+class WorkflowReward:
+    """The async reward TRL calls with every dataset column; one instance per training run."""
+
+    __name__ = "workflow_reward"  # TRL names the logged reward after this
+
+    def __init__(
+        self,
+        pool_spec: PoolSpec,
+        settings: RewardSettings,
+        prompt: PromptSettings,
+        *,
+        discount: float = 0.25,
+        recursive_sampler: Optional[RecursiveSampler] = None,
+    ):
+        self.pool_spec, self.settings, self.prompt = pool_spec, settings, prompt
+        self.discount = discount
+        self.recursive_sampler = recursive_sampler  # set by the trainer: samples from the live model
+        self._pool: Optional[Pool] = None
+        self.last_samples: list[Sample] = []
+        self.calls = 0
+
+    def pool(self) -> Pool:
+        # Built lazily inside TRL's reward event loop, and kept: one set of workers for the whole run.
+        if self._pool is None:
+            self._pool = Pool(self.pool_spec)
+        return self._pool
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.aclose()
+
+    async def __call__(self, prompts, completions, **columns) -> list[float]:
+        self.calls += 1
+        log_metric = columns.get("log_metric")
+        n = len(completions)
+        col = lambda name, default=None: columns.get(name) or [default] * n  # noqa: E731
+        questions, references, tasks = col("question", ""), col("reference", ""), col("task", "simulated")
+        workers, rounds, previous, blend_flags = col("workers"), col("round", 1), col("previous", ""), col("blend", False)
+        full = self.pool()
+        limit = asyncio.Semaphore(self.settings.max_concurrency)
+
+        async def one(i: int) -> Sample:
+            pool = subset_pool(full, list(workers[i])) if workers[i] is not None else full
+            async with limit:
+                sample = await score_completion(
+                    completion_text(completions[i]),
+                    question=questions[i], reference=references[i], task=tasks[i], pool=pool,
+                    settings=self.settings, max_steps=self.prompt.max_steps,
+                    previous=previous[i] if rounds[i] == 2 else None,
+                )
+                if rounds[i] == 1 and blend_flags[i] and sample.parsed and self.recursive_sampler is not None:
+                    sample.reward = await self._blend_with_recursion(sample, questions[i], references[i], tasks[i], pool)
+            return sample
+
+        samples = await asyncio.gather(*(one(i) for i in range(n)))
+        self.last_samples = list(samples)
+        if log_metric is not None:
+            groups = [f"{q}|{r}|{p}" for q, r, p in zip(questions, rounds, previous)]
+            for name, value in batch_metrics(samples, groups).items():
+                log_metric(name, value)
+        return [s.reward for s in samples]
+
+    async def _blend_with_recursion(self, first: Sample, question: str, reference: str, task: str, pool: Pool) -> float:
+        """Run one on-policy recursive round after a round-1 workflow and blend the two rewards."""
+        messages = conductor_messages(
+            question, pool.spec, max_steps=self.prompt.max_steps, previous=Previous(answer=first.final_answer),
+            show=self.prompt.show, fine_grained=self.prompt.fine_grained, examples=self.prompt.examples,
+        )
+        [text] = await self.recursive_sampler([messages])
+        later = await score_completion(
+            text, question=question, reference=reference, task=task, pool=pool, settings=self.settings,
+            max_steps=self.prompt.max_steps, previous=first.final_answer,
+        )
+        return blend(first.reward, later.reward, self.discount)

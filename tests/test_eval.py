@@ -1,0 +1,277 @@
+"""``conductor eval`` on simulated workers (numbers here are simulated): policies, grading, resume,
+summary, report files, traces, the CLI; the learned router. The real-pool end-to-end test is marked slow."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from openconductor.cli import app
+from openconductor.evaluation import (
+    RESULTS_FILE,
+    EvalError,
+    EvalRecord,
+    load_records,
+    pareto_front,
+    parse_policy_specs,
+    question_seed,
+    run_eval,
+    summarize,
+    write_report,
+)
+from openconductor.pool import load_pool
+from openconductor.providers.simulated import register_responder
+from openconductor.tasks import GraderUnavailable, Question, Task, load_task
+from openconductor.traces import TraceStore
+
+DATA = Path(__file__).parent / "data"
+SIM_POOL = DATA / "sim_pool.toml"
+ARITH = dict(min_terms=2, max_terms=2, max_digits=1, operators=["+"], allow_negation=False, allow_parentheses=False)
+CALLS = {"n": 0}
+
+
+@register_responder("eval-arith")
+def _arith(spec, messages, rng):
+    """Worker 'alpha' (skill 1) computes the sum; 'beta' (skill 0) is off by one."""
+    CALLS["n"] += 1
+    match = re.search(r"Calculate (\d+) \+ (\d+)\.", messages[-1]["content"])
+    if not match:
+        return "I cannot tell."
+    value = int(match.group(1)) + int(match.group(2)) + (0 if spec.options.get("skill", 0) >= 1 else 1)
+    return f"Adding the numbers gives {value}.\nFinal answer: {value}"
+
+
+@register_responder("eval-planner")
+def _planner(spec, messages, rng):
+    """A planner that always sends the question to worker 0 (alpha)."""
+    return 'Reasoning: one strong agent.\nmodel_id = [0]\nsubtasks = ["Solve the overall task."]\naccess_list = [[]]'
+
+
+@pytest.fixture
+def pool_spec():
+    return load_pool(SIM_POOL)
+
+
+@pytest.fixture
+def task():
+    return load_task("basic_arithmetic", limit=6, seed=1, **ARITH)
+
+
+def test_policy_specs(pool_spec):
+    labels = [label for label, _ in parse_policy_specs(["single:*", "moa", "self-reflection:rounds=1", "conductor:temperature=0.5"], pool_spec)]
+    assert labels == ["single:alpha", "single:beta", "moa", "self-reflection:rounds=1", "conductor:temperature=0.5"]
+    policy = dict(parse_policy_specs(["self-reflection:worker=beta,rounds=3"], pool_spec))["self-reflection:worker=beta,rounds=3"]
+    assert policy.rounds == 3 and policy.worker == "beta"
+    with pytest.raises(EvalError, match="unknown policy 'nope'"):
+        parse_policy_specs(["nope"], pool_spec)
+    with pytest.raises(EvalError, match="listed twice"):
+        parse_policy_specs(["moa", "moa"], pool_spec)
+    with pytest.raises(EvalError, match="key=value"):
+        parse_policy_specs(["random:3"], pool_spec)
+    with pytest.raises(EvalError, match="bad option"):
+        parse_policy_specs(["moa:colour=red"], pool_spec)
+    with pytest.raises(EvalError, match="router"):
+        parse_policy_specs(["router"], pool_spec)
+
+
+def test_question_seed_is_stable_and_policy_free():
+    assert question_seed(0, "t", "q1", 0) == question_seed(0, "t", "q1", 0)
+    assert len({question_seed(0, "t", "q1", r) for r in range(5)}) == 5
+
+
+async def test_eval_grades_every_policy_and_resumes(tmp_path, pool_spec, task):
+    policies = parse_policy_specs(["single:*", "moa", "conductor", "random"], pool_spec)
+    store = TraceStore(tmp_path / "traces.sqlite3")
+    records = await run_eval([task], policies, pool_spec, tmp_path / "out", repeats=2, concurrency=3, store=store)
+    assert len(records) == 6 * 5 * 2  # 6 questions, 5 policies (single:* is two), 2 repeats
+    by_policy = {row.policy: row for row in summarize(records)}
+    assert by_policy["single:alpha"].accuracy == 1.0 and by_policy["single:beta"].accuracy == 0.0
+    assert by_policy["conductor"].accuracy == 1.0  # the simulated planner always picks alpha
+    assert by_policy["moa"].calls == 3 and by_policy["single:alpha"].calls == 1
+    assert by_policy["conductor"].conductor_tokens > 0 and by_policy["single:alpha"].conductor_tokens == 0
+    # Every run is in the trace store under the id in results.jsonl.
+    saved = store.get(records[0].run_id)
+    assert saved.final_answer == records[0].final_answer and saved.metadata["eval"]["task"] == "basic_arithmetic"
+
+    CALLS["n"] = 0
+    again = await run_eval([task], policies, pool_spec, tmp_path / "out", repeats=2, concurrency=3)
+    assert CALLS["n"] == 0 and sorted(r.key for r in again) == sorted(r.key for r in records)
+
+    # Drop three lines (the last one cut mid-write): exactly those runs are redone.
+    path = tmp_path / "out" / RESULTS_FILE
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-3]) + "\n" + lines[-3][: len(lines[-3]) // 2])
+    assert len(load_records(path)) == len(lines) - 3
+    resumed = await run_eval([task], policies, pool_spec, tmp_path / "out", repeats=2, concurrency=3)
+    assert len(resumed) == len(records) and len(load_records(path)) == len(lines)
+
+
+async def test_cache_makes_a_fresh_eval_free_and_identical(tmp_path, pool_spec, task):
+    from openconductor.cache import ResponseCache
+
+    policies = parse_policy_specs(["single:alpha", "self-reflection"], pool_spec)
+    cache = ResponseCache(tmp_path / "cache.sqlite3")
+    first = await run_eval([task], policies, pool_spec, tmp_path / "a", cache=cache)
+    CALLS["n"] = 0
+    second = await run_eval([task], policies, pool_spec, tmp_path / "b", cache=ResponseCache(tmp_path / "cache.sqlite3"))
+    assert CALLS["n"] == 0
+    strip = lambda rs: sorted((r.key, r.final_answer, r.correct, r.tokens, r.calls, r.cost_usd) for r in rs)  # noqa: E731
+    assert strip(first) == strip(second)
+
+
+async def test_missing_grader_fails_before_any_call(tmp_path, pool_spec, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "openconductor.graders", None)
+    math_task = Task("m", [Question(id="1", prompt="1+1?", reference="2", grader="math")])
+    CALLS["n"] = 0
+    with pytest.raises(GraderUnavailable):
+        await run_eval([math_task], parse_policy_specs(["single:alpha"], pool_spec), pool_spec, tmp_path)
+    assert CALLS["n"] == 0
+
+
+def _record(policy: str, correct: bool, tokens: int, **extra) -> EvalRecord:
+    base = dict(task="t", policy=policy, question_id=str(extra.pop("qid", 0)), repeat=0, question="q", run_id="r", seed=0,
+                status="ok", final_answer="a", correct=correct, score=float(correct), steps=1, calls=1, tokens=tokens,
+                worker_tokens=tokens, conductor_tokens=0, cost_usd=0.001, wall_s=1.0)
+    return EvalRecord(**{**base, **extra})
+
+
+def test_summary_statistics():
+    records = [_record("p", c, 10 * (i + 1), qid=i) for i, c in enumerate([True, False, True, True])]
+    (row,) = summarize(records)
+    assert row.accuracy == 0.75 and row.tokens == 25 and row.n == 4
+    assert row.stderr == pytest.approx(0.5 / 4**0.5)  # sample s.d. 0.5 over sqrt(n)
+
+
+def test_pareto_front():
+    points = [(100, 50), (200, 40), (300, 70), (50, 10), (300, 60)]
+    assert pareto_front(points) == [3, 0, 2]
+
+
+def test_report_files(tmp_path):
+    records = [_record("cheap", False, 10), _record("cheap", True, 12, qid=1), _record("dear", True, 100), _record("dear", True, 90, qid=1)]
+    rows = write_report(records, tmp_path, meta={"note": "test"})
+    assert [r.policy for r in rows] == ["cheap", "dear"]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["meta"] == {"note": "test"} and summary["rows"][1]["accuracy"] == 1.0
+    assert "| t | dear | 2 | 100.0 ± 0.0 | 95 |" in (tmp_path / "table.md").read_text()
+    assert (tmp_path / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_results_file_from_elsewhere_is_rejected(tmp_path):
+    path = tmp_path / RESULTS_FILE
+    path.write_text('{"hello": 1}\n' + _record("p", True, 1).model_dump_json() + "\n")
+    with pytest.raises(EvalError, match="not an eval record"):
+        load_records(path)
+
+
+def test_cli_eval_writes_the_report_and_resumes(tmp_path):
+    runner = CliRunner()
+    args = ["eval", "--task", "basic_arithmetic", "--limit", "3", "--pool", str(SIM_POOL), "-p", "single:*", "-p", "moa",
+            "--out", str(tmp_path / "out"), "--cache-path", str(tmp_path / "c.sqlite3"), "--task-seed", "2"]
+    for key, value in ARITH.items():
+        args += ["--task-option", f"{key}={json.dumps(value)}"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "| basic_arithmetic | single:alpha | 3 | 100.0 ± 0.0 |" in table and "| single:beta | 3 | 0.0 ± 0.0 |" in table
+    for name in ("results.jsonl", "summary.json", "table.md", "pareto.png"):
+        assert (tmp_path / "out" / name).exists()
+    assert len(load_records(tmp_path / "out" / "results.jsonl")) == 9
+    again = runner.invoke(app, args + ["--no-cache"])
+    assert again.exit_code == 0 and "resuming: 9 run(s)" in again.output
+
+
+def test_cli_eval_bad_input(tmp_path):
+    runner = CliRunner()
+    bad_policy = runner.invoke(app, ["eval", "-t", "basic_arithmetic", "--pool", str(SIM_POOL), "-p", "nope", "--out", str(tmp_path)])
+    assert bad_policy.exit_code == 2 and "unknown policy" in bad_policy.output
+    bad_task = runner.invoke(app, ["eval", "-t", "nope", "--pool", str(SIM_POOL), "--out", str(tmp_path)])
+    assert bad_task.exit_code == 2 and "unknown task" in bad_task.output
+    missing = runner.invoke(app, ["eval", "-t", "mmlu", "--data", str(tmp_path / "none.jsonl"), "--pool", str(SIM_POOL), "--out", str(tmp_path)])
+    assert missing.exit_code == 2 and "not found" in missing.output
+    option = runner.invoke(app, ["eval", "-t", "basic_arithmetic", "--task-option", "oops", "--pool", str(SIM_POOL), "--out", str(tmp_path)])
+    assert option.exit_code == 2 and "key=value" in option.output
+
+
+# ------------------------------------------------------------------------------------------ router
+
+
+def _router_records():
+    """alpha solves additions, beta solves questions about colours (synthetic per-worker results)."""
+    adds = [f"Calculate {a} + {b}." for a, b in [(1, 2), (3, 4), (5, 6), (7, 8), (2, 9), (4, 4)]]
+    colours = [f"What colour is {x}?" for x in ["the sky", "grass", "a banana", "snow", "coal", "a tomato"]]
+    records = []
+    for i, q in enumerate(adds + colours):
+        is_add = q in adds
+        records.append(_record("single:alpha", is_add, 10, qid=i, question=q))
+        records.append(_record("single:beta", not is_add, 10, qid=i, question=q))
+    return records
+
+
+async def test_router_learns_which_worker_to_send_a_question_to(tmp_path, pool_spec):
+    from openconductor.policies.base import PlanRequest
+    from openconductor.policies.router import LearnedRouter, RouterModel, train_router
+    from openconductor.pool import Pool
+
+    model = train_router(_router_records(), l2=1e-3)
+    assert model.workers == ["alpha", "beta"] and model.train_accuracy == {"alpha": 0.5, "beta": 0.5}
+    path = model.save(tmp_path / "router.npz")
+    router = LearnedRouter(path)
+    assert [label for label, _ in parse_policy_specs([f"router:{path}"], pool_spec)] == ["router"]
+    assert router.model.workers == RouterModel.load(path).workers
+    async with Pool(pool_spec) as pool:
+        add = await router.plan(PlanRequest("Calculate 6 + 1.", pool))
+        colour = await router.plan(PlanRequest("What colour is an orange?", pool))
+    assert add.workflow.steps[0].worker == pool_spec.index("alpha")
+    assert colour.workflow.steps[0].worker == pool_spec.index("beta")
+    assert "router scores" in add.workflow.reasoning
+
+
+def test_router_errors(tmp_path):
+    from openconductor.policies.router import RouterError, RouterModel, train_router
+
+    with pytest.raises(RouterError, match="single-worker results"):
+        train_router([_record("moa", True, 1)])
+    with pytest.raises(RouterError, match="not found"):
+        RouterModel.load(tmp_path / "missing.npz")
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(RouterError, match="not a router model"):
+        RouterModel.load(tmp_path / "bad.npz")
+
+
+def test_cli_router_train(tmp_path):
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(r.model_dump_json() + "\n" for r in _router_records()))
+    result = CliRunner().invoke(app, ["router-train", str(path), "--out", str(tmp_path / "r.npz")])
+    assert result.exit_code == 0, result.output
+    assert "trained on 12 question(s)" in result.output and (tmp_path / "r.npz").exists()
+
+
+# ------------------------------------------------------------------------------------- real models
+
+
+@pytest.mark.slow
+@pytest.mark.realmodel
+def test_cli_eval_on_the_real_local_pool(tmp_path):
+    """Two questions, every policy kind, on the offline local pool (tiny GGUF models in-process)."""
+    records_path = tmp_path / "train" / "results.jsonl"
+    runner = CliRunner()
+    common = ["--task", "basic_arithmetic", "--limit", "2", "--cache-path", str(tmp_path / "c.sqlite3")]
+    for key, value in ARITH.items():
+        common += ["--task-option", f"{key}={json.dumps(value)}"]
+    train = runner.invoke(app, ["eval", *common, "--task-seed", "9", "-p", "single:*", "--out", str(tmp_path / "train")])
+    assert train.exit_code == 0, train.output
+    trained = runner.invoke(app, ["router-train", str(records_path), "--out", str(tmp_path / "router.npz")])
+    assert trained.exit_code == 0, trained.output
+    result = runner.invoke(app, ["eval", *common, "-p", "single", "-p", "moa", "-p", "conductor", "-p", f"router:{tmp_path / 'router.npz'}",
+                                 "--out", str(tmp_path / "test")])
+    assert result.exit_code == 0, result.output
+    records = load_records(tmp_path / "test" / "results.jsonl")
+    assert len(records) == 8
+    assert all(r.tokens > 0 and r.calls >= 1 and r.run_id for r in records)
+    store = TraceStore()
+    assert all(store.get(r.run_id).question == r.question for r in records)

@@ -1,0 +1,225 @@
+"""Tasks: loaders on the project's own sample files, offline packaged data, generators, typed errors."""
+
+import base64
+import json
+import pickle
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+from openconductor.tasks import (
+    DatasetMissing,
+    GradeResult,
+    GraderUnavailable,
+    Question,
+    TaskError,
+    grade,
+    load_task,
+    register_grader,
+    task_infos,
+)
+from openconductor.tasks.livecodebench import decode_cases
+from openconductor.tasks.reasoning_gym_tasks import extract_answer
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_registry_lists_every_benchmark():
+    names = {i.name for i in task_infos()}
+    assert {"math500", "mmlu", "gpqa-diamond", "aime25", "livecodebench", "rlpr", "gsm8k", "humaneval", "champ",
+            "gsm_symbolic", "basic_arithmetic", "countdown"} <= names
+
+
+def test_unknown_task_and_bad_limit_are_typed_errors():
+    with pytest.raises(TaskError, match="unknown task 'nope'.*gsm8k"):
+        load_task("nope")
+    with pytest.raises(TaskError, match="limit must be >= 1"):
+        load_task("basic_arithmetic", limit=0)
+
+
+def test_math500_from_local_file():
+    task = load_task("math500", data=DATA / "math500_sample.jsonl")
+    assert len(task) == 2
+    q = task.questions[0]
+    assert q.id == "test/prealgebra/1.json" and q.reference == "\\frac{3}{4}" and q.grader == "math"
+    assert q.metadata["subject"] == "Prealgebra"
+    assert task.text(q).startswith(q.prompt) and "\\boxed{}" in task.text(q)
+
+
+def test_gsm8k_reference_is_the_number_after_hashes():
+    task = load_task("gsm8k", data=DATA / "gsm8k_sample.jsonl")
+    assert [q.reference for q in task.questions] == ["12", "2500"]
+    assert {q.grader for q in task.questions} == {"numeric"}
+
+
+def test_gsm8k_row_without_final_answer_is_rejected(tmp_path):
+    bad = tmp_path / "gsm.jsonl"
+    bad.write_text(json.dumps({"question": "q", "answer": "no marker"}) + "\n")
+    with pytest.raises(TaskError, match="####"):
+        load_task("gsm8k", data=bad)
+
+
+def test_mmlu_letters_from_index_or_letter():
+    task = load_task("mmlu", data=DATA / "mmlu_sample.jsonl")
+    assert [q.reference for q in task.questions] == ["B", "B"]
+    assert "A. Venus\nB. Mercury" in task.questions[0].prompt
+    assert task.questions[0].grader == "choice"
+
+
+def test_gpqa_shuffles_deterministically_and_reference_follows_the_answer():
+    a = load_task("gpqa", data=DATA / "gpqa_sample.jsonl", seed=0)
+    b = load_task("gpqa-diamond", data=DATA / "gpqa_sample.jsonl", seed=0)
+    assert [q.prompt for q in a.questions] == [q.prompt for q in b.questions]
+    for q, correct in zip(a.questions, ["photon", "Na"]):
+        line = next(l for l in q.prompt.splitlines() if l.startswith(f"{q.reference}. "))
+        assert line == f"{q.reference}. {correct}"
+    letters = {load_task("gpqa", data=DATA / "gpqa_sample.jsonl", seed=s).questions[0].reference for s in range(12)}
+    assert len(letters) > 1  # the correct option is not always in the same place
+
+
+def test_aime_and_rlpr_columns():
+    aime = load_task("aime25", data=DATA / "aime25_sample.jsonl")
+    assert aime.questions[0].id == "I-1" and aime.questions[0].reference == "1"
+    rlpr = load_task("rlpr", data=DATA / "rlpr_sample.jsonl")
+    first, second = rlpr.questions
+    assert first.prompt == "What fraction of 200 is 50, as a percent?" and first.reference == "25%"
+    assert first.grader == "numeric" and first.grader_options == {"rel_tol": 1e-3}
+    assert second.grader == "exact" and second.reference == "carbon dioxide"
+
+
+def test_livecodebench_keeps_stdin_problems_and_decodes_private_tests():
+    task = load_task("livecodebench", data=DATA / "livecodebench_sample.jsonl")
+    assert [q.id for q in task.questions] == ["abc001_a"]  # the functional LeetCode one is left out
+    assert task.questions[0].reference == [{"input": "3\n", "output": "6\n"}, {"input": "5\n", "output": "10\n"}]
+    assert "1 functional" in task.source
+    public_only = load_task("livecodebench", data=DATA / "livecodebench_sample.jsonl", private_tests=False)
+    assert len(public_only.questions[0].reference) == 1
+
+
+def test_livecodebench_refuses_pickled_objects():
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    blob = base64.b64encode(zlib.compress(pickle.dumps(Evil()))).decode()
+    with pytest.raises(TaskError, match="refusing global"):
+        decode_cases(blob)
+
+
+def test_humaneval_sample_and_packaged():
+    sample = load_task("humaneval", data=DATA / "humaneval_sample.jsonl")
+    q = sample.questions[0]
+    assert q.reference["entry_point"] == "add" and "def check" in q.reference["test"] and q.grader == "code"
+    packaged = load_task("humaneval")
+    assert len(packaged) == 164 and packaged.questions[0].id == "HumanEval/0"
+
+
+def test_champ_packaged():
+    task = load_task("champ", limit=5)
+    assert len(task) == 5
+    assert task.questions[0].id == "P_Combinatorics_1" and task.questions[0].reference == "239"
+
+
+def test_missing_local_file_and_unreachable_hub_say_how_to_get_the_data(monkeypatch, tmp_path):
+    with pytest.raises(DatasetMissing, match="not found"):
+        load_task("mmlu", data=tmp_path / "missing.jsonl")
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("no network")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DatasetMissing, match="HuggingFaceH4/MATH-500.*--data FILE.jsonl"):
+        load_task("math500")
+    with pytest.raises(DatasetMissing, match="gated"):
+        load_task("gpqa-diamond")
+
+
+def test_unsupported_and_malformed_local_files(tmp_path):
+    csv = tmp_path / "x.csv"
+    csv.write_text("a,b\n")
+    with pytest.raises(TaskError, match="unsupported data file type"):
+        load_task("mmlu", data=csv)
+    broken = tmp_path / "x.jsonl"
+    broken.write_text("{not json\n")
+    with pytest.raises(TaskError, match="not valid JSON"):
+        load_task("mmlu", data=broken)
+    wrong = tmp_path / "y.jsonl"
+    wrong.write_text(json.dumps({"text": "no question column"}) + "\n")
+    with pytest.raises(TaskError, match="none of the columns"):
+        load_task("math500", data=wrong)
+
+
+def test_reasoning_gym_generators_are_deterministic_and_graded_by_their_scorer():
+    opts = dict(min_terms=2, max_terms=2, max_digits=1, operators=["+"], allow_negation=False, allow_parentheses=False)
+    a = load_task("basic_arithmetic", limit=5, seed=3, **opts)
+    b = load_task("basic_arithmetic", limit=5, seed=3, **opts)
+    assert [q.prompt for q in a.questions] == [q.prompt for q in b.questions] and len(a) == 5
+    q = a.questions[0]
+    expected = q.reference["answer"]
+    right = grade(q, f"Adding gives {expected}.\nFinal answer: {expected}")
+    wrong = grade(q, f"Final answer: {int(expected) + 1}")
+    assert right.correct and right.score == 1.0 and right.extracted == expected and "by marker" in right.reason
+    assert not wrong.correct and wrong.score < 1.0
+    assert not grade(q, "").correct
+
+
+def test_reasoning_gym_any_generator_and_bad_options():
+    task = load_task("rg:chain_sum", limit=3)
+    assert len(task) == 3 and task.questions[0].grader_options == {"dataset": "chain_sum"}
+    with pytest.raises(TaskError, match="basic_arithmetic"):
+        load_task("basic_arithmetic", limit=2, no_such_option=1)
+    with pytest.raises(TaskError, match="takes no --data"):
+        load_task("gsm_symbolic", data="x.jsonl")
+
+
+@pytest.mark.parametrize(
+    "response, expected",
+    [
+        ("so 3 + 4 = 7\nFinal answer: 7", "7"),
+        ("The answer is 42.", "42"),
+        ("we get \\boxed{12}", "12"),
+        ("first 3, then 1,234 apples", "1234"),
+        ("no digits here", None),
+        ("", None),
+    ],
+)
+def test_extract_answer(response, expected):
+    assert extract_answer(response) == expected
+
+
+def test_local_test_double_grader_and_missing_shared_graders(monkeypatch):
+    @register_grader("test-exact")
+    def exact(response, reference, **options):
+        ok = response.strip() == reference
+        return GradeResult(score=float(ok), correct=ok, extracted=response.strip(), reason="test double")
+
+    q = Question(id="1", prompt="p", reference="yes", grader="test-exact")
+    assert grade(q, " yes ").correct and not grade(q, "no").correct
+    monkeypatch.setitem(sys.modules, "openconductor.graders", None)  # import fails
+    with pytest.raises(GraderUnavailable, match="math"):
+        grade(Question(id="2", prompt="p", reference="4", grader="math"), "4")
+
+
+def test_cli_lists_tasks():
+    from typer.testing import CliRunner
+
+    from openconductor.cli import app
+
+    result = CliRunner().invoke(app, ["tasks"], terminal_width=200)
+    assert result.exit_code == 0
+    for name in ("math500", "gpqa-diamond", "livecodebench", "humaneval", "basic_arithmetic"):
+        assert name in result.output
+
+
+def test_offset_gives_a_disjoint_split():
+    first = load_task("humaneval", limit=3)
+    second = load_task("humaneval", limit=3, offset=3)
+    both = load_task("humaneval", limit=6)
+    assert [q.id for q in first.questions + second.questions] == [q.id for q in both.questions]
+    with pytest.raises(TaskError, match="offset must be >= 0"):
+        load_task("humaneval", offset=-1)
+    with pytest.raises(TaskError, match="no questions after the first 500"):
+        load_task("humaneval", offset=500)
