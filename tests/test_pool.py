@@ -101,3 +101,14 @@ def test_cli_json_on_a_simulated_pool(tmp_path):
     assert done.returncode == 0, done.stderr
     run = json.loads(done.stdout)
     assert run["policy"] == "moa" and run["totals"]["calls"] == 3 and run["status"] == "ok"
+
+
+def test_cli_live_view_piped_keeps_every_panel_on_its_own_lines(tmp_path):
+    pool = write(tmp_path, GOOD)
+    done = run_cli("ask", "q", "--pool", str(pool), "--policy", "moa", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    answer_top = next(i for i, line in enumerate(lines) if " final answer ─" in line)
+    # The final-answer box starts a line of its own, right after the last step's closing border.
+    assert lines[answer_top].startswith("╭") and lines[answer_top - 1].rstrip().endswith("╯"), lines[answer_top - 1:answer_top + 1]
+    assert "step 2" in done.stdout and "calls" in done.stdout

@@ -163,7 +163,10 @@ def ask(
             async with Pool(spec) as pool:
                 if view:
                     with view.live:
-                        return await solve(question, chosen, pool, limits=limits, on_event=on_event, seed=seed)
+                        run = await solve(question, chosen, pool, limits=limits, on_event=on_event, seed=seed)
+                    if not console.is_terminal:
+                        console.line()  # rich's Live leaves its last frame unterminated when piped
+                    return run
                 return await solve(question, chosen, pool, limits=limits, on_event=on_event, seed=seed)
         except PoolConfigError as exc:
             fail(str(exc))
