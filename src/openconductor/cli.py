@@ -17,23 +17,16 @@ from rich.table import Table
 from rich.text import Text
 
 from .budget import Limits
-from .clikit import console, fail
+from .clikit import console, fail, load_pool_or_default
 from .executor import Event, solve
 from .policies import make_policy, policy_names
-from .pool import Pool, PoolConfigError, PoolSpec, load_default_pool, load_pool
+from .pool import Pool, PoolConfigError
 from .records import Run
 from .traces import TraceNotFound, TraceStore
 
 app = typer.Typer(help="openconductor: an LM conductor that plans workflows over a pool of LLMs.", no_args_is_help=True)
 
 SAMPLE_QUESTION = "A train travels 60 km in 45 minutes. What is its average speed in km/h?"
-
-
-def load_pool_or_default(path: Optional[Path]) -> PoolSpec:
-    try:
-        return load_pool(path) if path else load_default_pool()
-    except PoolConfigError as exc:
-        fail(str(exc))
 
 
 def build_policy(name: str, worker: Optional[str], rounds: int):
@@ -134,15 +127,7 @@ def ask(
     conductor_dir: Optional[Path] = typer.Option(None, "--conductor", help="A trained conductor checkpoint dir (conductor train's final/) as the conductor backend."),
 ):
     """Plan a workflow for QUESTION and run it on the pool."""
-    spec = load_pool_or_default(pool_file)
-    conductor_options: dict = {}
-    if conductor_dir is not None:
-        from .providers.transformers_local import trained_conductor
-
-        try:
-            spec, conductor_options = trained_conductor(spec, conductor_dir)
-        except PoolConfigError as exc:
-            fail(str(exc))
+    spec, conductor_options = load_pool_or_default(pool_file, conductor_dir)
     limits = spec.limits.tightened(Limits(max_calls=max_calls or spec.limits.max_calls, max_tokens=max_tokens, max_cost_usd=max_cost, max_depth=spec.limits.max_depth))
     chosen = build_policy(policy, worker, rounds)
     if conductor_options and policy == "conductor":
@@ -226,7 +211,7 @@ def show_trace(run_id: str, as_json: bool = typer.Option(False, "--json", help="
 @app.command()
 def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; default: the offline local pool.")):
     """Show a pool as the conductor sees it, with each worker's settings."""
-    spec = load_pool_or_default(pool_file)
+    spec, _ = load_pool_or_default(pool_file)
     table = Table("id", "name", "provider", "model", "max_tokens", "concurrency", "$/1M in", "$/1M out")
     for i, w in enumerate(spec.workers):
         table.add_row(str(i), w.name, w.provider, w.model, str(w.max_tokens), str(w.concurrency), f"{w.price_input_per_m:g}", f"{w.price_output_per_m:g}")

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from .pool import PoolSpec
 
 console = Console()
 err = Console(stderr=True)
@@ -31,3 +37,20 @@ def require(extra: str, *modules: str) -> None:
             importlib.import_module(name)
         except ImportError as exc:
             needs_extra(extra, exc)
+
+
+def load_pool_or_default(path: Optional[Path], conductor_dir: Optional[Path] = None) -> tuple["PoolSpec", dict]:
+    """The pool file (or the packaged local pool), with a trained conductor checkpoint as its conductor
+    backend when ``conductor_dir`` is given. Returns (pool spec, the conductor policy's extra options)."""
+    from .pool import PoolConfigError, load_default_pool, load_pool
+
+    try:
+        spec = load_pool(path) if path else load_default_pool()
+        if conductor_dir is None:
+            return spec, {}
+        from .providers.transformers_local import trained_conductor
+
+        return trained_conductor(spec, conductor_dir)
+    except PoolConfigError as exc:
+        fail(str(exc))
+        raise  # unreachable: fail() exits

@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .clikit import console, fail
+from .clikit import console, fail, load_pool_or_default
 
 
 
@@ -61,22 +61,11 @@ def eval_command(
     from .budget import Limits
     from .cache import ResponseCache
     from .evaluation import EvalError, parse_policy_specs, run_eval, write_report
-    from .pool import PoolConfigError, load_default_pool, load_pool
+    from .pool import PoolConfigError
     from .tasks import DatasetMissing, GraderUnavailable, TaskError, load_task
     from .traces import TraceStore
 
-    try:
-        spec = load_pool(pool_file) if pool_file else load_default_pool()
-    except PoolConfigError as exc:
-        fail(str(exc))
-    trained_options: dict = {}
-    if conductor_dir is not None:
-        from .providers.transformers_local import trained_conductor
-
-        try:
-            spec, trained_options = trained_conductor(spec, conductor_dir)
-        except PoolConfigError as exc:
-            fail(str(exc))
+    spec, trained_options = load_pool_or_default(pool_file, conductor_dir)
     if data is not None and len(task) != 1:
         fail("--data applies to one task; pass a single --task")
     options = _task_options(task_option)

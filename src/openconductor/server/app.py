@@ -208,15 +208,22 @@ def create_app(config: ServerConfig, store: Optional[TraceStore] = None) -> Fast
 
     # -------------------------------------------------------------------------------- chat completions
 
+    async def start(request: HTTPRequest, schema: type[ChatCompletionRequest] | type[ResponsesRequest]) -> tuple[Any, RunHandle]:
+        """What both endpoints do first: authenticate, validate the body, admit the request, launch its run."""
+        key = authenticate(request)
+        body = parse_model(schema, await read_json(request, max_body))
+        accepted = accept(key, body.model, body.turns(), body.conductor, body.seed, body.user, body.metadata)
+        return body, launch(key, accepted, body.stream)
+
+    def event_stream(events: AsyncIterator[str]) -> StreamingResponse:
+        return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
     @app.post("/v1/chat/completions")
     async def chat_completions(request: HTTPRequest):
-        key = authenticate(request)
-        body = parse_model(ChatCompletionRequest, await read_json(request, max_body))
-        accepted = accept(key, body.model, body.turns(), body.conductor, body.seed, body.user, body.metadata)
-        handle = launch(key, accepted, body.stream)
+        body, handle = await start(request, ChatCompletionRequest)
         if body.stream:
-            return StreamingResponse(chat_stream(handle), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return event_stream(chat_stream(handle))
+        accepted = handle.request
         run = await handle.wait()
         preset = accepted.preset
         record_run(run, preset, "chat")
@@ -319,13 +326,10 @@ def create_app(config: ServerConfig, store: Optional[TraceStore] = None) -> Fast
 
     @app.post("/v1/responses")
     async def responses(request: HTTPRequest):
-        key = authenticate(request)
-        body = parse_model(ResponsesRequest, await read_json(request, max_body))
-        accepted = accept(key, body.model, body.turns(), body.conductor, body.seed, body.user, body.metadata)
-        handle = launch(key, accepted, body.stream)
+        body, handle = await start(request, ResponsesRequest)
         if body.stream:
-            return StreamingResponse(responses_stream(handle), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return event_stream(responses_stream(handle))
+        accepted = handle.request
         run = await handle.wait()
         record_run(run, accepted.preset, "responses")
         answered, _ = outcome(run)
