@@ -20,7 +20,7 @@ from openconductor.tasks import (
     register_grader,
     task_infos,
 )
-from openconductor.tasks.livecodebench import decode_cases
+from openconductor.tasks.livecodebench import decode_cases, function_name
 from openconductor.tasks.reasoning_gym_tasks import extract_answer
 
 DATA = Path(__file__).parent / "data"
@@ -89,13 +89,22 @@ def test_aime_and_rlpr_columns():
     assert second.grader == "exact" and second.reference == "carbon dioxide"
 
 
-def test_livecodebench_keeps_stdin_problems_and_decodes_private_tests():
+def test_livecodebench_loads_stdin_and_functional_problems_and_decodes_private_tests():
     task = load_task("livecodebench", data=DATA / "livecodebench_sample.jsonl")
-    assert [q.id for q in task.questions] == ["abc001_a"]  # the functional LeetCode one is left out
+    assert [q.id for q in task.questions] == ["abc001_a", "lc-1"]  # lc-2 mixes test types: left out
     assert task.questions[0].reference == [{"input": "3\n", "output": "6\n"}, {"input": "5\n", "output": "10\n"}]
-    assert "1 functional" in task.source
+    functional = task.questions[1]
+    assert functional.reference["fn_name"] == "twoSum" and len(functional.reference["tests"]) == 2
+    assert "class Solution" in functional.prompt and "standard input" not in functional.prompt
+    assert "1 problems without usable tests" in task.source
     public_only = load_task("livecodebench", data=DATA / "livecodebench_sample.jsonl", private_tests=False)
     assert len(public_only.questions[0].reference) == 1
+
+
+def test_livecodebench_function_name_from_metadata_or_starter_code():
+    assert function_name({"metadata": '{"func_name": "maxArea"}'}) == "maxArea"
+    assert function_name({"metadata": {}, "starter_code": "class Solution:\n    def helper(self): ...\n    def countWays(self, n: int) -> int:\n"}) == "countWays"
+    assert function_name({"metadata": "not json", "starter_code": ""}) is None
 
 
 def test_livecodebench_refuses_pickled_objects():

@@ -38,6 +38,9 @@ def test_code_tasks_run_their_tests():
     doubling = "```python\nprint(2 * int(input()))\n```"
     assert grade(lcb.questions[0], doubling).correct
     assert not grade(lcb.questions[0], "```python\nprint(int(input()) + 3)\n```").correct  # passes 3->6 only
+    two_sum = "```python\nclass Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n        for i, x in enumerate(nums):\n            if target - x in seen:\n                return [seen[target - x], i]\n            seen[x] = i\n```"
+    assert grade(lcb.questions[1], two_sum).correct
+    assert grade(lcb.questions[1], "```python\ndef twoSum(nums, target):\n    return [0, 1]\n```").score == 0.5  # 1 of 2 tests
 
 
 @register_responder("eval-humaneval")
