@@ -107,6 +107,39 @@ def test_livecodebench_function_name_from_metadata_or_starter_code():
     assert function_name({"metadata": "not json", "starter_code": ""}) is None
 
 
+def test_bbh_jsonl_rows_are_graded_exact_with_letter_options():
+    task = load_task("bbh", data=DATA / "bbh_sample.jsonl")
+    assert [q.grader for q in task.questions] == ["exact", "exact"] and "Final answer" in task.instruction
+    assert task.questions[0].reference == ["False"]
+    assert task.questions[1].reference == ["(B)", "B"]  # BBH's option targets may be answered bare
+
+
+def test_bigbench_task_json_multiple_choice_and_generative(tmp_path):
+    mc = tmp_path / "mc_task" / "task.json"
+    mc.parent.mkdir()
+    mc.write_text(json.dumps({"task_prefix": "Q: ", "examples": [
+        {"input": "2 + 2 is", "target_scores": {"3": 0, "4": 1, "5": 0}},
+        {"input": "The sky is", "target_scores": {"blue": 1, "green": 0}},
+    ]}))
+    task = load_task("bigbench", data=mc)
+    first = task.questions[0]
+    assert first.grader == "choice" and first.reference == "B" and first.prompt.startswith("Q: 2 + 2 is")
+    assert "A. 3" in first.prompt and "Answer: <letter>" in task.instruction
+    assert first.metadata["subtask"] == "mc_task"
+    gen = tmp_path / "gen.json"
+    gen.write_text(json.dumps({"examples": [
+        {"input": "Capital of France?", "target": ["Paris", "paris, France"]},
+        {"input": "Pick one", "target_scores": {"x": 0, "y": 1}},  # mixed file: graded exact on the best option
+    ]}))
+    task = load_task("bbh", data=gen)
+    assert [q.grader for q in task.questions] == ["exact", "exact"]
+    assert task.questions[0].reference == ["Paris", "paris, France"] and task.questions[1].reference == ["y"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"examples": [{"input": "no target"}]}))
+    with pytest.raises(TaskError, match="target"):
+        load_task("bbh", data=bad)
+
+
 def test_livecodebench_refuses_pickled_objects():
     class Evil:
         def __reduce__(self):

@@ -29,6 +29,14 @@ def test_math_numeric_choice_exact_on_sample_tasks():
     assert grade(rlpr.questions[1], "Final answer: Carbon dioxide").correct
 
 
+def test_bbh_answers_graded_by_the_exact_grader():
+    bbh = load_task("bbh", data=DATA / "bbh_sample.jsonl")
+    assert grade(bbh.questions[0], "not True is False, and False and True is False.\nFinal answer: False").correct
+    assert not grade(bbh.questions[0], "Final answer: True").correct
+    assert grade(bbh.questions[1], "Opinion comes before material. Final answer: (B)").correct
+    assert grade(bbh.questions[1], "Final answer: B").correct and not grade(bbh.questions[1], "Final answer: A").correct
+
+
 def test_code_tasks_run_their_tests():
     he = load_task("humaneval", data=DATA / "humaneval_sample.jsonl")
     good = "```python\ndef add(a: int, b: int) -> int:\n    return a + b\n```"
