@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -16,14 +16,14 @@ console = Console()
 err = Console(stderr=True)
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``error: message`` on stderr and exit. The message is literal text: a hint such as
     ``pip install 'openconductor[serve]'`` must not be read as rich markup."""
     err.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)
 
 
-def needs_extra(extra: str, exc: ImportError) -> None:
+def needs_extra(extra: str, exc: ImportError) -> NoReturn:
     """Fail with the install command for a missing optional dependency."""
     fail(f"this command needs the {extra} extra ({exc.name or exc} is not installed): pip install 'openconductor[{extra}]'")
 
@@ -53,4 +53,3 @@ def load_pool_or_default(path: Optional[Path], conductor_dir: Optional[Path] = N
         return trained_conductor(spec, conductor_dir)
     except PoolConfigError as exc:
         fail(str(exc))
-        raise  # unreachable: fail() exits

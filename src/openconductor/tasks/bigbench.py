@@ -52,11 +52,11 @@ def _question(i: int, row: dict, prefix: str, multiple_choice: bool, source: str
     scores = row.get("target_scores")
     if scores:
         options = list(scores)
-        best = max(scores.values())
+        best = max(options, key=scores.__getitem__)  # the first of the best-scoring options
         if multiple_choice:
             return Question(id=str(row.get("id", i)), prompt=format_choices(prompt, options), grader="choice",
-                            reference=LETTERS[options.index(next(o for o in options if scores[o] == best))], metadata=meta)
-        target = [o for o in options if scores[o] == best]
+                            reference=LETTERS[options.index(best)], metadata=meta)
+        target = [o for o in options if scores[o] == scores[best]]
     else:
         target = need(row, "target", source=source)
     return Question(id=str(row.get("id", i)), prompt=prompt, reference=accepted_targets(target), grader="exact", metadata=meta)
@@ -64,12 +64,12 @@ def _question(i: int, row: dict, prefix: str, multiple_choice: bool, source: str
 
 @register_task("bbh", description="BIG-Bench Hard / BIG-bench task.json (hub: lukaemon/bbh)", how_to_get=HOW, aliases=("bigbench",))
 def build(*, limit=None, data=None, seed=0, split="test", subtask="boolean_expressions") -> Task:
-    prefix, parsed = "", None
-    if data is not None and str(data).endswith(".json") and Path(str(data)).expanduser().exists():
-        parsed = read_task_json(Path(str(data)).expanduser())
+    path = Path(str(data)).expanduser() if data is not None else None
+    parsed = read_task_json(path) if path is not None and path.suffix == ".json" and path.exists() else None
+    prefix = ""
     if parsed is not None:
         rows, prefix = parsed
-        source, subtask = str(data), Path(str(data)).parent.name or subtask
+        source, subtask = str(path), path.parent.name or subtask
     else:
         rows, source = load_rows(data, hub_id="lukaemon/bbh", config=subtask, split=split, how_to_get=HOW)
     # Multiple choice only when every example has scored options that letters can name.
