@@ -81,19 +81,6 @@ async def test_worker_failure_is_scored_not_raised():
     assert graded.reward == 0.0  # no answer at all: not well formed
 
 
-async def test_collaboration_a_verifier_builds_on_a_correct_draft():
-    # A worker with skill 0 answers right only when it sees a correct earlier answer (uplift 0.6).
-    spec = sure_pool(**{"gemma-3-27b-it": 0.0})
-    two = Workflow((Step(2, "Solve it.", ()), Step(0, "Check the previous answer.", "all")), reasoning="r").render()
-    results = []
-    for k in range(20):
-        text = two.replace("Check the previous answer.", f"Check the previous answer ({k}).")
-        results.append((await score(text, spec)).correct)
-    assert 0 < sum(results) < 20  # sometimes adopts the right draft, never always
-    assert world.correct_probability(0.3, [True], uplift=0.6, mislead=0.25) == pytest.approx(0.72)
-    assert world.correct_probability(0.8, [False], uplift=0.6, mislead=0.25) == pytest.approx(0.6)
-
-
 def test_questions_reveal_domain_only_through_text():
     qs = world.make_questions(40, seed=5)
     assert {q.domain for q in qs} == set(world.DOMAINS)

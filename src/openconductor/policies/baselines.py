@@ -71,20 +71,32 @@ class SelfReflection(Policy):
 
 @register_policy("moa")
 class MixtureOfAgents(Policy):
-    """Every worker proposes independently, one aggregates: pool size + 1 calls."""
+    """Proposers answer independently, one aggregator synthesises: ``proposers`` + 1 calls.
 
-    def __init__(self, aggregator: Optional[str | int] = None):
-        self.aggregator = aggregator
+    By default every worker proposes once and the strongest aggregates. ``proposers=N`` takes every
+    worker once and then draws the rest at random; ``aggregator="random"`` draws the aggregator. The
+    paper's baseline is 7 proposers and 1 aggregator (8 calls). Draws are seeded by the request's seed
+    and question, so a run is reproducible.
+    """
+
+    def __init__(self, aggregator: Optional[str | int] = None, proposers: Optional[int] = None):
+        if proposers is not None and proposers < 1:
+            raise ValueError("proposers must be >= 1")
+        self.aggregator, self.proposers = aggregator, proposers
         self.name = "moa"
 
     async def plan(self, request: PlanRequest) -> Plan:
-        proposers = _workers(request)
+        workers = _workers(request)
+        rng = random.Random(f"moa|{request.seed}|{request.question}")
+        count = len(workers) if self.proposers is None else self.proposers
+        proposers = workers[:count] + [rng.choice(workers) for _ in range(count - len(workers))]
         steps = [Step(i, "Solve the overall task and give the final answer.", ()) for i in proposers]
         aggregate = (
             "Several agents answered the overall task independently. Synthesise their responses into one "
             "answer: weigh them critically, fix errors, and give the final answer."
         )
-        steps.append(Step(_worker_index(request, self.aggregator), aggregate, "all"))
+        aggregator = rng.choice(workers) if self.aggregator == "random" else _worker_index(request, self.aggregator)
+        steps.append(Step(aggregator, aggregate, "all"))
         return _plan(self.name, steps, f"{len(proposers)} proposers and one aggregator")
 
 

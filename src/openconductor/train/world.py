@@ -1,49 +1,85 @@
-"""A simulated world for training conductors on CPU: domain-flavoured questions with hidden answers.
+"""World v2: a simulated pool calibrated to the paper's constrained-setting table. Nothing here is a model.
 
-Every number measured with it is SIMULATED. Nothing here is a model.
+Every number measured with it is SIMULATED. It exists so that conductors can be trained and compared on
+CPU in minutes, against a stand-in whose baselines behave as the paper measured them (Table 7: single
+workers, Mixture-of-Agents, self-reflection, an oracle router): see ``benchmarks/world_calibration.py``.
 
-Questions. ``make_questions`` writes question texts from per-domain templates (MATH500-, MMLU-, RLPR-
-and LiveCodeBench-flavoured). A question reveals its domain only through its wording, and its gold
-answer is a hash of its text (``gold_answer``), so the conductor has to read the question to route
-it, and the world needs no side channel: it recovers domain and gold from the text alone.
+**Questions** come from per-domain templates (MATH500-, MMLU-, RLPR- and LiveCodeBench-flavoured). A
+question shows its domain only through its wording; its gold answer and its hidden difficulty are
+hashes of its text, so the world recovers everything from the text alone and the conductor must read
+the question to route it.
 
-Workers (the "paper-constrained" responder). A simulated worker with per-domain accuracy ``p``
-(``options.skills`` in the pool file) answers:
+**Workers.** A worker ``w`` has per-domain accuracies ``p`` (``options.skills``, the paper's table) and
+aptitudes for roles (``options.aptitude``: ``plan``, ``check``, ``implement``, in probit units, default
+0). On question ``q`` its *competence* is::
 
-* seeing no earlier answer: correctly with probability ``p``;
-* seeing at least one correct earlier answer (a plan, a draft, a solution): correctly with
-  probability ``p + (1 - p) * uplift`` — good earlier work raises the success of whoever builds on it;
-* seeing only wrong earlier answers: correctly with probability ``p * (1 - mislead)`` — a wrong draft
-  anchors the worker, but a strong verifier still catches it with its own skill.
+    m(q, w) = Phi^-1(p[w, domain]) - difficulty * z(q) - sqrt(1 - difficulty^2) * b(q, w)
 
-``uplift`` (default 0.6) and ``mislead`` (default 0.25) can be set per worker in ``options``; so can
-``words`` (answer length, hence tokens and cost). A wrong answer is a plausible distractor, so two
-wrong workers sometimes agree. Every answer ends with ``Final answer: X``.
+with ``z(q)`` the question's shared difficulty (so workers' errors correlate) and ``b(q, w)`` the worker's
+own blind spot on it (shared by all of that worker's calls, so asking the same worker again rarely
+helps). Both are standard normal draws keyed by the question text (and worker name). Alone a worker
+is right iff ``m > 0``: exactly its table accuracy, deterministically per question (workers at low
+temperature).
+
+**Roles.** What a step is asked to do is read from its subtask (``role_of``: keywords, so rephrasing
+keeps the role): ``plan`` (outline/design an approach: gives a plan, not an answer), ``solve``
+(answer/implement/compute), ``check`` (verify/review/refine/fix), ``aggregate`` (synthesise several
+answers). Collaboration then works on competence:
+
+* a step that builds on a plan gets ``+ plan_uplift + aptitude.implement`` if some plan it sees is good
+  and ``- plan_mislead`` if all are bad; a plan is good iff ``m + plan_ease + aptitude.plan + noise > 0``;
+* a step that sees earlier answers decides with ``m2 = m + plan shift + bonus - overload * (answers - 1)
+  + noise``, where ``bonus = check_bonus + aptitude.check`` for check/aggregate and 0 for a solver:
+  with a right answer in view it keeps it if ``m2 > 0``; without one it repairs iff ``m2 > fix_margin``;
+  otherwise it goes with the plurality of what it saw (anchoring), unless ``m2 < -break_margin``: then it
+  replaces them with its own (wrong) answer.
+
+``noise`` is a per-call normal draw keyed by (question, worker, role, what the step sees), never by the
+wording: the same plan written differently has the same expected outcome. The parameters live in
+``WorldParams``/``DomainParams`` below and were fitted with ``benchmarks/world_calibration.py``.
+
+What it does not model: partial credit, answer length effects on quality, context windows, latency
+variation, the content of plans or code, tools, and anything about questions beyond four domains.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import math
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Literal, Mapping, Optional, Sequence
 
 from ..pool import WorkerSpec
 from ..providers.simulated import register_responder
 
 DOMAINS = ("math", "mmlu", "rlpr", "lcb")
-WORLD = "paper-constrained"
+WORLD = "paper-v2"
+
+Role = Literal["plan", "solve", "check", "aggregate"]
+_PHI_INV = NormalDist().inv_cdf
+
+# ------------------------------------------------------------------------------------------- questions
 
 _TOPICS = [
     "the causes of the French Revolution", "photosynthesis in C4 plants", "the doctrine of stare decisis",
     "the Keynesian multiplier", "mitochondrial DNA inheritance", "the Treaty of Westphalia",
     "plate tectonics at convergent boundaries", "operant conditioning", "the Krebs cycle",
     "the separation of powers", "comparative advantage in trade", "the structure of the atom",
+    "the Doppler effect", "enzyme inhibition", "the Monroe Doctrine", "Bayesian updating",
+    "the tragedy of the commons", "cognitive dissonance", "Le Chatelier's principle", "the Magna Carta",
 ]
 _NAMES = ["count_pairs", "longest_run", "min_cost_path", "balanced_split", "max_window", "rotate_grid",
-          "merge_ranges", "kth_distinct", "valid_brackets", "island_count", "coin_ways", "edit_steps"]
+          "merge_ranges", "kth_distinct", "valid_brackets", "island_count", "coin_ways", "edit_steps",
+          "shortest_cycle", "interval_cover", "max_xor_pair", "paint_fence", "jump_game", "tree_diameter"]
 _THINGS = ["a cyclist", "a water tank", "a savings account", "a chemical reaction", "a delivery van",
-           "a solar panel", "a bakery", "a population of bacteria", "a loan", "a cooling cup of tea"]
+           "a solar panel", "a bakery", "a population of bacteria", "a loan", "a cooling cup of tea",
+           "a wind farm", "a city's bus fleet", "a vineyard", "a data center", "a glacier", "a coral reef",
+           "a startup's user base", "a pension fund", "a forest after a fire", "a battery pack", "a river delta",
+           "a fishing fleet", "a hospital ward", "a satellite's orbit", "a greenhouse", "a toll bridge"]
 
 
 def _math(rng: random.Random) -> str:
@@ -54,11 +90,13 @@ def _math(rng: random.Random) -> str:
         f"Compute the sum of all positive integers less than {c} that are divisible by {a} or {b % 9 + 2}.",
         f"A triangle has sides {a}, {b} and {a + b - 1}. Find its area in simplest radical form.",
         f"How many ordered pairs of positive integers (m, n) satisfy m * n = {c * a}?",
+        f"Find the number of lattice points strictly inside the circle x^2 + y^2 = {c}.",
+        f"The sequence a_1 = {a}, a_(n+1) = a_n + {b}n. Find a_{c % 50 + 5}.",
     ])
 
 
 def _mmlu(rng: random.Random) -> str:
-    topic, number = rng.choice(_TOPICS), rng.randint(100, 999)
+    topic, number = rng.choice(_TOPICS), rng.randint(100, 9999)
     return (
         f"(Exam item {number}) Which of the following statements about {topic} is correct?\n"
         "(A) The first option as stated in the textbook.\n(B) A second, subtly different option.\n"
@@ -67,16 +105,16 @@ def _mmlu(rng: random.Random) -> str:
 
 
 def _rlpr(rng: random.Random) -> str:
-    thing, p, n = rng.choice(_THINGS), rng.randint(2, 35), rng.randint(3, 40)
+    thing, p, n, v = rng.choice(_THINGS), rng.randint(2, 35), rng.randint(3, 60), rng.randint(10, 9999)
     return (
-        f"Consider {thing} whose relevant quantity changes by {p}% per period over {n} periods, with the "
+        f"Consider {thing} whose relevant quantity starts at {v} and changes by {p}% per period over {n} periods, with the "
         "effects described in the accompanying scenario. Reason carefully about the assumptions and give "
         "the final quantity as a number rounded to three significant figures."
     )
 
 
 def _lcb(rng: random.Random) -> str:
-    name, n = rng.choice(_NAMES), rng.randint(10, 10**5)
+    name, n = rng.choice(_NAMES), rng.randint(10, 10**6)
     return (
         f"Write a Python function `{name}(nums)` that reads a list of up to {n} integers and returns the "
         "answer described in the problem statement. Your code will be run against hidden test cases; "
@@ -107,13 +145,21 @@ def domain_of(text: str) -> str:
     return "math"
 
 
-def _digest(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.strip().encode()).digest()[:8], "big")
+def _digest(*parts: str) -> int:
+    return int.from_bytes(hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest(), "big")
+
+
+def _uniform(*parts: str) -> float:
+    return (_digest(*parts) + 0.5) / 2.0**64
+
+
+def _normal(*parts: str) -> float:
+    return _PHI_INV(_uniform(*parts))
 
 
 def gold_answer(text: str) -> str:
     """The hidden gold answer of a question, derived from its text alone."""
-    domain, h = domain_of(text), _digest(text)
+    domain, h = domain_of(text), _digest("gold", text.strip())
     if domain == "mmlu":
         return "ABCD"[h % 4]
     if domain == "lcb":
@@ -123,31 +169,283 @@ def gold_answer(text: str) -> str:
     return str(h % 997 + 3)
 
 
-def make_questions(n: int, seed: int, domains: tuple[str, ...] | list[str] = DOMAINS, exclude: frozenset[str] = frozenset()) -> list[Question]:
-    """``n`` distinct questions, domains in rotation, none of them in ``exclude`` (held-out sets)."""
-    rng = random.Random(f"questions|{seed}")
-    out: list[Question] = []
-    seen: set[str] = set(exclude)
+def make_questions(
+    n: int,
+    seed: int,
+    domains: Sequence[str] = DOMAINS,
+    exclude: frozenset[str] = frozenset(),
+    *,
+    stratify: Optional[Sequence["Traits"]] = None,
+) -> list[Question]:
+    """``n`` distinct questions, domains in rotation, none of them in ``exclude`` (held-out sets).
+
+    ``stratify``: the pool's workers. The set is then drawn stratified on the pattern of which of them
+    solve each question alone (proportional allocation, largest deficit first), so per-domain single
+    worker accuracies on the set match their expected values to within rounding instead of sampling
+    noise. This is variance reduction only: within each pattern questions are drawn as usual, so the
+    world's joint distribution is unchanged (see ``benchmarks/world_calibration.py``).
+    """
     unknown = [d for d in domains if d not in _TEMPLATES]
     if unknown:
         raise ValueError(f"unknown simulated domain(s) {unknown}; choose from {list(DOMAINS)}")
-    for _ in range(50 * n + 100):
-        if len(out) >= n:
-            break
-        domain = domains[len(out) % len(domains)]
-        text = _TEMPLATES[domain](rng)
-        if text in seen:
-            continue
-        seen.add(text)
-        out.append(Question(text, domain, gold_answer(text)))
-    if len(out) < n:
-        raise ValueError(f"could only write {len(out)} distinct simulated questions of the {n} asked for")
+    rng = random.Random(f"questions|{seed}")
+    seen: set[str] = set(exclude)
+    per_domain = [n // len(domains) + (1 if i < n % len(domains) else 0) for i in range(len(domains))]
+    by_domain: dict[str, list[Question]] = {}
+    for domain, count in zip(domains, per_domain):
+        by_domain[domain] = (
+            _stratified(domain, count, rng, seen, stratify) if stratify else _plain(domain, count, rng, seen)
+        )
+    out = []
+    for i in range(max(per_domain, default=0)):  # domains in rotation, as before
+        for domain in domains:
+            if i < len(by_domain[domain]):
+                out.append(by_domain[domain][i])
     return out
 
 
+def _draw(domain: str, rng: random.Random, seen: set[str], tries: int = 2000) -> Question:
+    for _ in range(tries):
+        text = _TEMPLATES[domain](rng)
+        if text not in seen:
+            seen.add(text)
+            return Question(text, domain, gold_answer(text))
+    raise ValueError(f"could not write another distinct simulated {domain} question (the templates are exhausted)")
+
+
+def _plain(domain: str, count: int, rng: random.Random, seen: set[str]) -> list[Question]:
+    return [_draw(domain, rng, seen) for _ in range(count)]
+
+
+def _stratified(domain: str, count: int, rng: random.Random, seen: set[str], workers: Sequence["Traits"]) -> list[Question]:
+    """Draw ``count`` questions whose solo-outcome patterns follow their exact probabilities."""
+    wanted = _allocate(pattern_probabilities(domain, workers), count, [float(w.skills.get(domain, 0.5)) for w in workers])
+    found: dict[tuple[bool, ...], list[Question]] = {}
+    out: list[Question] = []
+    for pattern, k in wanted.items():
+        while len(found.get(pattern, [])) < k:
+            q = _draw(domain, rng, seen, tries=200_000)
+            found.setdefault(tuple(solo_correct(q.text, w) for w in workers), []).append(q)
+        out += found[pattern][:k]
+    rng.shuffle(out)
+    return out
+
+
+def _allocate(probs: Mapping[tuple[bool, ...], float], count: int, marginals: Sequence[float], tries: int = 400) -> dict[tuple[bool, ...], int]:
+    """Integer pattern counts with expectation ``count * p`` (systematic sampling over a random order of
+    the patterns), keeping of ``tries`` random orders the one whose per-worker totals are nearest
+    ``count * marginal`` (balanced sampling)."""
+    rng = random.Random(f"allocate|{count}|{sorted(probs.items())}")
+    keys = sorted(probs)
+    best: tuple[float, dict[tuple[bool, ...], int]] = (math.inf, {})
+    for _ in range(tries):
+        rng.shuffle(keys)
+        offset, total, counts = rng.random(), 0.0, {}
+        for k in keys:
+            low = math.floor(total + offset)
+            total += count * probs[k]
+            counts[k] = math.floor(total + offset) - low
+        error = sum((sum(c for k, c in counts.items() if k[i]) - count * m) ** 2 for i, m in enumerate(marginals))
+        if error < best[0]:
+            best = (error, dict(counts))
+    return {k: c for k, c in best[1].items() if c}
+
+
+def pattern_probabilities(domain: str, workers: Sequence["Traits"], params: "WorldParams | None" = None) -> dict[tuple[bool, ...], float]:
+    """P(which of ``workers`` solve a ``domain`` question alone), exactly: given the shared difficulty z the
+    solo outcomes are independent, so integrate over z (Gauss-Hermite, 64 nodes)."""
+    import numpy as np
+
+    d = (params or PARAMS).difficulty
+    nodes, weights = np.polynomial.hermite_e.hermegauss(64)
+    weights = weights / weights.sum()
+    s = math.sqrt(1 - d * d)
+    p_solo = [np.array([NormalDist().cdf((_probit(float(w.skills.get(domain, 0.5))) - d * z) / s) for z in nodes]) for w in workers]
+    out = {}
+    for pattern in itertools.product((False, True), repeat=len(workers)):
+        prob = weights.copy()
+        for ok, p in zip(pattern, p_solo):
+            prob = prob * (p if ok else 1 - p)
+        out[pattern] = float(prob.sum())
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ roles
+
+_ROLE_WORDS: list[tuple[Role, re.Pattern]] = [
+    ("aggregate", re.compile(r"\b(synthesi[sz]e|aggregat\w*|combine|merge|consolidat\w*|reconcile|majority|several (?:agents|answers|responses))\b", re.I)),
+    ("check", re.compile(r"\b(verif\w*|check\w*|review\w*|critiqu\w*|validat\w*|double-check|audit|confirm\w*|proofread|debug\w*|test (?:the|it|them)|find (?:any )?(?:errors?|mistakes?|bugs?)|refine|revis\w*|improve|correct (?:it|the|any|them|errors?|mistakes?)|fix\w*)\b", re.I)),
+    ("solve", re.compile(r"\b(solve|answer|implement\w*|write (?:the |a |working |python )*(?:code|program|function|solution)|compute|calculate|evaluate|derive|final answer|determine|find)\b", re.I)),
+    ("plan", re.compile(r"\b(plan\w*|outline|design|strateg\w*|approach|decompos\w*|break (?:it |the \w+ )?down|sketch|analy[sz]\w*|identify|key (?:steps|ideas|facts)|think about)\b", re.I)),
+]
+
+
+def role_of(subtask: str) -> Role:
+    """What a step is asked to do, read from its wording by keyword (first matching role wins)."""
+    for role, pattern in _ROLE_WORDS:
+        if pattern.search(subtask or ""):
+            return role
+    return "solve"
+
+
+# ------------------------------------------------------------------------------------------- parameters
+
+
+@dataclass(frozen=True)
+class DomainParams:
+    plan_ease: float  # planning is this much easier than solving (probit units)
+    plan_uplift: float  # a good plan lifts whoever builds on it
+    plan_mislead: float  # a bad plan (all plans seen bad) drags them down
+    check_bonus: float  # checking a given answer vs solving from scratch
+    fix_margin: float  # repairing a wrong answer needs this much more competence than endorsing a right one
+
+
+@dataclass(frozen=True)
+class WorldParams:
+    difficulty: float = 0.8  # loading of the shared per-question difficulty: how much workers' errors correlate
+    call_noise: float = 0.55  # per-call noise of collaborative steps (a solo answer has none)
+    break_margin: float = 1.3  # a step this far below competence overwrites what it saw with its own answer
+    overload: float = 0.12  # competence lost per extra answer in view (long, conflicting contexts)
+    self_bias: float = 0.4  # checking only its own earlier answers: a worker trusts itself (self-reflection is flat)
+    # Fitted with benchmarks/world_calibration.py's baselines (coordinate descent on the squared gaps to the paper's
+    # MoA and self-reflection rows, per domain, and to a best workflow family near the paper's trained Conductor).
+    domains: Mapping[str, DomainParams] = field(default_factory=lambda: {
+        "math": DomainParams(plan_ease=0.5, plan_uplift=0.35, plan_mislead=0.35, check_bonus=0.35, fix_margin=0.45),
+        "mmlu": DomainParams(plan_ease=0.3, plan_uplift=0.1, plan_mislead=0.2, check_bonus=0.3, fix_margin=0.546),
+        "rlpr": DomainParams(plan_ease=0.2, plan_uplift=0.15, plan_mislead=0.3, check_bonus=0.082, fix_margin=0.66),
+        "lcb": DomainParams(plan_ease=0.4, plan_uplift=0.4, plan_mislead=0.45, check_bonus=0.05, fix_margin=0.5),
+    })
+
+
+PARAMS = WorldParams()
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What the world knows of one worker: its pool entry's name, skills and role aptitudes."""
+
+    name: str
+    skills: Mapping[str, float]
+    plan: float = 0.0
+    check: float = 0.0
+    implement: float = 0.0
+    words: int = 100
+
+    @classmethod
+    def from_spec(cls, spec: WorkerSpec) -> "Traits":
+        o = spec.options
+        apt = dict(o.get("aptitude", {}))
+        unknown = set(apt) - {"plan", "check", "implement"}
+        if unknown:
+            raise ValueError(f"simulated worker {spec.name!r}: unknown aptitude(s) {sorted(unknown)}; use plan, check, implement")
+        return cls(spec.name, dict(o.get("skills", {})), float(apt.get("plan", 0.0)), float(apt.get("check", 0.0)),
+                   float(apt.get("implement", 0.0)), int(o.get("words", 100)))
+
+
+# -------------------------------------------------------------------------------------------- decisions
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One earlier step as a later step sees it."""
+
+    role: Role
+    producer: str
+    plan: Optional[str] = None  # the plan's token, if it wrote a plan
+    answer: Optional[str] = None  # its final answer, if it stated one
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: Literal["plan", "answer"]
+    value: str
+    correct: bool  # for a plan: whether it is a good plan
+
+
+def _probit(p: float) -> float:
+    return _PHI_INV(min(max(p, 1e-15), 1 - 1e-15))  # skill 1 (0) is certain: tests pin outcomes with it
+
+
+def competence(text: str, traits: Traits, params: WorldParams = PARAMS) -> float:
+    domain = domain_of(text)
+    d = params.difficulty
+    skill = float(traits.skills.get(domain, 0.5))
+    return _probit(skill) - d * _normal("z", text) - math.sqrt(1 - d * d) * _normal("b", text, traits.name)
+
+
+def solo_correct(text: str, traits: Traits, params: WorldParams = PARAMS) -> bool:
+    return competence(text, traits, params) > 0
+
+
+def good_plan_token(text: str) -> str:
+    return f"P{_digest('plan', text) % 10**6:06d}"
+
+
+def wrong_answer(text: str, worker: str, salt: str = "") -> str:
+    """A worker's own plausible wrong answer (the same one every time it is wrong on this question)."""
+    gold, domain = gold_answer(text), domain_of(text)
+    h = _digest("wrong", text, worker, salt)
+    if domain == "mmlu":
+        return [c for c in "ABCD" if c != gold][h % 3]
+    if domain == "lcb":
+        return f"solution-{h % 10**6:06d}"
+    if domain == "rlpr":
+        return f"{float(gold) * (0.5, 0.9, 1.1, 2.0)[h % 4]:.1f}"
+    return str(int(gold) + (-2, -1, 1, 2, 10)[h % 5])
+
+
+def _plurality(answers: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for a in answers:
+        counts[a] = counts.get(a, 0) + 1
+    best = max(counts.values())
+    return [a for a in answers if counts[a] == best][-1]  # ties: the latest one in view
+
+
+def decide(text: str, traits: Traits, role: Role, seen: Sequence[Seen] = (), params: WorldParams = PARAMS) -> Outcome:
+    """What worker ``traits`` produces for a step of role ``role`` on question ``text``, seeing ``seen``."""
+    domain, gold = domain_of(text), gold_answer(text)
+    dp = params.domains[domain]
+    m = competence(text, traits, params)
+    plans = [s.plan for s in seen if s.plan is not None]
+    answers = [s.answer for s in seen if s.answer is not None]
+    signature = "|".join(sorted(f"{s.role}:{s.producer}:{s.plan}:{s.answer}" for s in seen))
+    # A step that sees nothing answers as it would alone (deterministic); only what it is shown re-draws it.
+    noise = params.call_noise * _normal("e", text, traits.name, role, signature) if seen or role == "plan" else 0.0
+    shift = 0.0
+    if plans:
+        shift = dp.plan_uplift + traits.implement if good_plan_token(text) in plans else -dp.plan_mislead
+    if role == "plan":
+        good = m + dp.plan_ease + traits.plan + 0.5 * shift + noise > 0
+        token = good_plan_token(text) if good else f"P{_digest('badplan', text, traits.name, signature) % 10**6:06d}"
+        return Outcome("plan", token, good)
+    if not answers:
+        ok = m + shift + noise > 0
+        return Outcome("answer", gold if ok else wrong_answer(text, traits.name), ok)
+    bonus = dp.check_bonus + traits.check if role in ("check", "aggregate") else 0.0
+    if all(s.producer == traits.name for s in seen if s.answer is not None):
+        bonus -= params.self_bias
+    m2 = m + shift + bonus - params.overload * (len(answers) - 1) + noise
+    if m2 < -params.break_margin:
+        value = wrong_answer(text, traits.name)
+    elif gold in answers:
+        value = gold if m2 > 0 else _plurality(answers)
+    else:
+        value = gold if m2 > dp.fix_margin else _plurality(answers)
+    return Outcome("answer", value, value == gold)
+
+
+# ------------------------------------------------------------------------- reading and writing messages
+
 _FINAL = re.compile(r"Final answer:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+_PLAN = re.compile(r"^Plan id:\s*(P\d{6})\s*$", re.MULTILINE)
+_PRODUCER = re.compile(r"^\(([^,()]+), simulated\)")
 _TASK = re.compile(r"<Overall task>\n(.*?)\n</Overall task>", re.DOTALL)
-_RESPONSES = re.compile(r"<Agent \d+ response>\n(.*?)\n</Agent \d+ response>", re.DOTALL)
+_EARLIER = re.compile(
+    r"<Subtask assigned to Agent \d+>\n(.*?)\n</Subtask assigned to Agent \d+>\n<Agent \d+ response>\n(.*?)\n</Agent \d+ response>",
+    re.DOTALL,
+)
+_MINE = re.compile(r"Your assigned subtask:\s*(.*)\s*$", re.DOTALL)
 
 
 def extract_final(text: str) -> str | None:
@@ -161,36 +459,29 @@ def grade_simulated(response: str, reference: str) -> tuple[bool, bool]:
     return answer is not None, answer is not None and answer == reference
 
 
-def _distractor(gold: str, domain: str, rng: random.Random) -> str:
-    if domain == "mmlu":
-        return rng.choice([c for c in "ABCD" if c != gold])
-    if domain == "lcb":
-        return f"solution-{rng.randrange(10**6):06d}"
-    if domain == "rlpr":
-        return f"{float(gold) * rng.choice([0.5, 0.9, 1.1, 2.0]):.1f}"
-    return str(int(gold) + rng.choice([-2, -1, 1, 2, 10]))
+def read_context(content: str) -> tuple[str, Role, list[Seen]]:
+    """(question, this step's role, the earlier steps it sees) from a worker's message."""
+    task = _TASK.search(content)
+    mine = _MINE.search(content)
+    seen = []
+    for subtask, response in _EARLIER.findall(content):
+        producer = _PRODUCER.match(response)
+        plan = _PLAN.search(response)
+        seen.append(Seen(role_of(subtask), producer.group(1) if producer else "?", plan.group(1) if plan else None, extract_final(response)))
+    return (task.group(1) if task else content), role_of(mine.group(1) if mine else ""), seen
 
 
-def correct_probability(skill: float, earlier: list[bool], uplift: float, mislead: float) -> float:
-    """The collaboration model (see the module docstring)."""
-    if not earlier:
-        return skill
-    if any(earlier):
-        return skill + (1.0 - skill) * uplift
-    return skill * (1.0 - mislead)
+def render(traits: Traits, role: Role, outcome: Outcome) -> str:
+    if outcome.kind == "plan":
+        filler = " ".join(["step"] * max(0, traits.words // 2 - 6))
+        return f"({traits.name}, simulated) plan: {filler}\nPlan id: {outcome.value}"
+    filler = " ".join(["reasoning"] * max(0, traits.words - 4))
+    return f"({traits.name}, simulated) {role}: {filler}\nFinal answer: {outcome.value}"
 
 
 @register_responder(WORLD)
-def paper_constrained(spec: WorkerSpec, messages: list[dict], rng: random.Random) -> str:
+def paper_v2(spec: WorkerSpec, messages: list[dict], rng: random.Random) -> str:
     content = str(messages[-1].get("content", "")) if messages else ""
-    match = _TASK.search(content)
-    task = match.group(1) if match else content
-    domain, gold = domain_of(task), gold_answer(task)
-    options = spec.options
-    skill = float(options.get("skills", {}).get(domain, 0.5))
-    earlier = [extract_final(r) for r in _RESPONSES.findall(content)]
-    earlier_ok = [a == gold for a in earlier if a is not None]
-    p = correct_probability(skill, earlier_ok, float(options.get("uplift", 0.6)), float(options.get("mislead", 0.25)))
-    answer = gold if rng.random() < p else _distractor(gold, domain, rng)
-    filler = " ".join(["reasoning"] * max(0, int(options.get("words", 80)) - 4))
-    return f"({spec.name}, simulated) {filler}\nFinal answer: {answer}"
+    question, role, seen = read_context(content)
+    traits = Traits.from_spec(spec)
+    return render(traits, role, decide(question, traits, role, seen))
