@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from openconductor.train.config import load_train_config
-from openconductor.train.evaluate import evaluate, markdown_table
+from openconductor.train.evaluate import comparison_table, evaluate, markdown_table
 
 
 def main() -> int:
@@ -37,6 +37,7 @@ def main() -> int:
                     help="also score fixed K-step chains on the best single worker (e.g. --chains 2 3)")
     ap.add_argument("--batch-size", type=int, default=8, help="held-out prompts generated at once (larger on a GPU)")
     ap.add_argument("--only", choices=["untrained", "warmup", "final"], action="append", help="conductor rows to run (default: all)")
+    ap.add_argument("--no-moa", action="store_true", help="skip the Mixture-of-Agents row")
     args = ap.parse_args()
     overrides = {}
     for item in args.overrides:
@@ -59,10 +60,12 @@ def main() -> int:
         if sub in only and (args.run_dir / sub).is_dir():
             conductors[label] = str(args.run_dir / sub)
     start = time.time()
-    rows = evaluate(cfg, conductors, n=args.n, temperature=args.temperature, batch_size=args.batch_size, chains=tuple(args.chains),
+    rows = evaluate(cfg, conductors, n=args.n, temperature=args.temperature, batch_size=args.batch_size, chains=tuple(args.chains), moa=not args.no_moa,
                     on_row=lambda r: print(f"  done: {r.system} ({time.time() - start:.0f}s)", file=sys.stderr, flush=True))
     domains = sorted(cfg.data.domains)
     print(f"SIMULATED pool {cfg.pool}; {len(load_train_config(args.config).data.domains)} domains; held-out n={args.n or cfg.data.n_eval}; greedy={args.temperature == 0}")
+    print(comparison_table(rows, domains))
+    print()
     print(markdown_table(rows, domains))
     print()
     print("| system | " + " | ".join(f"acc {d}" for d in domains) + " | final-step worker share |")

@@ -33,6 +33,7 @@ tiny = {tiny}
 max_steps = 2
 examples = false
 fine_grained = false
+show = "names"
 [data]
 n_train = 16
 n_eval = 4

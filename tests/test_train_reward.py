@@ -161,13 +161,16 @@ async def test_on_policy_recursion_blends_first_round_reward():
 
 
 def test_pool_randomization_renumbers_and_shows_only_the_subset():
-    cfg = load_train_config(ROOT / "examples" / "train_cpu_smollm2.toml", {"randomize.enabled": True, "randomize.k_min": 2, "randomize.k_max": 3, "data.n_train": 12})
+    cfg = load_train_config(ROOT / "examples" / "train_cpu_smollm2.toml", {"randomize.enabled": True, "randomize.k_min": 2, "randomize.k_max": 3, "data.n_train": 12, "prompt.show": "names"})
     spec = load_pool(cfg.path(cfg.pool))
     rows = build_rows(cfg, spec, load_items(cfg))
     for row in rows:
         assert 2 <= len(row["workers"]) <= 3 and len(set(row["workers"])) == len(row["workers"])
         system = row["prompt"][0]["content"]
         assert f"Model id {len(row['workers']) - 1}" in system and f"Model id {len(row['workers'])}" not in system
+        # Renumbered ids, but each worker stays identifiable by its name (routing can be learned).
+        for new_id, old in enumerate(row["workers"]):
+            assert f"Model id {new_id}: {spec.workers[old].name}" in system
     assert len({tuple(r["workers"]) for r in rows}) > 1
     rng = random.Random(0)
     for _ in range(50):
@@ -202,7 +205,13 @@ def test_config_errors_are_typed_and_actionable(tmp_path):
     with pytest.raises(TrainConfigError, match="multiple of"):
         load_train_config(bad)
     bad.write_text('pool = "p.toml"\n[grpo]\nlearnig_rate = 1\n')
-    with pytest.raises(TrainConfigError, match="learnig_rate"):
+    with pytest.raises(TrainConfigError, match="grpo.learnig_rate is not a TRL GRPOConfig field"):
+        load_train_config(bad)
+    bad.write_text('pool = "p.toml"\n[grpo]\noutput_dir = "x"\n')
+    with pytest.raises(TrainConfigError, match="set by the trainer"):
+        load_train_config(bad)
+    bad.write_text('pool = "p.toml"\n[randomize]\nenabled = true\n')
+    with pytest.raises(TrainConfigError, match="nothing\\s+would identify a worker"):
         load_train_config(bad)
     bad.write_text("pool = [")
     with pytest.raises(TrainConfigError, match="not valid TOML"):
@@ -213,8 +222,8 @@ def test_config_errors_are_typed_and_actionable(tmp_path):
 
 def test_paper_defaults():
     cfg = load_train_config(ROOT / "examples" / "train_paper_qwen7b.toml")
-    g = cfg.grpo
-    assert (g.beta, g.temperature, g.learning_rate, g.lr_scheduler_type, g.warmup_ratio, g.max_completion_length) == (0.0, 1.0, 1e-6, "cosine", 0.03, 1024)
+    g = cfg.settings
+    assert (g["beta"], g["temperature"], g["learning_rate"], g["lr_scheduler_type"], g["warmup_steps"], g["max_completion_length"]) == (0.0, 1.0, 1e-6, "cosine", 0.03, 1024)
     assert (cfg.reward.correct, cfg.reward.wrong, cfg.reward.unparseable) == (1.0, 0.5, 0.0)
 
 

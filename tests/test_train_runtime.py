@@ -59,7 +59,9 @@ async def test_transformers_provider_generates_with_usage(tmp_path):
 
 
 async def test_lora_adapter_checkpoint_loads_on_its_base(tmp_path):
+    import torch
     from peft import PeftModel
+    from transformers import AutoModelForCausalLM
 
     from openconductor.providers.transformers_local import load_checkpoint
 
@@ -67,7 +69,12 @@ async def test_lora_adapter_checkpoint_loads_on_its_base(tmp_path):
     manifest = json.loads((path / "openconductor.json").read_text())
     assert manifest["kind"] == "adapter" and (path / "adapter_config.json").exists()
     model, _ = load_checkpoint(path)
-    assert isinstance(model, PeftModel)
+    # Loaded merged (no adapter cost per token), computing what base + adapter computes.
+    assert not isinstance(model, PeftModel)
+    reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(manifest["base_model"]), str(path)).eval()
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        assert torch.allclose(model(input_ids=ids).logits, reference(input_ids=ids).logits, atol=1e-5)
 
 
 def test_missing_checkpoint_is_a_typed_error(tmp_path):

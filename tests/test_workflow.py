@@ -128,3 +128,26 @@ def test_error_codes_are_stable():
 def test_repeated_access_indices_are_kept_once_in_order():
     wf = parse('model_id = [0, 1, 1]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], [0, 0], [1, 0, 1, 1]]')
     assert [s.access for s in wf.steps] == [(), (0,), (1, 0)]
+
+
+def test_format_automaton_has_no_dead_ends_and_every_string_it_admits_is_valid():
+    """Random walks over the characters the format allows: each reaches a complete, valid workflow."""
+    import random
+
+    from openconductor.workflow import WorkflowFormat, parse_and_validate
+
+    alphabet = ["\n"] + [chr(c) for c in range(32, 127)]
+    rng = random.Random(0)
+    for fmt in (WorkflowFormat(3, 4, fine_grained=True, reason_chars=6, subtask_chars=5),
+                WorkflowFormat(12, 3, allow_empty=True, reason_chars=4, subtask_chars=4),
+                WorkflowFormat(1, 1, reason_chars=3, subtask_chars=3)):
+        for _ in range(150):
+            state, text = fmt.start(), ""
+            while not fmt.complete(state):
+                options = [c for c in alphabet if fmt.advance(state, c) is not None]
+                assert options, f"dead end after {text!r}"
+                # Prefer structure characters so walks end quickly.
+                ch = rng.choice([c for c in options if not c.isalpha()] or options) if rng.random() < 0.7 else rng.choice(options)
+                state, text = fmt.advance(state, ch), text + ch
+            wf = parse_and_validate(text, fmt.n_workers, max_steps=fmt.max_steps, allow_empty=fmt.allow_empty)
+            assert len(wf) <= fmt.max_steps

@@ -48,6 +48,7 @@ def test_calibration_reproduces_the_papers_baselines_within_tolerance(spec):
     "text, role",
     [
         ("Outline a plan for the algorithm, without solving it.", "plan"),
+        ("Outline a plan; do not solve it yet.", "plan"),
         ("Design an efficient algorithm and explain it step by step.", "plan"),
         ("Implement the algorithm described by the previous agent in Python.", "solve"),
         ("Solve the overall task and give the final answer.", "solve"),

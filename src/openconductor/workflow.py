@@ -12,7 +12,7 @@ import ast
 import json
 import re
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal, Optional, Union
 
 Access = Union[Literal["all"], tuple[int, ...]]
 
@@ -101,12 +101,216 @@ class Workflow:
         return cls(tuple(steps), reasoning=str(data.get("reasoning", "")))
 
     def render(self) -> str:
-        """The paper's three-list text; ``parse(render(w))`` gives back ``w``."""
-        ids = [s.worker for s in self.steps]
-        subtasks = [s.subtask for s in self.steps]
-        access = [["all"] if s.access == "all" else list(s.access) for s in self.steps]
-        lists = f"model_id = {ids!r}\nsubtasks = {subtasks!r}\naccess_list = {access!r}"
-        return f"{self.reasoning.strip()}\n\n{lists}" if self.reasoning.strip() else lists
+        """The paper's three-list text as ``WorkflowFormat`` writes it; ``parse(render(w))`` gives back ``w``.
+
+        A one-line reasoning that starts with "Reasoning: " and subtasks within the format's characters give
+        exactly what the conductor's grammar admits (the format warm-up's targets are made this way).
+        """
+        ids = ", ".join(str(s.worker) for s in self.steps)
+        subtasks = ", ".join(json.dumps(s.subtask) for s in self.steps)
+        access = ", ".join('["all"]' if s.access == "all" else json.dumps(list(s.access)) for s in self.steps)
+        lists = f"{FORMAT_IDS}{ids}{FORMAT_SUBTASKS}{subtasks}{FORMAT_ACCESS}{access}{FORMAT_END}"
+        return f"{self.reasoning.strip()}\n{lists}" if self.reasoning.strip() else lists
+
+
+# --------------------------------------------------------------------------------------------- format
+
+# The literal parts of the three-list text, shared by render(), the grammar and the automaton below.
+FORMAT_REASON = "Reasoning: "
+FORMAT_IDS = "model_id = ["
+FORMAT_SUBTASKS = "]\nsubtasks = ["
+FORMAT_ACCESS = "]\naccess_list = ["
+FORMAT_END = "]"
+FORMAT_SEP = ", "
+
+
+def _index(text: str, k: int) -> bool:
+    """A step index below k, written without leading zeros."""
+    return text.isdigit() and (text == "0" or text[0] != "0") and int(text) < k
+
+
+def _printable(ch: str) -> bool:
+    return " " <= ch <= "~"
+
+
+def _string_char(ch: str) -> bool:
+    return _printable(ch) and ch not in '"\\'
+
+
+@dataclass(frozen=True)
+class WorkflowFormat:
+    """The conductor's output language, defined once: a reasoning line, then three lists of one length.
+
+    ``gbnf()`` writes it as a llama.cpp grammar (constrained decoding on local backends) and
+    ``advance()`` reads it character by character (constrained sampling during training); both admit
+    exactly: ``Reasoning: `` + 1..reason_chars printable characters + newline, then ``model_id = [ids]``,
+    ``subtasks = ["...", ...]`` (min..subtask_chars printable characters without quotes or backslashes),
+    ``access_list = [...]`` (``[]``, ``["all"]`` after step 0, or with ``fine_grained`` a list of earlier
+    step indices), all three of the same length n in 1..max_steps (0 with ``allow_empty``). Every
+    string it admits parses and validates against a pool of ``n_workers``.
+    """
+
+    n_workers: int
+    max_steps: int = DEFAULT_MAX_STEPS
+    fine_grained: bool = False
+    allow_empty: bool = False
+    reason_chars: int = 80
+    subtask_chars: int = 160
+    min_subtask_chars: int = 3
+
+    # ---- the grammar
+
+    def gbnf(self) -> str:
+        """GBNF admitting this language. GBNF cannot tie list lengths together, so it enumerates n."""
+        ids = " | ".join(f'"{i}"' for i in range(self.n_workers))
+        lit = lambda text: json.dumps(text)  # noqa: E731  (a GBNF literal is a JSON-escaped string)
+        sep = lit(FORMAT_SEP)
+        rules = [
+            f"root ::= {lit(FORMAT_REASON)} reason {lit(chr(10))} lists",
+            f"reason ::= [\\x20-\\x7E]{{1,{self.reason_chars}}}",
+            f"id ::= {ids}",
+            # The first character is not a space: a subtask of spaces would be empty once stripped.
+            f'str ::= "\\"" [\\x21\\x23-\\x5B\\x5D-\\x7E] [\\x20\\x21\\x23-\\x5B\\x5D-\\x7E]{{{self.min_subtask_chars - 1},{self.subtask_chars - 1}}} "\\""',
+            'acc0 ::= "[]"',
+        ]
+        alts = []
+        if self.allow_empty:
+            alts.append("l0")
+            rules.append(f"l0 ::= {lit(FORMAT_IDS + FORMAT_SUBTASKS + FORMAT_ACCESS + FORMAT_END)}")
+        for k in range(1, self.max_steps):
+            options = ['"[]"', '"[\\"all\\"]"']
+            if self.fine_grained:
+                rules.append(f"idx{k} ::= " + " | ".join(f'"{j}"' for j in range(k)))
+                options.append(f'"[" idx{k} ({sep} idx{k}){{0,{k - 1}}} "]"' if k > 1 else f'"[" idx{k} "]"')
+            rules.append(f"acc{k} ::= {' | '.join(options)}")
+        for n in range(1, self.max_steps + 1):
+            alts.append(f"l{n}")
+            id_list = f" {sep} ".join(["id"] * n)
+            str_list = f" {sep} ".join(["str"] * n)
+            acc_list = f" {sep} ".join(f"acc{k}" for k in range(n))
+            rules.append(
+                f"l{n} ::= {lit(FORMAT_IDS)} {id_list} {lit(FORMAT_SUBTASKS)} {str_list} {lit(FORMAT_ACCESS)} {acc_list} {lit(FORMAT_END)}"
+            )
+        rules.insert(1, f"lists ::= {' | '.join(alts)}")
+        return "\n".join(rules)
+
+    # ---- the automaton: states are small tuples, so a sampler keeps one per row and copies freely
+
+    def start(self) -> tuple:
+        return ("lit", FORMAT_REASON, 0, "reason", 0)
+
+    def complete(self, state: Optional[tuple]) -> bool:
+        return state is not None and state[0] == "done"
+
+    def advance(self, state: Optional[tuple], text: str) -> Optional[tuple]:
+        """The state after reading ``text``, or None if no string of the language continues that way."""
+        for ch in text:
+            if state is None:
+                return None
+            state = self._step(state, ch)
+        return state
+
+    def _step(self, state: tuple, ch: str) -> Optional[tuple]:  # noqa: C901  (one branch per part of the format)
+        kind = state[0]
+        if kind == "lit":  # ("lit", literal, position, next part, n)
+            _, literal, pos, then, n = state
+            if ch != literal[pos]:
+                return None
+            if pos + 1 < len(literal):
+                return ("lit", literal, pos + 1, then, n)
+            return self._enter(then, n)
+        if kind == "reason":  # ("reason", characters so far)
+            if ch == "\n":
+                return ("lit", FORMAT_IDS, 0, "ids", 0) if state[1] >= 1 else None
+            return ("reason", state[1] + 1) if _printable(ch) and state[1] < self.reason_chars else None
+        if kind == "id":  # ("id", steps so far, digits of this id)
+            _, n, digits = state
+            if ch.isdigit() and (digits != "0") and int(digits + ch) < self.n_workers:
+                return ("id", n, digits + ch)
+            if not digits:
+                return None
+            if ch == ",":
+                return ("lit", FORMAT_SEP, 1, "id", n + 1) if n + 1 < self.max_steps else None
+            if ch == "]":
+                return ("lit", FORMAT_SUBTASKS, 1, "str", n + 1)
+            return None
+        if kind == "ids":  # just after "model_id = [": an id, or "]" for an empty workflow
+            if ch == "]" and self.allow_empty:
+                return ("lit", FORMAT_SUBTASKS, 1, "empty-str", 0)
+            return self._step(("id", 0, ""), ch)
+        if kind == "empty-str":  # "subtasks = [" of an empty workflow: only "]"
+            return ("lit", FORMAT_ACCESS, 1, "empty-acc", 0) if ch == "]" else None
+        if kind == "empty-acc":
+            return ("done",) if ch == "]" else None
+        if kind == "str":  # ("str", n, index, characters or -1 before the opening quote)
+            _, n, i, chars = state
+            if chars < 0:
+                return ("str", n, i, 0) if ch == '"' else None
+            if ch == '"':
+                if chars < self.min_subtask_chars:
+                    return None
+                return ("sep", n, i, "str")
+            if chars == 0 and ch == " ":
+                return None  # a subtask starts with a non-space character (else it could strip to nothing)
+            return ("str", n, i, chars + 1) if _string_char(ch) and chars < self.subtask_chars else None
+        if kind == "sep":  # ("sep", n, index just finished, list): ", " to the next item or "]" to end
+            _, n, i, part = state
+            if i + 1 < n:
+                return ("lit", FORMAT_SEP, 1, part, (n, i + 1)) if ch == "," else None
+            if ch != "]":
+                return None
+            if part == "str":
+                return ("lit", FORMAT_ACCESS, 1, "acc", (n, 0))
+            return ("done",)
+        if kind == "acc":  # ("acc", n, k, text so far)
+            _, n, k, so_far = state
+            text = so_far + ch
+            options = ["[]"] + (['["all"]'] if k > 0 else [])
+            if any(o.startswith(text) for o in options):
+                return ("sep", n, k, "acc") if text in options else ("acc", n, k, text)
+            if self.fine_grained and k > 0 and self._index_list_prefix(text, k):
+                return ("sep", n, k, "acc") if text.endswith("]") else ("acc", n, k, text)
+            return None
+        return None  # "done": nothing may follow
+
+    def _enter(self, part: str, n) -> tuple:
+        if part == "reason":
+            return ("reason", 0)
+        if part == "id":
+            return ("id", n, "")
+        if part == "ids":
+            return ("ids",)
+        if part in ("empty-str", "empty-acc"):
+            return (part,)
+        if part == "str":
+            count, i = n if isinstance(n, tuple) else (n, 0)
+            return ("str", count, i, -1)
+        if part == "acc":
+            count, k = n
+            return ("acc", count, k, "")
+        raise ValueError(part)
+
+    def _index_list_prefix(self, text: str, k: int) -> bool:
+        """Whether ``text`` begins some "[i, j, ...]" of distinct earlier step indices (0 <= i < k), so that
+        a sampler that keeps to such prefixes never reaches a dead end."""
+        if not text.startswith("["):
+            return False
+        body = text[1:]
+        closed = body.endswith("]")
+        items = (body[:-1] if closed else body).split(", ")
+        done, current = items[:-1], items[-1]
+        if current.endswith(","):  # "...3," waiting for its space
+            done, current = done + [current[:-1]], None
+        if not all(_index(x, k) for x in done) or len(set(done)) != len(done):
+            return False
+        if closed:
+            return current is not None and _index(current, k) and current not in done
+        if current is None or current == "":
+            return len(done) < k  # another index must still be free
+        if not _index(current, k):
+            return False
+        can_grow = current != "0" and int(current) * 10 < k
+        return can_grow or current not in done
 
 
 # --------------------------------------------------------------------------------------------- parser
@@ -282,6 +486,30 @@ def _from_lists(ids, subtasks, access, reasoning: str) -> Workflow:
     return Workflow(steps, reasoning=reasoning)
 
 
+def _parse_canonical(text: str) -> Workflow | None:
+    """Exactly the form render() and the grammar write (JSON lists at fixed places), read exactly: a
+    subtask that happens to contain "model_id = [" cannot confuse it. None for any other text."""
+    first, newline, rest = text.strip().partition("\n")
+    if not newline or not first.startswith(FORMAT_REASON) or not rest.startswith(FORMAT_IDS[:-1]):
+        return None
+    decoder, pos, lists = json.JSONDecoder(), len(FORMAT_IDS) - 1, []
+    for label in (FORMAT_SUBTASKS[1:-1], FORMAT_ACCESS[1:-1], None):
+        try:
+            value, pos = decoder.raw_decode(rest, pos)
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(value, list):
+            return None
+        lists.append(value)
+        if label is not None:
+            if not rest.startswith(label, pos):
+                return None
+            pos += len(label)
+    if rest[pos:].strip():
+        return None
+    return _from_lists(*lists, first)
+
+
 def parse(text: str, *, allow_empty: bool = False) -> Workflow:
     """Parse a conductor's output (three-list text or JSON) into an unvalidated Workflow.
 
@@ -290,6 +518,11 @@ def parse(text: str, *, allow_empty: bool = False) -> Workflow:
     """
     if not isinstance(text, str) or not text.strip():
         raise WorkflowParseError("the conductor returned no text")
+    canonical = _parse_canonical(text)
+    if canonical is not None:
+        if not canonical.steps and not allow_empty:
+            raise EmptyWorkflowError("the workflow has no steps; give at least one step")
+        return canonical
     cleaned = clean_output(text)
     lists = {label: _find_list(cleaned, label) for label in _LABELS}
     if all(v is None for v in lists.values()):

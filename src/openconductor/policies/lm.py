@@ -22,9 +22,9 @@ one subtask, written as a clear natural-language instruction, and an access list
 steps' subtasks and responses that agent sees:
 - "all": it sees every earlier step;
 - []: it sees no earlier step, only the overall task;
-{fine_grained}The steps run in order; the response of the LAST step is the final answer, so the last step must give it.
-Use few steps for simple questions (one strong agent is often enough) and more for hard ones
-(e.g. plan -> implement -> verify). Each agent sees the overall task.
+{fine_grained}The response of the LAST step is the final answer, so the last step must give it. Agents differ in
+what they are good at: choose for each step the agent that suits it. Steps can plan, solve, check or revise
+earlier work, or combine several independent answers.
 
 The agents in the pool:
 {pool}
@@ -34,17 +34,19 @@ model_id = [agent ids]
 subtasks = ["instruction", ...]
 access_list = [access of each step, e.g. [] or ["all"]{fine_example}]"""
 
-EXAMPLES = """Example 1 (a question about history, pool of 3 agents):
-Reasoning: a recall question; one strong agent answers, a second checks it.
-model_id = [1, 2]
-subtasks = ["Answer the question concisely and state the final answer.", "Check the previous answer for factual errors and give the corrected final answer."]
+# Out-of-domain on purpose (the paper found out-of-domain examples better than in-domain ones); the ids
+# are placeholders, not advice about any pool.
+EXAMPLES = """Example 1 (translate a contract clause):
+Reasoning: draft, then an independent check.
+model_id = [1, 0]
+subtasks = ["Translate the clause into French.", "Check the translation above for errors and give the corrected final version."]
 access_list = [[], ["all"]]
 
-Example 2 (a programming problem, pool of 3 agents):
-Reasoning: hard code; design first, then implement, then review.
-model_id = [0, 2, 1]
-subtasks = ["Design an efficient algorithm for the problem and explain it step by step.", "Implement the algorithm described by the previous agent in Python.", "Review the implementation, fix any bug, and output the final code."]
-access_list = [[], ["all"], ["all"]]"""
+Example 2 (plan a three-day itinerary):
+Reasoning: two independent drafts, then one agent combines them.
+model_id = [2, 0, 1]
+subtasks = ["Draft an itinerary.", "Draft an itinerary.", "Combine the drafts above into one final itinerary."]
+access_list = [[], [], ["all"]]"""
 
 RECURSION = """This is a verification round. Earlier agents already produced this answer:
 <previous answer>

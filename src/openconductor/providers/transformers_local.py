@@ -40,7 +40,7 @@ def load_checkpoint(path: str | Path, *, device: str = "cpu", dtype: str = "floa
         if not base:
             raise PoolConfigError(f"{path}: adapter without a base model (adapter_config.json base_model_name_or_path)")
         model = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype)
-        model = PeftModel.from_pretrained(model, str(path))
+        model = PeftModel.from_pretrained(model, str(path)).merge_and_unload()  # merged: no adapter cost per token
     else:
         model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype)
     tokenizer = AutoTokenizer.from_pretrained(str(path))

@@ -103,45 +103,67 @@ class RecursionSettings:
 class WarmupSFT:
     """Optional supervised format warm-up before GRPO (a 135M model cannot write the lists at all).
 
-    Targets are valid workflows with uniformly random workers: they teach the format, not routing.
+    Targets (``train/warmup.py``) are balanced over 1..max_steps steps and shapes (chains, fan-outs),
+    with uniformly random workers: they teach the format and shapes, not routing.
     """
 
     examples: int = 0
     epochs: int = 1
     learning_rate: float = 5e-4
     batch_size: int = 4
+    # Consecutive targets per prompt: they share the prompt's forward pass (keep batch_size a multiple).
+    targets_per_prompt: int = 4
+
+
+# The paper's GRPO recipe (TRL ``GRPOConfig`` field names). A config's ``[grpo]`` table holds any
+# GRPOConfig field and overrides these; TRL validates the result when the config loads.
+# (TRL itself defaults to gradient checkpointing; ours is off: the shared-prompt path reuses caches, and
+# a small model on a CPU has the memory to spare.)
+PAPER_GRPO: dict[str, Any] = {
+    "gradient_checkpointing": False,
+    "num_generations": 64,
+    "per_device_train_batch_size": 64,
+    "gradient_accumulation_steps": 4,
+    "learning_rate": 1e-6,
+    "lr_scheduler_type": "cosine",
+    "warmup_steps": 0.03,  # transformers 5: below 1 it is a ratio of the total steps
+    "beta": 0.0,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "max_completion_length": 1024,
+    "max_steps": 200,
+    "loss_type": "dapo",
+    "scale_rewards": "group",
+    "num_iterations": 1,
+    "epsilon": 0.2,
+    "seed": 0,
+}
+# Set by the trainer itself, not by a config.
+_OWN_GRPO_FIELDS = {"output_dir", "remove_unused_columns", "log_completions", "disable_tqdm", "use_cpu", "report_to",
+                    "save_steps", "save_total_limit", "logging_steps"}
 
 
 @dataclass(config=_STRICT)
-class GRPOSettings:
-    num_generations: int = 64
-    per_device_train_batch_size: int = 64
-    gradient_accumulation_steps: int = 4
-    learning_rate: float = 1e-6
-    lr_scheduler_type: str = "cosine"
-    warmup_ratio: float = 0.03
-    beta: float = 0.0
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_completion_length: int = 1024
-    max_prompt_length: Optional[int] = None
-    max_steps: int = 200
-    num_train_epochs: float = 1.0
-    loss_type: str = "dapo"
-    scale_rewards: str = "group"
-    num_iterations: int = 1
-    epsilon: float = 0.2
-    seed: int = 0
-    bf16: bool = False
-    gradient_checkpointing: bool = False
-    # GPU rollouts (cannot run on CPU): vLLM colocated with training or as a separate server.
-    use_vllm: bool = False
-    vllm_mode: Literal["server", "colocate"] = "server"
-    vllm_server_host: str = "0.0.0.0"
-    vllm_server_port: int = 8000
-    vllm_gpu_memory_utilization: float = 0.3
-    deepspeed: Optional[str] = None
-    extra: dict[str, Any] = Field(default_factory=dict)  # any other GRPOConfig field, passed through
+class RolloutSettings:
+    """How completions are sampled and scored during GRPO.
+
+    ``shared-prompt`` (default): each distinct prompt is run once per step and its cache shared by its
+    group, for sampling and for the loss's log-probs (``train/rollout.py``; exact, several times
+    cheaper on CPU). ``trl``: TRL's own generation and log-probs (needed for vLLM).
+    """
+
+    mode: Literal["shared-prompt", "trl"] = "shared-prompt"
+    # Constrain sampled plans to the conductor's output language (the runtime grammar's, from
+    # workflow.WorkflowFormat): every rollout parses. Needs mode = "shared-prompt".
+    constrained: bool = False
+    reason_chars: int = 64  # the format's bounds while constrained (keep them within max_completion_length)
+    subtask_chars: int = 72
+
+    def format(self, n_workers: int, max_steps: int, *, fine_grained: bool, recursive: bool = False):
+        from ..workflow import WorkflowFormat
+
+        return WorkflowFormat(n_workers, max_steps, fine_grained=fine_grained, allow_empty=recursive,
+                              reason_chars=self.reason_chars, subtask_chars=self.subtask_chars)
 
 
 @dataclass(config=_STRICT)
@@ -166,7 +188,8 @@ class TrainConfig:
     randomize: RandomizeSettings = Field(default_factory=RandomizeSettings)
     recursion: RecursionSettings = Field(default_factory=RecursionSettings)
     warmup_sft: WarmupSFT = Field(default_factory=WarmupSFT)
-    grpo: GRPOSettings = Field(default_factory=GRPOSettings)
+    grpo: dict[str, Any] = Field(default_factory=dict)  # GRPOConfig fields over PAPER_GRPO
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     run: RunSettings = Field(default_factory=RunSettings)
     base_dir: str = "."  # set by load_train_config: where relative paths resolve
 
@@ -178,16 +201,40 @@ class TrainConfig:
     def output_dir(self) -> Path:
         return self.path(self.run.output_dir).resolve()
 
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The GRPO settings in force: the paper's recipe, then this config's ``[grpo]`` table."""
+        merged = {**PAPER_GRPO, **self.grpo}
+        if "warmup_ratio" in merged:  # the transformers 4 name, still accepted in config files
+            merged["warmup_steps"] = merged.pop("warmup_ratio")
+        return merged
 
-def _check(cfg: TrainConfig) -> TrainConfig:
-    g, r = cfg.grpo, cfg.randomize
-    if g.num_generations < 2:
+
+def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
+    g, r = cfg.settings, cfg.randomize
+    own = sorted(_OWN_GRPO_FIELDS & set(cfg.grpo))
+    if own:
+        raise TrainConfigError(f"{source}: grpo.{own[0]} is set by the trainer ([run] has output_dir, save_steps, logging_steps, report_to)")
+    if g["num_generations"] < 2:
         raise TrainConfigError("grpo.num_generations must be at least 2 (GRPO compares completions within a group)")
-    if (g.per_device_train_batch_size * g.gradient_accumulation_steps) % g.num_generations:
+    if (g["per_device_train_batch_size"] * g["gradient_accumulation_steps"]) % g["num_generations"]:
         raise TrainConfigError(
             "grpo.per_device_train_batch_size * grpo.gradient_accumulation_steps must be a multiple of "
-            f"grpo.num_generations ({g.num_generations})"
+            f"grpo.num_generations ({g['num_generations']})"
         )
+    if cfg.rollout.mode == "shared-prompt" and g.get("use_vllm"):
+        raise TrainConfigError("rollout.mode = 'shared-prompt' samples with the training model; with grpo.use_vllm = true set rollout.mode = 'trl'")
+    if cfg.rollout.constrained and cfg.rollout.mode != "shared-prompt":
+        raise TrainConfigError("rollout.constrained needs rollout.mode = 'shared-prompt' (the sampler that applies the format)")
+    if cfg.rollout.mode == "shared-prompt" and g.get("gradient_checkpointing"):
+        raise TrainConfigError("rollout.mode = 'shared-prompt' reuses each prompt's cache, which gradient checkpointing turns off; "
+                               "set grpo.gradient_checkpointing = false or rollout.mode = 'trl'")
+    if r.enabled and cfg.prompt.show == "ids":
+        raise TrainConfigError(
+            "randomize.enabled with prompt.show = 'ids': the ordinal ids are renumbered for every question, so nothing "
+            "would identify a worker and routing could not be learned; set prompt.show = 'names' or 'descriptions'"
+        )
+    _validate_grpo(cfg, source)
     if r.enabled and not 1 <= r.k_min <= r.k_max:
         raise TrainConfigError("randomize: need 1 <= k_min <= k_max")
     if not 0.0 <= cfg.recursion.fraction <= 1.0 or not 0.0 <= cfg.recursion.blend_fraction <= 1.0:
@@ -221,4 +268,18 @@ def load_train_config(path: str | Path, overrides: Optional[dict[str, Any]] = No
         raise TrainConfigError(f"{path}: {problems}") from exc
     except TypeError as exc:
         raise TrainConfigError(f"{path}: {exc}") from exc
-    return _check(cfg)
+    return _check(cfg, path)
+
+
+def _validate_grpo(cfg: TrainConfig, source: Path) -> None:
+    """Let TRL validate the ``[grpo]`` table (unknown fields, bad values) when it is installed."""
+    try:
+        from trl import GRPOConfig
+    except ImportError:  # the train extra is not installed: `conductor train` says so itself
+        return
+    import dataclasses
+
+    known = {f.name for f in dataclasses.fields(GRPOConfig)}
+    unknown = sorted(set(cfg.settings) - known)
+    if unknown:
+        raise TrainConfigError(f"{source}: grpo.{unknown[0]} is not a TRL GRPOConfig field")

@@ -42,8 +42,14 @@ def load_items(cfg: TrainConfig, *, held_out: bool = False) -> list[Item]:
         train = make_questions(d.n_train, d.seed, d.domains)
         if not held_out:
             return [Item(q.text, q.reference, "simulated", q.domain) for q in train]
-        # Held-out questions never repeat a training question.
-        held = make_questions(d.n_eval, d.eval_seed, d.domains, exclude=frozenset(q.text for q in train))
+        # Held-out questions never repeat a training question; they are drawn stratified on which workers
+        # solve them alone (variance reduction: single-worker baselines score their expected accuracy).
+        from ..pool import load_pool
+        from .world import Traits
+
+        spec = load_pool(cfg.path(cfg.pool))
+        traits = [Traits.from_spec(w) for w in spec.workers if w.provider == "simulated" and w.options.get("skills")]
+        held = make_questions(d.n_eval, d.eval_seed, d.domains, exclude=frozenset(q.text for q in train), stratify=traits or None)
         return [Item(q.text, q.reference, "simulated", q.domain) for q in held]
     path = cfg.path(d.path or "")
     if not path.exists():

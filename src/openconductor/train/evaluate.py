@@ -1,19 +1,23 @@
-"""Held-out evaluation of conductors against single-worker baselines, with the training reward.
+"""Held-out evaluation of conductors against the baselines, with the training reward.
 
-Every conductor writes one workflow per held-out question (same runtime prompt as training, greedy
-decoding by default, no resampling and no fallback — an unparseable plan scores like in training),
-the executor runs it on the pool, and the answer is graded. Baselines run on the same questions:
-the best single worker (highest mean skill) and an oracle single-step router that sends each
-question to the best worker for its domain. On the simulated pool every number is SIMULATED.
+Every conductor writes one workflow per held-out question (the runtime prompt it was trained with,
+greedy decoding by default, no resampling and no fallback: an unparseable plan scores as in training),
+the executor runs it on the pool, and the answer is graded. The baselines run on the same questions:
+the best single worker (highest mean skill), an oracle single-step router (the best worker for each
+question's domain), Mixture-of-Agents (7 proposers and a random aggregator, the paper's 8 calls) and
+optional fixed chains. Differences between two systems come with a paired-bootstrap 95 % interval over
+the questions. On the simulated pool every number is SIMULATED.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
+import random
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..policies.base import PlanRequest, make_policy
 from ..pool import Pool, PoolSpec, load_pool
 from ..workflow import Step, Workflow
 from .config import TrainConfig
@@ -30,9 +34,14 @@ class Row:
     right_worker: float  # share of questions whose final step ran on the best worker for their domain
     steps: float
     cost_usd: float
+    tokens: float = 0.0  # per question: every worker call's input + output, plus the conductor's own
     per_domain_right: dict[str, float] = field(default_factory=dict)
     per_domain_acc: dict[str, float] = field(default_factory=dict)
-    worker_share: dict[str, float] = field(default_factory=dict)
+    per_domain_steps: dict[str, float] = field(default_factory=dict)
+    worker_share: dict[str, float] = field(default_factory=dict)  # final-step worker, all questions
+    final_worker_by_domain: dict[str, dict[str, float]] = field(default_factory=dict)
+    shapes: dict[str, float] = field(default_factory=dict)
+    correct: list[int] = field(default_factory=list)  # per question, for paired comparisons
 
 
 def skills(spec: PoolSpec) -> dict[str, dict[str, float]]:
@@ -52,36 +61,48 @@ def best_single(spec: PoolSpec, domains: list[str]) -> Optional[str]:
     return max(table, key=lambda name: sum(table[name].get(d, 0.0) for d in domains) / len(domains))
 
 
-async def _score_all(texts: list[str], items: list[Item], spec: PoolSpec, cfg: TrainConfig, seed: int) -> list[Sample]:
+async def _score_all(texts: list[str], items: list[Item], spec: PoolSpec, cfg: TrainConfig, seed: int, max_steps: int) -> list[Sample]:
     async with Pool(spec) as pool:
         return list(
             await asyncio.gather(
                 *(
                     score_completion(t, question=i.question, reference=i.reference, task=i.task, pool=pool,
-                                     settings=cfg.reward, max_steps=cfg.prompt.max_steps, seed=seed)
+                                     settings=cfg.reward, max_steps=max_steps, seed=seed)
                     for t, i in zip(texts, items)
                 )
             )
         )
 
 
-def summarise(system: str, samples: list[Sample], items: list[Item], best: dict[str, str]) -> Row:
+def _shape(sample: Sample) -> str:
+    from .reward import topology
+
+    return topology(sample) if sample.parsed else "unparseable"
+
+
+def summarise(system: str, samples: list[Sample], items: list[Item], best: dict[str, str], extra_tokens: Optional[list[int]] = None) -> Row:
     n = len(samples) or 1
     dom_n: dict[str, int] = defaultdict(int)
     dom_right: dict[str, int] = defaultdict(int)
     dom_acc: dict[str, int] = defaultdict(int)
-    shares: dict[str, int] = defaultdict(int)
+    dom_steps: dict[str, list[int]] = defaultdict(list)
+    finals: dict[str, Counter] = defaultdict(Counter)
+    shares: Counter = Counter()
     right = 0
     for s, item in zip(samples, items):
         dom_n[item.domain] += 1
         dom_acc[item.domain] += s.correct
+        if s.parsed:
+            dom_steps[item.domain].append(s.steps)
         last = s.workers[-1] if s.workers else None
         if last is not None:
             shares[last] += 1
+            finals[item.domain][last] += 1
         if last is not None and best.get(item.domain) == last:
             right += 1
             dom_right[item.domain] += 1
     parsed = [s for s in samples if s.parsed]
+    tokens = [s.tokens + (extra_tokens[i] if extra_tokens else 0) for i, s in enumerate(samples)]
     return Row(
         system=system,
         reward=sum(s.reward for s in samples) / n,
@@ -90,23 +111,54 @@ def summarise(system: str, samples: list[Sample], items: list[Item], best: dict[
         right_worker=right / n,
         steps=sum(s.steps for s in parsed) / max(1, len(parsed)),
         cost_usd=sum(s.cost_usd for s in samples) / n,
+        tokens=sum(tokens) / n,
         per_domain_right={d: dom_right[d] / dom_n[d] for d in dom_n},
         per_domain_acc={d: dom_acc[d] / dom_n[d] for d in dom_n},
-        worker_share={k: v / n for k, v in sorted(shares.items(), key=lambda kv: -kv[1])},
+        per_domain_steps={d: sum(v) / len(v) for d, v in dom_steps.items() if v},
+        worker_share={k: v / n for k, v in shares.most_common()},
+        final_worker_by_domain={d: {k: v / dom_n[d] for k, v in c.most_common()} for d, c in finals.items()},
+        shapes={k: v / n for k, v in Counter(_shape(s) for s in samples).most_common()},
+        correct=[int(s.correct) for s in samples],
     )
 
 
-def conductor_texts(model_dir: str, items: list[Item], spec: PoolSpec, cfg: TrainConfig, *, temperature: float, batch_size: int, seed: int) -> list[str]:
+def paired_bootstrap(a: list[int], b: list[int], *, resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """(mean of a - b, 2.5th and 97.5th percentile of that mean over questions resampled with replacement)."""
+    if len(a) != len(b) or not a:
+        raise ValueError("paired bootstrap needs two equally long, non-empty per-question lists")
+    diff = [x - y for x, y in zip(a, b)]
+    n, rng = len(diff), random.Random(seed)
+    means = sorted(sum(diff[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    return sum(diff) / n, means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
+def conductor_texts(model_dir: str, items: list[Item], spec: PoolSpec, cfg: TrainConfig, *, temperature: float, batch_size: int, seed: int) -> tuple[list[str], list[int]]:
+    """(plans, the conductor's own tokens per plan: prompt + completion)."""
     from ..providers.transformers_local import load_checkpoint
     from .models import resolve_model
-    from .trainer import accelerator_device, generate
+    from .rollout import generate_batch
+    from .trainer import accelerator_device
 
     model, tokenizer = load_checkpoint(resolve_model(model_dir), device=accelerator_device(), dtype=cfg.model.dtype)
-    out: list[str] = []
-    for start in range(0, len(items), batch_size):
-        batch = [prompt_for(i, spec, cfg) for i in items[start : start + batch_size]]
-        out += generate(model, tokenizer, batch, max_new_tokens=cfg.grpo.max_completion_length, temperature=temperature, seed=seed + start)
-    return out
+    prompts = [prompt_for(i, spec, cfg) for i in items]
+    # A conductor trained with constrained rollouts is evaluated the same way (the runtime's grammar).
+    formats = [cfg.rollout.format(len(spec.workers), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained)] * len(items) if cfg.rollout.constrained else None
+    texts = generate_batch(model, tokenizer, prompts, max_new_tokens=cfg.settings["max_completion_length"], temperature=temperature,
+                           seed=seed, batch_size=batch_size, formats=formats)
+    own = [
+        len(tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]) + len(tokenizer(t)["input_ids"])
+        for p, t in zip(prompts, texts)
+    ]
+    return texts, own
+
+
+def _policy_texts(name: str, items: list[Item], spec: PoolSpec, seed: int, **options) -> list[str]:
+    async def plans() -> list[str]:
+        policy = make_policy(name, **options)
+        async with Pool(spec) as pool:
+            return [(await policy.plan(PlanRequest(i.question, pool, seed=seed))).workflow.render() for i in items]
+
+    return asyncio.run(plans())
 
 
 def evaluate(
@@ -119,11 +171,12 @@ def evaluate(
     seed: int = 0,
     on_row=None,
     chains: tuple[int, ...] = (),
+    moa: bool = True,
 ) -> list[Row]:
-    """Rows for the baselines, then one per conductor (label → checkpoint dir or model ref).
+    """Rows for the baselines, then one per conductor (label -> checkpoint dir or model ref).
 
-    ``chains``: also score fixed chains of that many steps on the best single worker, each later
-    step checking the earlier answers (access "all"): the multi-step headroom a conductor could find.
+    ``chains``: also score fixed chains of that many steps on the best single worker, each later step
+    checking the earlier answers (access "all").
     """
     spec = load_pool(cfg.path(cfg.pool))
     items = load_items(cfg, held_out=True)[: n or None]
@@ -136,10 +189,14 @@ def evaluate(
         if on_row:
             on_row(row)
 
+    def score(texts: list[str], max_steps: int = 16) -> list[Sample]:
+        # Baselines may be long (MoA: 8 steps); a conductor is held to its own step cap, as in training.
+        return asyncio.run(_score_all(texts, items, spec, cfg, seed, max_steps))
+
     single = best_single(spec, domains)
     if single is not None:
         wf = Workflow((Step(spec.index(single), "Solve the overall task and give the final answer.", ()),)).render()
-        add(summarise(f"best single worker ({single})", asyncio.run(_score_all([wf] * len(items), items, spec, cfg, seed)), items, best))
+        add(summarise(f"best single worker ({single})", score([wf] * len(items)), items, best))
     for k in chains:
         if single is None or k < 2:
             continue
@@ -147,13 +204,15 @@ def evaluate(
             Step(spec.index(single), "Check the previous answers and give the final answer.", "all") for _ in range(k - 1)
         )
         wf = Workflow(steps).render()
-        add(summarise(f"fixed {k}-step chain ({single} x{k})", asyncio.run(_score_all([wf] * len(items), items, spec, cfg, seed)), items, best))
+        add(summarise(f"fixed {k}-step chain ({single} x{k})", score([wf] * len(items)), items, best))
     if best:
         texts = [Workflow((Step(spec.index(best[i.domain]), "Solve the overall task and give the final answer.", ()),)).render() for i in items]
-        add(summarise("oracle single-step router", asyncio.run(_score_all(texts, items, spec, cfg, seed)), items, best))
+        add(summarise("oracle single-step router", score(texts), items, best))
+    if moa:
+        add(summarise("MoA (7 proposers + random aggregator)", score(_policy_texts("moa", items, spec, seed, proposers=7, aggregator="random")), items, best))
     for label, ref in conductors.items():
-        texts = conductor_texts(ref, items, spec, cfg, temperature=temperature, batch_size=batch_size, seed=seed)
-        add(summarise(label, asyncio.run(_score_all(texts, items, spec, cfg, seed)), items, best))
+        texts, own = conductor_texts(ref, items, spec, cfg, temperature=temperature, batch_size=batch_size, seed=seed)
+        add(summarise(label, score(texts, cfg.prompt.max_steps), items, best, extra_tokens=own))
     return rows
 
 
@@ -164,4 +223,33 @@ def markdown_table(rows: list[Row], domains: list[str]) -> str:
     for r in rows:
         per = " | ".join(f"{r.per_domain_right.get(d, 0.0):.2f}" for d in domains)
         lines.append(f"| {r.system} | {r.reward:.3f} | {r.accuracy:.3f} | {r.parse_rate:.2f} | {r.right_worker:.2f} | {per} | {r.steps:.2f} | {r.cost_usd:.5f} |")
+    return "\n".join(lines)
+
+
+def comparison_table(rows: list[Row], domains: list[str], *, against: tuple[str, ...] = ("oracle single-step router", "best single worker")) -> str:
+    """Accuracy with paired-bootstrap 95 % intervals of the difference to the baselines, steps per domain,
+    where code goes, and tokens per question relative to MoA."""
+    base = {prefix: next((r for r in rows if r.system.startswith(prefix)), None) for prefix in against}
+    moa = next((r for r in rows if r.system.startswith("MoA")), None)
+    cols = [f"vs {p.split(' (')[0]} (points, 95% CI)" for p in against]
+    head = ("| system | accuracy | " + " | ".join(cols) + " | " + " | ".join(f"acc {d}" for d in domains) + " | "
+            + " | ".join(f"steps {d}" for d in domains) + " | final step on lcb | tokens/q | tokens vs MoA |")
+    lines = [head, "|---" * (5 + len(cols) + 2 * len(domains)) + "|"]
+    for r in rows:
+        deltas = []
+        for prefix in against:
+            b = base[prefix]
+            if b is None or b is r or len(b.correct) != len(r.correct):
+                deltas.append("—")
+                continue
+            mean, lo, hi = paired_bootstrap(r.correct, b.correct)
+            deltas.append(f"{100 * mean:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
+        lcb = r.final_worker_by_domain.get("lcb", {})
+        top = ", ".join(f"{k} {v:.2f}" for k, v in list(lcb.items())[:2]) or "—"
+        ratio = f"{r.tokens / moa.tokens:.2f}x" if moa and moa.tokens else "—"
+        lines.append(
+            f"| {r.system} | {100 * r.accuracy:.1f} | " + " | ".join(deltas) + " | "
+            + " | ".join(f"{100 * r.per_domain_acc.get(d, 0.0):.1f}" for d in domains) + " | "
+            + " | ".join(f"{r.per_domain_steps.get(d, 0.0):.2f}" for d in domains) + f" | {top} | {r.tokens:,.0f} | {ratio} |"
+        )
     return "\n".join(lines)

@@ -153,8 +153,25 @@ def _failed(settings: RewardSettings, workflow: Workflow, error: str) -> Sample:
     return Sample(reward=reward, parsed=True, error=error, steps=len(workflow.steps))
 
 
-def batch_metrics(samples: list[Sample], groups: list[str]) -> dict[str, float]:
-    """Per-step numbers a user watches (all averaged over the batch's completions)."""
+def topology(sample: Sample) -> str:
+    """A short name for a workflow's shape, from its access lists alone."""
+    if sample.steps <= 1:
+        return "single"
+    accesses = [a for _, a in sample.pattern]
+    independent = sum(1 for a in accesses[:-1] if a == ())
+    if independent >= 2:
+        return "fan-out"
+    if all(a == "all" or a == (i - 1,) for i, a in enumerate(accesses) if i):
+        return f"chain-{sample.steps}"
+    return "other"
+
+
+def batch_metrics(samples: list[Sample], groups: list[str], domains: Optional[list[str]] = None) -> dict[str, float]:
+    """Per-step numbers a user watches (all averaged over the batch's completions).
+
+    With ``domains`` (the dataset's domain column) the same numbers per domain: accuracy, format errors,
+    steps, the final step's worker (routing) and the topology shares.
+    """
     n = len(samples) or 1
     parsed = [s for s in samples if s.parsed and not s.accepted]
     metrics = {
@@ -176,6 +193,20 @@ def batch_metrics(samples: list[Sample], groups: list[str]) -> dict[str, float]:
         by_group[group].append(sample)
     diversity = [len({s.pattern for s in g if s.parsed}) / len(g) for g in by_group.values()]
     metrics["topology_diversity"] = sum(diversity) / len(diversity) if diversity else 0.0
+    for shape, count in Counter(topology(s) for s in parsed).items():
+        metrics[f"topology/{shape}"] = count / max(1, len(parsed))
+    by_domain: dict[str, list[Sample]] = defaultdict(list)
+    for domain, sample in zip(domains or [], samples):
+        if domain:
+            by_domain[domain].append(sample)
+    for domain, group in by_domain.items():
+        ok = [s for s in group if s.parsed and not s.accepted]
+        metrics[f"{domain}/accuracy"] = sum(s.correct for s in group) / len(group)
+        metrics[f"{domain}/format_error_rate"] = sum(not s.parsed for s in group) / len(group)
+        if ok:
+            metrics[f"{domain}/steps_per_workflow"] = sum(s.steps for s in ok) / len(ok)
+            for name, count in Counter(s.workers[-1] for s in ok).items():
+                metrics[f"{domain}/final_worker/{name}"] = count / len(ok)
     return metrics
 
 
@@ -183,9 +214,8 @@ RecursiveSampler = Callable[[list[list[dict]]], Awaitable[list[str]]]
 
 
 class WorkflowReward:
-    """The async reward TRL calls with every dataset column; one instance per training run."""
-
-    __name__ = "workflow_reward"  # TRL names the logged reward after this
+    """The reward's state for one training run; TRL calls its ``workflow_reward`` (a plain coroutine
+    function, which TRL recognises as async) with every dataset column."""
 
     def __init__(
         self,
@@ -213,7 +243,7 @@ class WorkflowReward:
         if self._pool is not None:
             await self._pool.aclose()
 
-    async def __call__(self, prompts, completions, **columns) -> list[float]:
+    async def workflow_reward(self, prompts, completions, **columns) -> list[float]:
         self.calls += 1
         log_metric = columns.get("log_metric")
         n = len(completions)
@@ -240,7 +270,7 @@ class WorkflowReward:
         self.last_samples = list(samples)
         if log_metric is not None:
             groups = [f"{q}|{r}|{p}" for q, r, p in zip(questions, rounds, previous)]
-            for name, value in batch_metrics(samples, groups).items():
+            for name, value in batch_metrics(samples, groups, col("domain", "")).items():
                 log_metric(name, value)
         return [s.reward for s in samples]
 
@@ -256,3 +286,5 @@ class WorkflowReward:
             max_steps=self.prompt.max_steps, previous=first.final_answer,
         )
         return blend(first.reward, later.reward, self.discount)
+
+    __call__ = workflow_reward

@@ -34,37 +34,16 @@ MANIFEST = "openconductor.json"
 
 
 def grpo_args(cfg: TrainConfig):
-    """The ``GRPOConfig`` a run uses (no GPU needed to build it)."""
+    """The ``GRPOConfig`` a run uses (no GPU needed to build it): the config's GRPO settings plus the run's."""
     from trl import GRPOConfig
 
-    g, r = cfg.grpo, cfg.run
+    r = cfg.run
+    kwargs: dict[str, Any] = dict(cfg.settings)
+    if kwargs.get("deepspeed"):
+        kwargs["deepspeed"] = str(cfg.path(kwargs["deepspeed"]))
     report_to = [x for x in r.report_to if _installed(x)]
-    kwargs: dict[str, Any] = dict(
+    kwargs.update(
         output_dir=str(cfg.output_dir),
-        num_generations=g.num_generations,
-        per_device_train_batch_size=g.per_device_train_batch_size,
-        gradient_accumulation_steps=g.gradient_accumulation_steps,
-        learning_rate=g.learning_rate,
-        lr_scheduler_type=g.lr_scheduler_type,
-        warmup_steps=g.warmup_ratio,  # transformers 5: a value below 1 is a ratio of the total steps
-        beta=g.beta,
-        temperature=g.temperature,
-        top_p=g.top_p,
-        max_completion_length=g.max_completion_length,
-        max_steps=g.max_steps,
-        num_train_epochs=g.num_train_epochs,
-        loss_type=g.loss_type,
-        scale_rewards=g.scale_rewards,
-        num_iterations=g.num_iterations,
-        epsilon=g.epsilon,
-        seed=g.seed,
-        bf16=g.bf16,
-        gradient_checkpointing=g.gradient_checkpointing,
-        use_vllm=g.use_vllm,
-        vllm_mode=g.vllm_mode,
-        vllm_server_host=g.vllm_server_host,
-        vllm_server_port=g.vllm_server_port,
-        vllm_gpu_memory_utilization=g.vllm_gpu_memory_utilization,
         save_steps=r.save_steps,
         save_total_limit=r.save_total_limit,
         logging_steps=r.logging_steps,
@@ -74,9 +53,6 @@ def grpo_args(cfg: TrainConfig):
         disable_tqdm=True,  # our own bar shows the live reward
         use_cpu=not _has_accelerator(),
     )
-    if g.deepspeed:
-        kwargs["deepspeed"] = str(cfg.path(g.deepspeed))
-    kwargs.update(g.extra)
     return GRPOConfig(**kwargs)
 
 
@@ -133,83 +109,6 @@ def load_model(cfg: TrainConfig):
 
 def _base_source(cfg: TrainConfig) -> str:
     return str(Path(resolve_model(cfg.model.name)).resolve()) if Path(resolve_model(cfg.model.name)).exists() else cfg.model.name
-
-
-# ------------------------------------------------------------------------------------ format warm-up
-
-
-def format_targets(n: int, n_workers: int, max_steps: int, seed: int) -> list[str]:
-    """Short valid workflows (1 step, sometimes 2) in the paper's three-list format, workers uniformly random.
-
-    They teach the output format only: every worker id is equally likely, so routing is left to GRPO.
-    """
-    rng = random.Random(f"format|{seed}")
-    first = ["Solve the task and state the final answer.", "Answer the question and give the final answer."]
-    later = ["Check the previous answer and give the final answer.", "Improve the previous answer and give the final answer."]
-    out = []
-    for _ in range(n):
-        k = min(max_steps, rng.choices([1, 2], weights=[0.75, 0.25])[0])
-        steps = tuple(
-            Step(rng.randrange(n_workers), rng.choice(first) if i == 0 else rng.choice(later), () if i == 0 else "all")
-            for i in range(k)
-        )
-        out.append(Workflow(steps, reasoning="One agent answers." if k == 1 else "Draft, then check.").render())
-    return out
-
-
-def warmup_format(model, tokenizer, prompts: list[list[dict]], targets: list[str], *, epochs: int, lr: float, batch_size: int) -> list[float]:
-    """Supervised steps on (runtime prompt → valid workflow text); loss on the completion only."""
-    import torch
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    optim = torch.optim.AdamW(params, lr=lr)
-    model.train()
-    losses = []
-    for _ in range(epochs):
-        for start in range(0, len(prompts), batch_size):
-            ids, labels = [], []
-            for messages, target in zip(prompts[start : start + batch_size], targets[start : start + batch_size]):
-                prompt_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
-                target_ids = tokenizer(target + (tokenizer.eos_token or ""), add_special_tokens=False)["input_ids"]
-                ids.append(list(prompt_ids) + target_ids)
-                labels.append([-100] * len(prompt_ids) + target_ids)
-            width = max(len(x) for x in ids)
-            pad = tokenizer.pad_token_id
-            # On the model's device: a GPU run moves the model there before the warm-up.
-            device = model.device
-            input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in ids], device=device)
-            label_t = torch.tensor([y + [-100] * (width - len(y)) for y in labels], device=device)
-            mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids], device=device)
-            loss = model(input_ids=input_ids, attention_mask=mask, labels=label_t).loss
-            loss.backward()
-            optim.step()
-            optim.zero_grad()
-            losses.append(float(loss.detach()))
-            log.info("format warm-up batch %d: loss %.3f", len(losses), losses[-1])
-    return losses
-
-
-# ---------------------------------------------------------------------------------------- generation
-
-
-def generate(model, tokenizer, batch: list[list[dict]], *, max_new_tokens: int, temperature: float, seed: Optional[int] = None) -> list[str]:
-    """Sample one completion per prompt (left-padded batch); greedy when temperature is 0."""
-    import torch
-
-    if seed is not None:
-        torch.manual_seed(seed)
-    texts = [tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in batch]
-    side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    try:
-        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-    finally:
-        tokenizer.padding_side = side
-    enc = {k: v.to(model.device) for k, v in enc.items()}
-    sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else dict(do_sample=False)
-    with torch.no_grad():
-        out = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling)
-    return [tokenizer.decode(row[enc["input_ids"].shape[1] :], skip_special_tokens=True) for row in out]
 
 
 # ------------------------------------------------------------------------------------------ callbacks
@@ -292,6 +191,28 @@ def _read_jsonl(path: Path) -> list[dict]:
 # ------------------------------------------------------------------------------------------ training
 
 
+def conductor_trainer_class():
+    """TRL's ``GRPOTrainer`` whose loss log-probs run each distinct prompt once (``train/rollout.py``)."""
+    from trl import GRPOTrainer
+
+    from .rollout import shared_prompt_logps
+
+    class ConductorGRPOTrainer(GRPOTrainer):
+        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                               compute_entropy=False, compute_aux_loss=False, **extra):
+            if compute_aux_loss or any(v is not None for v in extra.values()):  # MoE / multimodal: TRL's own path
+                return super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **extra
+                )
+            with self.accelerator.autocast():
+                logps, entropy = shared_prompt_logps(
+                    model, input_ids, attention_mask, logits_to_keep, temperature=self.temperature, compute_entropy=compute_entropy
+                )
+            return logps, entropy, None
+
+    return ConductorGRPOTrainer
+
+
 def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True):
     """Everything up to ``trainer.train()``: returns (trainer, reward)."""
     import os
@@ -299,6 +220,9 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     import torch
     from datasets import Dataset
     from trl import GRPOTrainer
+
+    from .rollout import SharedPromptRollout, generate_batch
+    from .warmup import format_targets, warmup_format
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     if cfg.run.torch_threads:
@@ -317,34 +241,52 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     rows = build_rows(cfg, spec, items)
     w = cfg.warmup_sft
     if warmup and w.examples and not (out_dir / "warmup" / MANIFEST).exists():
-        targets = format_targets(w.examples, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed)
-        prompts = [rows[i % len(rows)]["prompt"] for i in range(w.examples)]
+        targets = format_targets(w.examples, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained)
+        # Each prompt gets `targets_per_prompt` consecutive targets: they share its forward pass.
+        shown = [rows[(i // w.targets_per_prompt) % len(rows)] for i in range(w.examples)]
         # Randomized pools show fewer workers: keep every target's ids within the prompt's pool.
-        targets = [_clip_ids(t, len(rows[i % len(rows)]["workers"])) for i, t in enumerate(targets)]
-        losses = warmup_format(model, tokenizer, prompts, targets, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
+        targets = [_clip_ids(t, len(row["workers"])) for t, row in zip(targets, shown)]
+        losses = warmup_format(model, tokenizer, [row["prompt"] for row in shown], targets, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
         export(model, tokenizer, out_dir / "warmup", cfg, extra={"stage": "format warm-up", "warmup_losses": losses})
 
+    settings = cfg.settings
     reward = WorkflowReward(spec, cfg.reward, cfg.prompt, discount=cfg.recursion.discount)
     if cfg.recursion.blend_fraction > 0:
 
         async def sampler(batch: list[list[dict]]) -> list[str]:
             return await asyncio.to_thread(
-                generate, model, tokenizer, batch, max_new_tokens=cfg.grpo.max_completion_length, temperature=cfg.grpo.temperature
+                generate_batch, model, tokenizer, batch, max_new_tokens=settings["max_completion_length"], temperature=settings["temperature"]
             )
 
         reward.recursive_sampler = sampler
-    trainer = GRPOTrainer(
+    shared = cfg.rollout.mode == "shared-prompt"
+    rollout = None
+    if shared:
+        chat = lambda prompt: tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)  # noqa: E731
+        rollout = SharedPromptRollout(
+            tokenizer, max_new_tokens=settings["max_completion_length"], temperature=settings["temperature"],
+            top_p=settings.get("top_p", 1.0), seed=settings.get("seed", 0),
+            formats={chat(row["prompt"]): row_format(cfg, row) for row in rows} if cfg.rollout.constrained else None,
+        )
+    trainer_class = conductor_trainer_class() if shared else GRPOTrainer
+    trainer = trainer_class(
         model=model,
-        reward_funcs=[reward],
+        reward_funcs=[reward.workflow_reward],
         args=grpo_args(cfg),
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         callbacks=_callbacks(cfg, reward),
+        rollout_func=rollout,
     )
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # the live bar and metrics files replace the raw log dicts
     return trainer, reward
+
+
+def row_format(cfg: TrainConfig, row: dict):
+    """The output format a dataset row's prompt asks for (its pool size; round 2 may accept)."""
+    return cfg.rollout.format(len(row["workers"]), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, recursive=row["round"] == 2)
 
 
 def _clip_ids(text: str, n: int) -> str:

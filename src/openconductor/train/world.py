@@ -280,10 +280,15 @@ _ROLE_WORDS: list[tuple[Role, re.Pattern]] = [
 ]
 
 
+_NEGATED = re.compile(r"\b(?:do not|don't|without|never|not yet)\s+\w+", re.I)
+
+
 def role_of(subtask: str) -> Role:
-    """What a step is asked to do, read from its wording by keyword (first matching role wins)."""
+    """What a step is asked to do, read from its wording by keyword (first matching role wins; what the
+    step is told *not* to do, as in "outline a plan; do not solve it", does not count)."""
+    text = _NEGATED.sub(" ", subtask or "")
     for role, pattern in _ROLE_WORDS:
-        if pattern.search(subtask or ""):
+        if pattern.search(text):
             return role
     return "solve"
 

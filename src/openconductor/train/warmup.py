@@ -1,0 +1,142 @@
+"""The supervised format warm-up: teach a small model the workflow format before GRPO (the paper has no
+such step; a 135M model writes no parseable workflow without it, and GRPO learns nothing from a group
+whose rewards are all 0).
+
+Targets are rendered by ``Workflow.render`` (the one source of the text form). They are *balanced*: the
+step count is uniform over 1..max_steps, and chains (plan -> solve -> check), fan-outs (independent
+solvers, then one that combines them) and mixed shapes all appear, with subtasks whose wording matches
+their place in the shape. Workers are drawn uniformly at random, so the warm-up teaches the format and
+sensible shapes, never which worker is good at what: routing is left to GRPO.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+from ..workflow import Access, Step, Workflow
+
+log = logging.getLogger(__name__)
+
+PHRASES = {
+    "plan": [
+        "Outline a plan; do not solve it yet.",
+        "Break the task into key steps.",
+        "Identify the key facts and sketch an approach.",
+    ],
+    "solve": [
+        "Solve the task and give the final answer.",
+        "Answer the question.",
+        "Work out the final answer.",
+    ],
+    "implement": [
+        "Follow the plan above and give the final answer.",
+        "Implement the approach above.",
+        "Use the plan to solve the task.",
+    ],
+    "check": [
+        "Check the answer above and fix any error.",
+        "Verify the solution above; give the final answer.",
+        "Review the work above for mistakes.",
+    ],
+    "aggregate": [
+        "Combine the answers above into one.",
+        "Synthesise the answers above; give the final answer.",
+        "Reconcile the answers above.",
+    ],
+}
+SHAPES = ("chain", "fan-out", "plan-fan-out")
+
+
+def _chain(k: int, rng: random.Random) -> list[tuple[str, Access]]:
+    roles = ["plan", "implement"] if k >= 2 and rng.random() < 0.5 else ["solve"]
+    while len(roles) < k:
+        roles.append("check")
+    return [(role, () if i == 0 else "all") for i, role in enumerate(roles[:k])]
+
+
+def _fan_out(k: int, fine_grained: bool, rng: random.Random) -> list[tuple[str, Access]]:
+    solvers = [("solve", ()) for _ in range(k - 1)]
+    last: Access = tuple(range(k - 1)) if fine_grained and rng.random() < 0.5 else "all"
+    return solvers + [("aggregate", last)]
+
+
+def _plan_fan_out(k: int, fine_grained: bool, rng: random.Random) -> list[tuple[str, Access]]:
+    see_plan: Access = (0,) if fine_grained else "all"
+    middle = [("implement", see_plan) for _ in range(k - 2)]
+    return [("plan", ())] + middle + [("aggregate", "all")]
+
+
+def shape(k: int, *, fine_grained: bool, rng: random.Random) -> list[tuple[str, Access]]:
+    """(role, access) per step for a k-step workflow of a random shape that fits k."""
+    options = ["chain"]
+    if k >= 3:
+        options.append("fan-out")
+    if k >= 4 and fine_grained:
+        options.append("plan-fan-out")
+    kind = rng.choice(options)
+    if kind == "fan-out":
+        return _fan_out(k, fine_grained, rng)
+    if kind == "plan-fan-out":
+        return _plan_fan_out(k, fine_grained, rng)
+    return _chain(k, rng)
+
+
+def _reasoning(roles: list[str]) -> str:
+    if len(roles) == 1:
+        return "Reasoning: one agent answers."
+    if roles[-1] == "aggregate" and roles.count("solve") + roles.count("implement") >= 2:
+        head = "a plan, then " if roles[0] == "plan" else ""
+        return f"Reasoning: {head}{len(roles) - 1 - (roles[0] == 'plan')} independent answers, then one agent combines them."
+    return "Reasoning: " + ", then ".join(dict.fromkeys(r if r != "implement" else "solve" for r in roles)) + "."
+
+
+def format_targets(n: int, n_workers: int, max_steps: int, seed: int, *, fine_grained: bool = False) -> list[str]:
+    """``n`` valid workflows in the paper's three-list format: step counts uniform over 1..max_steps,
+    shapes and wording as described in the module docstring, workers uniformly random."""
+    rng = random.Random(f"format|{seed}")
+    out = []
+    for i in range(n):
+        k = 1 + i % max_steps  # uniform over the step counts, in rotation
+        layout = shape(k, fine_grained=fine_grained, rng=rng)
+        steps = tuple(Step(rng.randrange(n_workers), rng.choice(PHRASES[role]), access) for role, access in layout)
+        out.append(Workflow(steps, reasoning=_reasoning([role for role, _ in layout])).render())
+    rng.shuffle(out)
+    return out
+
+
+def warmup_format(model, tokenizer, prompts: list[list[dict]], targets: list[str], *, epochs: int, lr: float, batch_size: int) -> list[float]:
+    """Supervised steps on (runtime prompt -> valid workflow text); loss on the completion only.
+
+    Consecutive examples with the same prompt share its forward pass (``shared_prompt_logps``), so give
+    each prompt several targets to make the warm-up cheap on a CPU.
+    """
+    import torch
+
+    from .rollout import shared_prompt_logps
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    optim = torch.optim.AdamW(params, lr=lr)
+    model.train()
+    pad = tokenizer.pad_token_id
+    eos = tokenizer.eos_token or ""
+    losses = []
+    for _ in range(epochs):
+        for start in range(0, len(prompts), batch_size):
+            rows = []
+            for messages, target in zip(prompts[start : start + batch_size], targets[start : start + batch_size]):
+                prompt_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+                rows.append((list(prompt_ids), tokenizer(target + eos, add_special_tokens=False)["input_ids"]))
+            p_width = max(len(p) for p, _ in rows)
+            c_width = max(len(c) for _, c in rows)
+            ids = torch.tensor([[pad] * (p_width - len(p)) + p + c + [pad] * (c_width - len(c)) for p, c in rows], device=model.device)
+            mask = torch.tensor([[0] * (p_width - len(p)) + [1] * (len(p) + len(c)) + [0] * (c_width - len(c)) for p, c in rows], device=model.device)
+            logps, _ = shared_prompt_logps(model, ids, mask, c_width)
+            completion_mask = mask[:, -c_width:].float()
+            loss = -(logps * completion_mask).sum() / completion_mask.sum()
+            loss.backward()
+            optim.step()
+            optim.zero_grad()
+            losses.append(float(loss.detach()))
+            log.info("format warm-up batch %d: loss %.3f", len(losses), losses[-1])
+    return losses
