@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous
 from .pool import Pool, WorkerCallError
 from .records import Run, StepRecord, Totals, Usage
+from .reply import answer_text as clean_answer  # the final answer is the reply as a user sees it
 from .workflow import Workflow
 
 # ---------------------------------------------------------------------------------------------- events
@@ -77,15 +77,6 @@ def build_messages(question: str, workflow: Workflow, index: int, outputs: dict[
         )
     parts.append(f"Your assigned subtask: {step.subtask}")
     return [{"role": "user", "content": "\n\n".join(parts)}]
-
-
-_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
-_ANSWER_TAGS = re.compile(r"</?answer>", re.IGNORECASE)
-
-
-def clean_answer(text: str) -> str:
-    """Strip <think> blocks and <answer> tags, as the authors' evaluation does."""
-    return _ANSWER_TAGS.sub("", _THINK.sub("", text or "")).strip()
 
 
 def final_answer(steps: list[StepRecord]) -> str:

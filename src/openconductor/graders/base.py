@@ -1,4 +1,11 @@
-"""The grader interface: ``grade(kind, response, reference, **options) -> Grade`` and its registry."""
+"""The grader interface: ``grade(kind, response, reference, **options) -> Grade`` and its registry.
+
+The one registry of grader kinds (tasks register theirs here too) and the one result type, ``Grade``.
+Every grader is bounded: a response over :data:`MAX_RESPONSE_CHARS` scores 0 without being read, the
+text graders read at most the last ``extract.MAX_ANSWER_CHARS`` of the answer with linear-time
+parsing, math-verify and code run in killable processes with hard time limits, and ``agrade`` runs
+every sync grader on a thread so the event loop is never blocked by one.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,10 @@ import inspect
 from dataclasses import asdict, dataclass, field
 from typing import Any, Awaitable, Callable, Optional, Union
 
-__all__ = ["Grade", "GraderError", "register_grader", "grade", "agrade", "grader_kinds"]
+__all__ = ["Grade", "GraderError", "MAX_RESPONSE_CHARS", "register_grader", "grade", "agrade", "grader_kinds"]
+
+# ~250k tokens: far beyond any max_tokens a worker is given; a longer "answer" is not read at all.
+MAX_RESPONSE_CHARS = 1_000_000
 
 
 class GraderError(ValueError):
@@ -40,18 +50,18 @@ GraderFn = Callable[..., Union[Grade, Awaitable[Grade]]]
 class _Entry:
     fn: GraderFn
     is_async: bool
-    blocking: bool  # a sync grader that may block (e.g. waits on a worker process): run off-loop
     options: frozenset[str]
 
 
 _REGISTRY: dict[str, _Entry] = {}
 
 
-def register_grader(kind: str, *, blocking: bool = False) -> Callable[[GraderFn], GraderFn]:
+def register_grader(kind: str) -> Callable[[GraderFn], GraderFn]:
     """Register ``fn(response: str, reference, **options) -> Grade`` (sync or async) under ``kind``.
 
     A new task adds its grader with one file that decorates a function and is imported by
-    ``openconductor.graders`` (or by the task itself before grading).
+    ``openconductor.graders`` (or by the task's module, as ``reasoning_gym`` does). A sync grader may
+    block (``agrade`` runs it on a thread); an async one must not.
     """
 
     def decorate(fn: GraderFn) -> GraderFn:
@@ -60,7 +70,7 @@ def register_grader(kind: str, *, blocking: bool = False) -> Callable[[GraderFn]
         if len(names) < 2:
             raise TypeError(f"grader {kind!r} must take (response, reference, **options)")
         options = frozenset(n for n in names[2:] if params[n].kind is not inspect.Parameter.VAR_KEYWORD)
-        _REGISTRY[kind] = _Entry(fn, inspect.iscoroutinefunction(fn), blocking, options)
+        _REGISTRY[kind] = _Entry(fn, inspect.iscoroutinefunction(fn), options)
         return fn
 
     return decorate
@@ -89,6 +99,12 @@ def _check_response(response: Any) -> str:
     return response
 
 
+def _too_long(response: str) -> Optional[Grade]:
+    if len(response) <= MAX_RESPONSE_CHARS:
+        return None
+    return Grade(0.0, None, f"response of {len(response):,} characters is over the {MAX_RESPONSE_CHARS:,}-character limit; not read")
+
+
 def grade(kind: str, response: str, reference: Any, **options: Any) -> Grade:
     """Grade ``response`` against ``reference`` with the grader registered as ``kind``.
 
@@ -97,6 +113,8 @@ def grade(kind: str, response: str, reference: Any, **options: Any) -> Grade:
     """
     entry = _entry(kind, options)
     response = _check_response(response)
+    if (over := _too_long(response)) is not None:
+        return over
     if entry.is_async:
         from ..sandbox import run_sync
 
@@ -105,11 +123,12 @@ def grade(kind: str, response: str, reference: Any, **options: Any) -> Grade:
 
 
 async def agrade(kind: str, response: str, reference: Any, **options: Any) -> Grade:
-    """Async :func:`grade`: code runs in the sandbox concurrently, blocking graders run on a thread."""
+    """Async :func:`grade`: code runs in the sandbox concurrently; sync graders run on a thread, so
+    no grade holds the event loop (measured: tests/test_graders_adversarial.py)."""
     entry = _entry(kind, options)
     response = _check_response(response)
+    if (over := _too_long(response)) is not None:
+        return over
     if entry.is_async:
         return await entry.fn(response, reference, **options)
-    if entry.blocking:
-        return await asyncio.to_thread(entry.fn, response, reference, **options)
-    return entry.fn(response, reference, **options)
+    return await asyncio.to_thread(entry.fn, response, reference, **options)

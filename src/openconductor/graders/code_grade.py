@@ -31,7 +31,7 @@ from typing import Any, Optional, Union
 
 from ..sandbox import SandboxLimits, SandboxResult, SandboxSettings, run_python
 from .base import Grade, GraderError, register_grader
-from .extract import answer_tag, strip_think
+from .extract import answer_block as answer_tag, strip_think
 
 _FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 _PY_TAGS = {"python", "py", "python3", "py3"}
