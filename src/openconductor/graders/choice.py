@@ -73,7 +73,7 @@ _CLAUSE_CHARS = 200
 
 def _clause_letter(clause: str, letters: str) -> Optional[Pick]:
     """The letter a clause like "(C) because ..." starts with; "A or B" / "either A or B" is ambiguous."""
-    clause = clause.strip()[:_CLAUSE_CHARS]
+    clause = clause[:_CLAUSE_CHARS].strip()
     hedge = re.match(r"(?:either|both)\s+", clause, re.I)
     if hedge:
         clause = clause[hedge.end() :]
@@ -103,9 +103,9 @@ def _clause_letter(clause: str, letters: str) -> Optional[Pick]:
 _PHRASE = re.compile(r"(?:answer|option|choice)\s*+(?:is|:|=|would\s++be|should\s++be)\s*+[:=]?\s*+(?!not\b)", re.I)
 
 
-def _rest_of_line(text: str, start: int) -> str:
-    end = text.find("\n", start)
-    return text[start : end if end >= 0 else len(text)]
+def _rest_of_line(text: str, start: int, limit: int) -> str:
+    end = text.find("\n", start, start + limit)
+    return text[start : end if end >= 0 else start + limit]
 
 
 def pick_letter(response: str, choices: Choices = None) -> Pick:
@@ -135,7 +135,7 @@ def pick_letter(response: str, choices: Choices = None) -> Pick:
             return got
     # 3. "The answer is (C)", "Answer: D) 42", "correct option is B" — the last such phrase wins
     # (also the last of several on one line).
-    phrases = [_rest_of_line(seg, m.end()) for m in _PHRASE.finditer(seg)]
+    phrases = [_rest_of_line(seg, m.end(), _CLAUSE_CHARS) for m in _PHRASE.finditer(seg)]
     phrases = [p for p in phrases if p.strip()]
     for clause in reversed(phrases):
         got = _clause_letter(clause.strip().lstrip("*").strip(), letters)

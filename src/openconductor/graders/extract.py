@@ -74,11 +74,12 @@ def answer_phrase(text: str) -> Optional[str]:
     """What follows the last "answer is" / "Answer:" (the last one on its line, too), without
     trailing punctuation or a justification ("5 because ...")."""
     found = None
-    for head in _ANSWER_HEAD.finditer(text):
+    for head in reversed(list(_ANSWER_HEAD.finditer(text))):  # at most one blank rest per line: linear
         end = text.find("\n", head.end())
         rest = text[head.end() : end if end >= 0 else len(text)]
         if rest.strip():
             found = rest
+            break
     if found is None:
         return None
     found = found.strip().strip("*").strip()
