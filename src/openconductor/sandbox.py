@@ -647,7 +647,8 @@ async def _run(
             except ProcessLookupError:
                 pass
             await proc.wait()
-        command.cleanup()
+        command.close_fds()
+        await asyncio.to_thread(command.cleanup)  # removing the cgroup may wait for the kernel to let go
 
 
 def _check_args(code: object, settings: Optional[SandboxSettings]) -> SandboxSettings:

@@ -33,9 +33,10 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Optional, Union
 
 from ..sandbox import PairResult, SandboxLimits, SandboxResult, SandboxSettings, run_python, run_python_pair
+from ._gradeworker import off_loop
 from ._harness import driver_program, worker_program
 from ._wire import WireError, from_wire, to_wire
-from .base import Grade, GraderError, register_grader
+from .base import Grade, GraderError, in_grading_process, register_grader
 from .extract import answer_block, strip_think
 
 _PY_TAGS = {"python", "py", "python3", "py3"}
@@ -120,23 +121,22 @@ def _ended(worker: SandboxResult) -> str:
     return "" if worker.status in ("ok", "stopped") else f"; the program's process ended: {worker.status}: {worker.reason}"
 
 
-async def _grade_humaneval(response: str, ref: dict, limits: SandboxLimits, settings: Optional[SandboxSettings], per_test_s: float) -> Grade:
+def _humaneval_program(response: str, ref: dict) -> tuple[str, str, str, str, int]:
+    """(code, prompt, test, entry point, number of tests) or GraderError for a malformed reference."""
     test, entry = ref.get("test"), ref.get("entry_point")
     if not isinstance(test, str) or not isinstance(entry, str) or not entry.isidentifier():
         raise GraderError("HumanEval reference needs 'test' (str with def check(candidate)) and 'entry_point' (a function name)")
-    statements = _check_statements(test)
-    total = sum(_is_test(s) for s in statements)
+    total = sum(_is_test(s) for s in _check_statements(test))
     if total == 0:
         raise GraderError("HumanEval reference 'check' has no assert statements: nothing to grade")
     code = extract_code(response, entry)
-    if not code.strip():
-        return Grade(0.0, None, "no code found in the response")
     prompt = ref.get("prompt") if isinstance(ref.get("prompt"), str) else ""
-    if prompt and not _defines(code, entry):
+    if code.strip() and prompt and not _defines(code, entry):
         code = prompt + code  # a bare function body, HumanEval-completion style
-    pair: PairResult = await run_python_pair(
-        driver_program(prompt, test, entry, per_test_s), worker_program(code, entry, per_test_s), limits=limits, settings=settings
-    )
+    return code, prompt, test, entry, total
+
+
+def _humaneval_verdict(pair: PairResult, code: str, total: int) -> Grade:
     msgs = _messages(pair.driver.stdout)
     load = next((m["load_error"] for m in msgs if "load_error" in m), None)
     if load:
@@ -152,7 +152,17 @@ async def _grade_humaneval(response: str, ref: dict, limits: SandboxLimits, sett
         reason += f"; test setup failed: {setup}"
     if not any(m.get("done") for m in msgs) and not setup:
         reason += f"; tests stopped early ({pair.driver.status}: {pair.driver.reason})"
-    return Grade(passed / total, code, reason + _ended(pair.worker))
+    return Grade(min(passed, total) / total, code, reason + _ended(pair.worker))
+
+
+async def _grade_humaneval(response: str, ref: dict, limits: SandboxLimits, settings: Optional[SandboxSettings], per_test_s: float) -> Grade:
+    code, prompt, test, entry, total = await in_grading_process(_humaneval_program, response, ref)
+    if not code.strip():
+        return Grade(0.0, None, "no code found in the response")
+    pair = await run_python_pair(
+        driver_program(prompt, test, entry, per_test_s), worker_program(code, entry, per_test_s), limits=limits, settings=settings
+    )
+    return await off_loop(_humaneval_verdict, pair, code, total)
 
 
 # ------------------------------------------------------------------------------------ comparison
@@ -235,12 +245,7 @@ def _stdio_tests(ref: Union[dict, list]) -> list[tuple[str, str]]:
     return out
 
 
-async def _grade_stdio(response: str, ref: Union[dict, list], limits: SandboxLimits, settings: Optional[SandboxSettings], float_tol: float) -> Grade:
-    tests = _stdio_tests(ref)
-    code = extract_code(response)
-    if not code.strip():
-        return Grade(0.0, None, "no code found in the response")
-    results = await asyncio.gather(*(run_python(code, stdin=inp, limits=limits, settings=settings) for inp, _ in tests))
+def _stdio_verdict(tests: list[tuple[str, str]], results: list[SandboxResult], code: str, float_tol: float) -> Grade:
     passed, first = 0, None
     for i, ((_, want), res) in enumerate(zip(tests, results)):
         if res.status == "ok" and not res.truncated and outputs_match(res.stdout, want, float_tol):
@@ -252,6 +257,15 @@ async def _grade_stdio(response: str, ref: Union[dict, list], limits: SandboxLim
                 first = f"test {i}: wrong answer (expected {want.strip()[:80]!r}, got {res.stdout.strip()[:80]!r})"
     reason = f"{passed}/{len(tests)} tests passed" + (f"; first failure: {first}" if first else "")
     return Grade(passed / len(tests), code, reason)
+
+
+async def _grade_stdio(response: str, ref: Union[dict, list], limits: SandboxLimits, settings: Optional[SandboxSettings], float_tol: float) -> Grade:
+    tests = _stdio_tests(ref)
+    code = await in_grading_process(extract_code, response)
+    if not code.strip():
+        return Grade(0.0, None, "no code found in the response")
+    results = await asyncio.gather(*(run_python(code, stdin=inp, limits=limits, settings=settings) for inp, _ in tests))
+    return await off_loop(_stdio_verdict, tests, list(results), code, float_tol)
 
 
 # ------------------------------------------------------------------------- call-based (LeetCode)
@@ -270,7 +284,8 @@ def _call_args(text: str, i: int) -> list:
         raise GraderError(f"call-based test {i}: 'input' must be one JSON value per line, got {text!r:.80}") from exc
 
 
-async def _grade_call(response: str, ref: dict, limits: SandboxLimits, settings: Optional[SandboxSettings], per_test_s: float, float_tol: float) -> Grade:
+def _call_program(response: str, ref: dict) -> tuple[str, str, list[Any], str]:
+    """(code, function name, expected values, request lines) or GraderError for a malformed reference."""
     fn_name = ref.get("fn_name")
     if not isinstance(fn_name, str) or not fn_name.isidentifier():
         raise GraderError("call-based reference needs 'fn_name': the method/function name (LiveCodeBench metadata func_name)")
@@ -284,10 +299,10 @@ async def _grade_call(response: str, ref: dict, limits: SandboxLimits, settings:
     requests = "".join(
         json.dumps({"id": i, "args": to_wire(_call_args(inp, i)), "kwargs": to_wire({})}) + "\n" for i, (inp, _) in enumerate(tests)
     )
-    code = extract_code(response, fn_name)
-    if not code.strip():
-        return Grade(0.0, None, "no code found in the response")
-    result = await run_python(worker_program(code, fn_name, per_test_s, _CALL_PRELUDE), stdin=requests, limits=limits, settings=settings)
+    return extract_code(response, fn_name), fn_name, expected, requests
+
+
+def _call_verdict(result: SandboxResult, code: str, expected: list[Any], float_tol: float) -> Grade:
     replies = _messages(result.stdout)
     if not replies or not replies[0].get("ready"):
         why = replies[0].get("load_error") if replies else f"{result.status}: {result.reason}"
@@ -311,8 +326,16 @@ async def _grade_call(response: str, ref: dict, limits: SandboxLimits, settings:
             passed += 1
         else:
             first = first or f"test {i}: wrong answer (expected {json.dumps(want)[:80]}, got {_show(got)[:80]})"
-    reason = f"{passed}/{len(tests)} tests passed" + (f"; first failure: {first}" if first else "")
-    return Grade(passed / len(tests), code, reason)
+    reason = f"{passed}/{len(expected)} tests passed" + (f"; first failure: {first}" if first else "")
+    return Grade(passed / len(expected), code, reason)
+
+
+async def _grade_call(response: str, ref: dict, limits: SandboxLimits, settings: Optional[SandboxSettings], per_test_s: float, float_tol: float) -> Grade:
+    code, fn_name, expected, requests = await in_grading_process(_call_program, response, ref)
+    if not code.strip():
+        return Grade(0.0, None, "no code found in the response")
+    result = await run_python(worker_program(code, fn_name, per_test_s, _CALL_PRELUDE), stdin=requests, limits=limits, settings=settings)
+    return await off_loop(_call_verdict, result, code, expected, float_tol)
 
 
 def _show(value: Any) -> str:

@@ -18,7 +18,9 @@ __all__ = [
 ]  # fmt: skip
 
 # An answer is at its end; a longer segment (after thinking is removed) is read from its last part.
-MAX_ANSWER_CHARS = 50_000
+# ~2,500 tokens: longer than any final answer, and short enough that no single regex call over it holds
+# the GIL for more than a few milliseconds.
+MAX_ANSWER_CHARS = 10_000
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*+(\{)?")
 _BOXED_TAIL = re.compile(r"\s*+([^\s$]++)")

@@ -6,7 +6,7 @@ import re
 from fractions import Fraction
 from typing import Any, Optional
 
-from ._mathworker import MathVerifyTimeout, get_pool
+from ._mathworker import MathVerifyTimeout, verify
 from .base import Grade, GraderError, register_grader
 from .extract import answer_phrase, brace_pairs, final_segment, last_boxed
 
@@ -127,7 +127,7 @@ def grade_math(response: str, reference: Any, *, timeout_s: float = 5.0, use_mat
         # the whole reply itself (its own last-expression heuristics).
         pred = f"$\\boxed{{{extracted}}}$" if extracted is not None else final_segment(response)
         try:
-            reply = get_pool().verify(ref, pred, timeout_s)
+            reply = verify(ref, pred, timeout_s)
         except MathVerifyTimeout:
             reply = None
             note = f"math-verify exceeded {timeout_s:g} s (worker killed); "
