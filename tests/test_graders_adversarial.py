@@ -175,3 +175,32 @@ async def test_no_copy_of_the_program_is_left_on_disk():
             except OSError:
                 continue
     assert (await run).status == "ok" and hits == []
+
+
+async def test_training_rewards_grade_off_the_event_loop():
+    # score_completion used to call the sync grade() on the reward's event loop: one slow grade stalled
+    # every rollout in flight. A grader that takes 0.4 s now leaves the loop free.
+    from openconductor.graders import Grade, register_grader
+    from openconductor.pool import Pool, load_pool
+    from openconductor.train.config import RewardSettings
+    from openconductor.train.reward import score_completion
+
+    @register_grader("test-slow")
+    def slow(response, reference):
+        time.sleep(0.4)
+        return Grade(1.0, response, "slow but right")
+
+    accept = "model_id = []\nsubtasks = []\naccess_list = []"
+    pool_file = Path(__file__).resolve().parents[1] / "examples" / "pools" / "simulated_paper.toml"
+    async with Pool(load_pool(pool_file)) as pool:
+
+        async def rollouts():
+            samples = await asyncio.gather(*(
+                score_completion(accept, question="q", reference="r", task="test-slow", pool=pool,
+                                 settings=RewardSettings(), max_steps=3, previous="an answer")
+                for _ in range(3)
+            ))  # fmt: skip
+            assert all(s.accepted and s.reward == 1.0 for s in samples)
+
+        gap = await _max_loop_gap(rollouts)
+    assert gap < 0.2, f"the reward's event loop stalled for {gap * 1000:.0f} ms"
