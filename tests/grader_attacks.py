@@ -237,14 +237,21 @@ MEMORY = {
         "    if os.fork() == 0:\n        x = b'x' * (200 << 20)\n        time.sleep(2)\n        os._exit(0)\n"
         "time.sleep(3)\n"
     ),
-    "/dev/shm filled": "f = open('/dev/shm/fill', 'wb')\nwhile True:\n    f.write(b'x' * (1 << 20))\n",
+    # Many files, each under the file-size limit; stops itself at 960 MiB (so an old, unbounded sandbox
+    # does not take the host down when the benchmark runs against it).
+    "/dev/shm filled in many files": (
+        "for i in range(64):\n    open(f'/dev/shm/f{i}', 'wb').write(b'x' * (15 << 20))\nimport time\ntime.sleep(1)\n"
+    ),
+    "/dev filled in many files": (
+        "for i in range(64):\n    open(f'/dev/f{i}', 'wb').write(b'x' * (15 << 20))\nimport time\ntime.sleep(1)\n"
+    ),
     "/tmp filled in many files": (
         "i = 0\nwhile True:\n    open(f'/tmp/f{i}', 'wb').write(b'x' * (15 << 20))\n    i += 1\n"
     ),
     "memfd files": (
-        "import os\nfds = []\nwhile True:\n    fd = os.memfd_create('x')\n    os.write(fd, b'x' * (15 << 20))\n    fds.append(fd)\n"
+        "import os, time\nfds = []\nfor i in range(60):\n    fd = os.memfd_create('x')\n    os.write(fd, b'x' * (15 << 20))\n"
+        "    fds.append(fd)\ntime.sleep(1)\n"
     ),
-    "/dev written": "open('/dev/fill', 'wb').write(b'x' * (100 << 20))\n",
     "pipe buffers": (
         "import os, fcntl\npipes = []\n"
         "for i in range(28):\n"

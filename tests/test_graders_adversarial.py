@@ -101,25 +101,27 @@ def test_an_oversized_response_is_not_read():
     assert g.score == 0.0 and "over the" in g.reason
 
 
-async def _max_loop_gap(work) -> float:
-    """The longest the event loop went without running a 1 ms probe while ``work`` ran (seconds)."""
+async def _loop_gaps(work) -> tuple[float, float]:
+    """While ``work`` runs, a 1 ms probe on the event loop: (longest wall-clock gap between its ticks,
+    most CPU time the loop's thread spent running code within one gap), in seconds. The second is what
+    a grade blocking the loop would show; the first also holds the OS's scheduling of a busy machine."""
     loop = asyncio.get_running_loop()
-    gaps: list[float] = []
+    gaps: list[tuple[float, float]] = []
     done = asyncio.Event()
 
     async def probe():
-        last = loop.time()
+        last, last_cpu = loop.time(), time.thread_time()
         while not done.is_set():
             await asyncio.sleep(0.001)
-            now = loop.time()
-            gaps.append(now - last - 0.001)
-            last = now
+            now, cpu = loop.time(), time.thread_time()
+            gaps.append((now - last - 0.001, cpu - last_cpu))
+            last, last_cpu = now, cpu
 
     watcher = asyncio.ensure_future(probe())
     await work()
     done.set()
     await watcher
-    return max(gaps)
+    return max(g for g, _ in gaps), max(c for _, c in gaps)
 
 
 async def test_no_grade_blocks_the_event_loop_for_50_ms():
@@ -129,14 +131,11 @@ async def test_no_grade_blocks_the_event_loop_for_50_ms():
         jobs += [agrade("code", HUMANEVAL[n], PROBLEM, per_test_s=0.5, limits=ATTACK_LIMITS) for n in ("output flood", "huge return value")]
         await asyncio.gather(*jobs)
 
-    # The machine's own scheduling stalls a loop too (10-23 ms here next to two busy processes), so the
-    # best of three runs is compared; before this issue every run stalled for seconds.
-    gaps = []
-    for _ in range(3):
-        gaps.append(await _max_loop_gap(hostile))
-        if gaps[-1] < 0.05:
-            break
-    assert min(gaps) < 0.05, f"the event loop stalled for {[round(g * 1000) for g in gaps]} ms"
+    wall, busy = await _loop_gaps(hostile)
+    assert busy < 0.05, f"grading ran on the event loop for {busy * 1000:.0f} ms at a stretch"
+    # Wall clock also counts the OS scheduling a loaded machine (an idle loop next to six busy processes
+    # saw up to 72 ms here); before this issue one hostile grade stalled the loop for 11 s.
+    assert wall < 0.25, f"the event loop stalled for {wall * 1000:.0f} ms"
 
 
 @pytest.mark.skipif(_plan_for(SandboxSettings()).cgroups is None, reason="no memory cgroup on this machine")
@@ -202,5 +201,5 @@ async def test_training_rewards_grade_off_the_event_loop():
             ))  # fmt: skip
             assert all(s.accepted and s.reward == 1.0 for s in samples)
 
-        gap = await _max_loop_gap(rollouts)
-    assert gap < 0.2, f"the reward's event loop stalled for {gap * 1000:.0f} ms"
+        wall, busy = await _loop_gaps(rollouts)
+    assert busy < 0.05 and wall < 0.25, f"the reward's event loop stalled for {wall * 1000:.0f} ms"
