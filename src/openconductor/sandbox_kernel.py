@@ -168,27 +168,19 @@ def _try_parent(parent: Path, version: int) -> Optional[str]:
 def memory_cgroups() -> tuple[Optional[MemoryCgroups], str]:
     """Where per-run memory cgroups can be made here, or None and why not (for one log line)."""
     reasons = []
-    if (CGROUP_ROOT / "cgroup.controllers").exists():
-        if "memory" in (CGROUP_ROOT / "cgroup.controllers").read_text().split():
-            own = _own_cgroup(2)
-            parent = CGROUP_ROOT / (own or "/").lstrip("/")
-            why = _try_parent(parent, 2)
-            if why is None:
-                return MemoryCgroups(parent, 2), f"cgroup v2 memory controller below {parent}"
-            reasons.append(why)
-        else:
+    for version, mount in ((2, CGROUP_ROOT), (1, CGROUP_ROOT / "memory")):
+        controllers = mount / "cgroup.controllers"
+        if (version == 2 and not controllers.exists()) or (version == 1 and not mount.is_dir()):
+            continue
+        if version == 2 and "memory" not in controllers.read_text().split():
             reasons.append("cgroup v2 without the memory controller")
-    v1 = CGROUP_ROOT / "memory"
-    if v1.is_dir():
-        own = _own_cgroup(1)
-        parent = v1 / (own or "/").lstrip("/")
-        why = _try_parent(parent, 1)
+            continue
+        parent = mount / (_own_cgroup(version) or "/").lstrip("/")
+        why = _try_parent(parent, version)
         if why is None:
-            return MemoryCgroups(parent, 1), f"cgroup v1 memory hierarchy below {parent}"
+            return MemoryCgroups(parent, version), f"cgroup v{version} memory controller below {parent}"
         reasons.append(why)
-    if not reasons:
-        reasons.append(f"no cgroup filesystem at {CGROUP_ROOT}")
-    return None, "; ".join(reasons)
+    return None, "; ".join(reasons) or f"no cgroup filesystem at {CGROUP_ROOT}"
 
 
 def seccomp_program() -> tuple[Optional[bytes], str]:
@@ -203,7 +195,7 @@ def seccomp_program() -> tuple[Optional[bytes], str]:
             try:
                 flt.add_rule(seccomp.ERRNO(errno.EPERM), name)
             except (ValueError, OSError):
-                continue  # a syscall this libseccomp does not know: it cannot be called by number either
+                continue  # a system call this libseccomp version does not know
         with tempfile.TemporaryFile() as fh:
             flt.export_bpf(fh)
             fh.seek(0)
