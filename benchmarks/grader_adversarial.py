@@ -1,8 +1,9 @@
 """Run every attack of tests/grader_attacks.py and print what it scored, how long it took, what it pinned.
 
-    PYTHONPATH=src python benchmarks/grader_attacks.py [--skip-stalls] [--skip-memory] [--skip-lag]
+    PYTHONPATH=src python benchmarks/grader_adversarial.py [--skip-stalls] [--skip-memory] [--skip-lag] [--control]
 
-Against an older checkout (``PYTHONPATH=/path/to/old/src``) it shows which attacks used to work; use
+--control measures the same probe on an idle event loop next to six busy processes (what the machine's
+own scheduling costs a loop, with no grading at all). Against an older checkout (``PYTHONPATH=/path/to/old/src``) it shows which attacks used to work; use
 --skip-stalls there (the old parsers take minutes on them). Memory is measured as the drop of the host's
 MemAvailable while one attack runs (sampled every 10 ms), and as the run's cgroup peak where there is one.
 """
@@ -79,6 +80,19 @@ async def loop_lag(runs: int) -> None:
     print(f"  most CPU the loop thread used within one gap (ms):   {', '.join(f'{c * 1000:.1f}' for _, c in results)}")
 
 
+async def control(runs: int) -> None:
+    spin = [sys.executable, "-c", "while True: pass"]
+    procs = [await asyncio.create_subprocess_exec(*spin) for _ in range(6)]
+    try:
+        results = [await loop_gaps(lambda: asyncio.sleep(5)) for _ in range(runs)]
+    finally:
+        for proc in procs:
+            proc.kill()
+            await proc.wait()
+    print(f"control: an idle event loop next to 6 busy processes, {runs} runs of 5 s:")
+    print(f"  longest wall-clock gap (ms): {', '.join(f'{w * 1000:.0f}' for w, _ in results)}")
+
+
 def _available_mb() -> float:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
@@ -118,6 +132,8 @@ async def main(args: argparse.Namespace) -> None:
         await loop_lag(args.lag_runs)
     if not args.skip_memory:
         await memory()
+    if args.control:
+        await control(args.lag_runs)
 
 
 if __name__ == "__main__":
@@ -126,4 +142,5 @@ if __name__ == "__main__":
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--skip-lag", action="store_true")
     ap.add_argument("--lag-runs", type=int, default=5)
+    ap.add_argument("--control", action="store_true", help="also measure an idle loop next to six busy processes")
     asyncio.run(main(ap.parse_args()))
