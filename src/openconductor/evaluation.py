@@ -245,7 +245,7 @@ async def run_eval(
                     task.text(q), policy, pool, limits=limits, seed=s,
                     metadata={"eval": {"task": task.name, "question_id": q.id, "policy": label, "repeat": repeat}},
                 )
-            # Graders may execute code or parse LaTeX for a while: keep the event loop free.
+            # agrade keeps the event loop free: code runs in the sandbox, the rest in the grading process.
             record = await record_from_run(task, q, label, repeat, s, run)
             if store is not None:
                 store.save(run)
