@@ -245,6 +245,40 @@ async def test_lm_conductor_parses_simulated_plan_and_counts_conductor_tokens():
     assert run.totals.conductor_usage.output_tokens > 0
 
 
+async def test_conductor_planning_is_reserved_against_the_budget():
+    # Issue 9: with max_tokens = 100, a conductor that never wrote a plan spent 945 tokens planning and
+    # the run reported no limit. Planning calls are now reserved first, like worker calls.
+    register_responder("garbage")(lambda spec, messages, rng: "I refuse to write lists. " * 100)
+    spec = PoolSpec(
+        name="t", workers=[sim("a")], limits=Limits(max_tokens=100),
+        conductor={"backend": {"name": "c", "provider": "simulated", "options": {"world": "garbage"}}, "max_attempts": 3},
+    )  # fmt: skip
+    from openconductor.policies import make_policy
+
+    async with Pool(spec) as pool:
+        run = await solve("q", make_policy("conductor"), pool)
+    assert run.totals.usage.total_tokens <= 100
+    assert run.status == "limit" and run.limits_hit == ["max_tokens"]
+    assert run.plan.errors[0].startswith("max_tokens")
+
+
+async def test_planning_and_steps_together_stay_within_max_tokens():
+    plan = 'Reasoning: two steps.\nmodel_id = [0, 0]\nsubtasks = ["solve", "check"]\naccess_list = [[], ["all"]]'
+    register_responder("planner")(lambda spec, messages, rng: plan)
+    register_responder("long")(lambda spec, messages, rng: " ".join(["word"] * 500))
+    spec = PoolSpec(
+        name="t", workers=[sim("a", world="long")], limits=Limits(max_tokens=1500),
+        conductor={"backend": {"name": "c", "provider": "simulated", "options": {"world": "planner"}}},
+    )  # fmt: skip
+    from openconductor.policies import make_policy
+
+    async with Pool(spec) as pool:
+        run = await solve("q", make_policy("conductor"), pool)
+    assert run.totals.conductor_usage.total_tokens > 0 and run.steps[0].usage.output_tokens > 0
+    assert run.totals.usage.total_tokens <= 1500 and "max_tokens" in run.limits_hit
+    assert run.totals.calls == 1  # planning is not a worker call; the second step did not fit
+
+
 @pytest.mark.parametrize("policy,calls", [("single", 1), ("moa", 4), ("self-reflection", 3), ("random", None)])
 async def test_baselines_run_on_the_same_executor(policy, calls):
     from openconductor.policies import make_policy

@@ -114,10 +114,10 @@ class Solution:
     partial = "def twoSum(nums, target):\n    return [0, 1]\n"
     g = grade("code", partial, TWO_SUM)
     assert g.score == pytest.approx(2 / 3) and "expected [1, 2], got [0, 1]" in g.reason
-    # an object whose __eq__ always says True cannot pass: values are compared as JSON on the host
+    # an object whose __eq__ always says True cannot pass: only plain data leaves the sandbox
     rigged = "class Any_:\n    def __eq__(self, other): return True\ndef twoSum(nums, target):\n    return Any_()\n"
     g = grade("code", rigged, TWO_SUM)
-    assert g.score == 0.0 and "not JSON serializable" in g.reason
+    assert g.score == 0.0 and "plain data only" in g.reason
     with pytest.raises(GraderError, match="must be JSON"):
         grade("code", partial, {"fn_name": "f", "tests": [{"input": "1", "output": "not json"}]})
 

@@ -18,6 +18,7 @@ from openconductor.sandbox import (
     check_sandbox,
     load_sandbox_settings,
     run_python,
+    run_python_pair,
     run_python_sync,
 )
 
@@ -91,7 +92,10 @@ def test_fork_bomb_is_contained():
 
 
 def test_fork_bomb_that_gives_up_reports_the_process_limit():
-    code = "import os\nwhile True:\n    os.fork()\n"
+    # Children that stay alive: the parent's fork fails at the limit every time. (With children that
+    # fork too, each child that hits the limit exits and frees a slot, so when the parent hits it
+    # depends on scheduling; on a loaded machine it could take longer than the wall clock.)
+    code = "import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(30)\n"
     res = run_python_sync(code, limits=SandboxLimits(wall_s=5.0, processes=8))
     assert res.status == "error"
     assert "process/thread limit of 8" in res.reason
@@ -280,3 +284,37 @@ async def test_cancelling_a_run_kills_it_and_frees_its_slot():
     assert _processes_with(token) == []
     res = await asyncio.wait_for(run_python("print('next')", settings=settings), timeout=10)
     assert res.stdout == "next\n"  # the slot was released
+
+
+def test_without_a_memory_cgroup_or_seccomp_runs_still_work_and_say_why(monkeypatch, caplog):
+    import openconductor.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "memory_cgroups", lambda: (None, "no cgroup filesystem at /sys/fs/cgroup"))
+    monkeypatch.setattr(sandbox, "seccomp_program", lambda: (None, "pyseccomp/libseccomp unavailable"))
+    settings = SandboxSettings(max_concurrency=7)  # a settings value no other test uses: probed afresh
+    with caplog.at_level("WARNING", logger="openconductor.sandbox"):
+        described = check_sandbox(settings)
+    assert "no memory cgroup" in described and "no seccomp" in described
+    assert "no memory cgroup (no cgroup filesystem at /sys/fs/cgroup)" in caplog.text
+    assert "bounded per process" in caplog.text
+    res = run_python_sync("import os\nos.memfd_create('x')\nprint('ok')", settings=settings)
+    assert res.status == "ok" and res.peak_memory_mb is None
+
+
+async def test_a_pair_talks_only_through_its_pipes():
+    worker = "import sys\nfor line in sys.stdin:\n    print(int(line) * 2, flush=True)\n"
+    driver = (
+        "import os, sys\n"
+        "replies, requests = os.fdopen(int(sys.argv[1])), os.fdopen(int(sys.argv[2]), 'w')\n"
+        "for n in (1, 2, 3):\n"
+        "    requests.write(f'{n}\\n'); requests.flush()\n"
+        "    print(replies.readline().strip())\n"
+    )
+    pair = await run_python_pair(driver, worker)
+    assert pair.driver.status == "ok" and pair.driver.stdout.split() == ["2", "4", "6"]
+    assert pair.worker.status in ("ok", "stopped")
+    # a worker that never ends is stopped as soon as the driver is done
+    start = time.perf_counter()
+    pair = await run_python_pair("print('done')", "import time\ntime.sleep(100)")
+    assert pair.driver.stdout == "done\n" and pair.worker.status == "stopped"
+    assert time.perf_counter() - start < 5

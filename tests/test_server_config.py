@@ -90,8 +90,9 @@ def test_cli_serves_the_example_simulated_preset(tmp_path):
 
 def test_answer_filter_matches_clean_answer_on_any_split():
     rng = random.Random(0)
+    # ("a </think> b", a reply that opens mid-thought, is the stream's one documented exception: tests/test_reply.py)
     samples = ["  <think>hmm </thi</think> <answer>The answer is 42</answer>\n", "x < y and a<b <ans", "<THINK>never closed",
-               "plain text  ", "a </think> b", "<answer>\n 7 \n</answer>", "q <thinking> r", "<", "", "  \n "]
+               "plain text  ", "<think>a</think> b", "<answer>\n 7 \n</answer>", "q <thinking> r", "<", "", "  \n "]
     for text in samples:
         for _ in range(40):
             f, out, i = AnswerFilter(), "", 0

@@ -3,21 +3,20 @@
 import base64
 import json
 import pickle
-import sys
 import zlib
 from pathlib import Path
 
 import pytest
 
+from openconductor.graders import Grade, register_grader
 from openconductor.tasks import (
     DatasetMissing,
-    GradeResult,
     GraderUnavailable,
     Question,
     TaskError,
+    check_graders,
     grade,
     load_task,
-    register_grader,
     task_infos,
 )
 from openconductor.tasks.livecodebench import decode_cases, function_name
@@ -232,17 +231,17 @@ def test_extract_answer(response, expected):
     assert extract_answer(response) == expected
 
 
-def test_local_test_double_grader_and_missing_shared_graders(monkeypatch):
+def test_a_task_grader_registers_in_the_one_registry_and_unknown_kinds_fail_early():
     @register_grader("test-exact")
-    def exact(response, reference, **options):
+    def exact(response, reference):
         ok = response.strip() == reference
-        return GradeResult(score=float(ok), correct=ok, extracted=response.strip(), reason="test double")
+        return Grade(float(ok), response.strip(), "test double")
 
     q = Question(id="1", prompt="p", reference="yes", grader="test-exact")
     assert grade(q, " yes ").correct and not grade(q, "no").correct
-    monkeypatch.setitem(sys.modules, "openconductor.graders", None)  # import fails
-    with pytest.raises(GraderUnavailable, match="math"):
-        grade(Question(id="2", prompt="p", reference="4", grader="math"), "4")
+    check_graders([q])  # registered: no error
+    with pytest.raises(GraderUnavailable, match="'no-such-kind'.*registered: .*math"):
+        check_graders([q, Question(id="2", prompt="p", reference="4", grader="no-such-kind")])
 
 
 def test_cli_lists_tasks():

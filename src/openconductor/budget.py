@@ -3,6 +3,7 @@
 Calls and recursion depth are checked before they happen, so they are never exceeded. Tokens and cost
 are reserved before each call from a conservative estimate (prompt characters / 3 plus the call's
 ``max_tokens``, which is lowered to fit what is left), so a run stops before it could cross either.
+The conductor's own planning calls are reserved the same way (they do not count as worker calls).
 """
 
 from __future__ import annotations
@@ -55,31 +56,40 @@ class Budget:
         self.limits = limits
         self.calls = 0
         self.used = Usage()
+        self.hits: list[str] = []  # the limits a reservation was refused for, in order
         self._reserved_tokens = 0
         self._reserved_cost = 0.0
 
-    def reserve(self, messages: list[dict], max_tokens: int, price_in: float, price_out: float) -> tuple[int, int, float]:
-        """Claim one call. Returns (max_tokens to use, reserved tokens, reserved cost) or raises."""
+    def _refuse(self, limit: str, detail: str) -> LimitReached:
+        if limit not in self.hits:
+            self.hits.append(limit)
+        return LimitReached(limit, detail)
+
+    def reserve(
+        self, messages: list[dict], max_tokens: int, price_in: float, price_out: float, *, worker_call: bool = True
+    ) -> tuple[int, int, float]:
+        """Claim one call (``worker_call=False``: a conductor planning call, outside ``max_calls``).
+        Returns (max_tokens to use, reserved tokens, reserved cost) or raises LimitReached."""
         lim = self.limits
-        if self.calls >= lim.max_calls:
-            raise LimitReached("max_calls", f"{lim.max_calls} worker calls used")
+        if worker_call and self.calls >= lim.max_calls:
+            raise self._refuse("max_calls", f"{lim.max_calls} worker calls used")
         prompt = estimate_tokens(messages)
         if lim.max_tokens is not None:
             left = lim.max_tokens - self.used.total_tokens - self._reserved_tokens - prompt
             if left < 1:
-                raise LimitReached("max_tokens", f"{lim.max_tokens} tokens would be exceeded")
+                raise self._refuse("max_tokens", f"{lim.max_tokens} tokens would be exceeded")
             max_tokens = min(max_tokens, left)
         if lim.max_cost_usd is not None and (price_in or price_out):
             left_cost = lim.max_cost_usd - self.used.cost_usd - self._reserved_cost - prompt * price_in / 1e6
             if left_cost <= 0:
-                raise LimitReached("max_cost_usd", f"${lim.max_cost_usd:g} would be exceeded")
+                raise self._refuse("max_cost_usd", f"${lim.max_cost_usd:g} would be exceeded")
             if price_out:
                 max_tokens = min(max_tokens, int(left_cost * 1e6 / price_out))
             if max_tokens < 1:
-                raise LimitReached("max_cost_usd", f"${lim.max_cost_usd:g} would be exceeded")
+                raise self._refuse("max_cost_usd", f"${lim.max_cost_usd:g} would be exceeded")
         tokens = prompt + max_tokens
         cost = (prompt * price_in + max_tokens * price_out) / 1e6
-        self.calls += 1
+        self.calls += int(worker_call)
         self._reserved_tokens += tokens
         self._reserved_cost += cost
         return max_tokens, tokens, cost
@@ -90,10 +100,6 @@ class Budget:
         if usage is not None:
             self.used = self.used + usage
 
-    def charge(self, usage: Usage) -> None:
-        """Account a call that was not reserved (the conductor's own planning calls)."""
-        self.used = self.used + usage
-
     def check_depth(self, depth: int) -> None:
         if depth > self.limits.max_depth:
-            raise LimitReached("max_depth", f"recursion depth {self.limits.max_depth} reached")
+            raise self._refuse("max_depth", f"recursion depth {self.limits.max_depth} reached")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 import json
 import logging
 import math
@@ -26,8 +25,7 @@ from .executor import solve
 from .policies import Policy, make_policy
 from .pool import Pool, PoolSpec
 from .records import Run
-from .tasks import GraderUnavailable, Question, Task, grade
-from .tasks.base import _LOCAL_GRADERS
+from .tasks import Question, Task, agrade, check_graders
 
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -177,9 +175,9 @@ def question_seed(base: int, task: str, question_id: str, repeat: int) -> int:
     return int.from_bytes(digest[:4], "big") % (2**31 - 1)
 
 
-def record_from_run(task: Task, question: Question, label: str, repeat: int, seed: int, run: Run) -> EvalRecord:
+async def record_from_run(task: Task, question: Question, label: str, repeat: int, seed: int, run: Run) -> EvalRecord:
     if run.final_answer:
-        result = grade(question, run.final_answer)
+        result = await agrade(question, run.final_answer)
         correct, score, extracted, reason = result.correct, result.score, result.extracted, result.reason
     else:
         correct, score, extracted, reason = False, 0.0, None, f"no answer (run {run.status})"
@@ -193,19 +191,6 @@ def record_from_run(task: Task, question: Question, label: str, repeat: int, see
         cost_usd=totals.usage.cost_usd, wall_s=totals.wall_s, workers_used=[s.worker_name for s in run.steps],
         plan_fallback=run.plan.fallback if run.plan else None, error=run.error,
     )
-
-
-def check_graders(tasks: list[Task]) -> None:
-    """Fail before any model call if a task needs a grader that cannot be imported."""
-    kinds = {q.grader for t in tasks for q in t.questions} - set(_LOCAL_GRADERS)
-    if not kinds:
-        return
-    try:
-        importlib.import_module("openconductor.graders")
-    except ImportError as exc:
-        raise GraderUnavailable(
-            f"grader kind(s) {sorted(kinds)} need openconductor.graders, which is not importable: {exc}"
-        ) from exc
 
 
 # -------------------------------------------------------------------------------------------- running
@@ -231,7 +216,7 @@ async def run_eval(
     """Run every (task, policy, question, repeat) not yet in ``out/results.jsonl``; return all records."""
     if repeats < 1 or concurrency < 1:
         raise EvalError("repeats and concurrency must be >= 1")
-    check_graders(tasks)
+    check_graders([q for t in tasks for q in t.questions])
     out.mkdir(parents=True, exist_ok=True)
     path = out / RESULTS_FILE
     _drop_partial_line(path)
@@ -260,8 +245,8 @@ async def run_eval(
                     task.text(q), policy, pool, limits=limits, seed=s,
                     metadata={"eval": {"task": task.name, "question_id": q.id, "policy": label, "repeat": repeat}},
                 )
-            # Graders may execute code or parse LaTeX for a while: keep the event loop free.
-            record = await asyncio.to_thread(record_from_run, task, q, label, repeat, s, run)
+            # agrade keeps the event loop free: code runs in the sandbox, the rest in the grading process.
+            record = await record_from_run(task, q, label, repeat, s, run)
             if store is not None:
                 store.save(run)
             async with write_lock:

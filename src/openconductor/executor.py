@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous
 from .pool import Pool, WorkerCallError
 from .records import Run, StepRecord, Totals, Usage
+from .reply import answer_text as clean_answer  # the final answer is the reply as a user sees it
 from .workflow import Workflow
 
 # ---------------------------------------------------------------------------------------------- events
@@ -79,15 +79,6 @@ def build_messages(question: str, workflow: Workflow, index: int, outputs: dict[
     return [{"role": "user", "content": "\n\n".join(parts)}]
 
 
-_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
-_ANSWER_TAGS = re.compile(r"</?answer>", re.IGNORECASE)
-
-
-def clean_answer(text: str) -> str:
-    """Strip <think> blocks and <answer> tags, as the authors' evaluation does."""
-    return _ANSWER_TAGS.sub("", _THINK.sub("", text or "")).strip()
-
-
 def final_answer(steps: list[StepRecord]) -> str:
     """The last step's output; if it failed or was skipped, the last non-empty output before it."""
     for record in reversed(steps):
@@ -133,8 +124,7 @@ async def solve(
     ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed, stream_tokens=stream_tokens)
     run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names, metadata=metadata or {})
     await _emit(on_event, Event("run_started", run))
-    plan = await policy.plan(PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed))
-    ctx.budget.charge(plan.record.usage)
+    plan = await policy.plan(PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed, budget=ctx.budget))
     await _run_round(ctx, run, plan)
     run.totals.wall_s = time.perf_counter() - start
     await _emit(on_event, Event("run_finished", run))
@@ -144,7 +134,7 @@ async def solve(
 async def _run_round(ctx: Context, run: Run, plan: Plan) -> None:
     run.plan = plan.record
     if plan.workflow is None:
-        run.status = "plan_failed"
+        run.status = "limit" if ctx.budget.hits else "plan_failed"
         run.error = "; ".join(plan.record.errors) or "the policy returned no workflow"
         _finish(ctx, run)
         return
@@ -165,6 +155,8 @@ async def _run_round(ctx: Context, run: Run, plan: Plan) -> None:
 
 
 def _finish(ctx: Context, run: Run) -> None:
+    for limit in ctx.budget.hits:  # also those hit while planning
+        ctx.hit(limit)
     run.final_answer = final_answer(run.steps)
     run.limits_hit = list(ctx.limits_hit)
     run.totals = _totals(run, run.totals.wall_s)
@@ -300,9 +292,9 @@ async def _recurse(ctx: Context, run: Run, record: StepRecord) -> None:
             previous=Previous(answer=previous_answer, steps=visible, instruction=record.subtask),
             depth=run.depth + 1,
             seed=ctx.seed,
+            budget=ctx.budget,
         )
     )
-    ctx.budget.charge(plan.record.usage)
     if plan.workflow is not None and plan.workflow.is_accept:
         nested.plan, nested.status, nested.final_answer = plan.record, "ok", previous_answer
         nested.totals = _totals(nested, 0.0)

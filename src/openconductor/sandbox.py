@@ -2,15 +2,25 @@
 
 Every run gets: fresh user/pid/net/ipc/uts/cgroup namespaces (``--unshare-net`` leaves only a
 loopback device of its own, so no host or internet socket is reachable), a read-only view of
-``/usr`` (and of the interpreter's prefix when it lives elsewhere) and nothing else of the host, one
-size-capped tmpfs at ``/sandbox`` as the only writable place (``/tmp`` points into it), a clean
-environment, a new session (its own process group), and ``prlimit`` limits on CPU time, address
-space, file size, open files and processes/threads. A wall-clock timeout kills the whole process
-group; bubblewrap's ``--die-with-parent`` and the pid namespace take every descendant with it.
+``/usr`` (and of the interpreter's prefix when it lives elsewhere) and nothing else of the host, a
+read-only ``/dev`` with a size-capped ``/dev/shm``, one size-capped tmpfs at ``/sandbox`` as the only
+other writable place (``/tmp`` points into it), a clean environment, a new session (its own process
+group), and ``prlimit`` limits on CPU time, address space, file size, open files and
+processes/threads. The program itself is handed to bubblewrap through a file descriptor
+(``--ro-bind-data``), so no copy of it is ever left on the host's disk.
 
-When the caller is root, bubblewrap is started as an unprivileged user (``sandbox_uid``, default
-``nobody``): the kernel never applies ``RLIMIT_NPROC`` to root, so a fork bomb would otherwise be
-unbounded.
+Kernel-side (:mod:`openconductor.sandbox_kernel`): where this machine allows it, each run gets its own
+memory cgroup capped at ``memory_mb`` for everything it pins (processes, tmpfs pages, memfd, page
+cache), and a seccomp filter that denies ``memfd_create`` and a few attack-surface system calls.
+Where either is unavailable, one log line says so and why.
+
+A wall-clock timeout kills the whole process group; bubblewrap's ``--die-with-parent`` and the pid
+namespace take every descendant with it. When the caller is root, bubblewrap is started as an
+unprivileged user (``sandbox_uid``, default ``nobody``): the kernel never applies ``RLIMIT_NPROC``
+to root, so a fork bomb would otherwise be unbounded.
+
+:func:`run_python_pair` runs two programs in two sandboxes joined only by two pipes; the code grader
+uses it so a candidate program never shares a process with the tests that judge it.
 
 If bubblewrap is missing or cannot create namespaces, :class:`SandboxUnavailable` is raised.
 Nothing runs unsandboxed unless the caller sets ``SandboxSettings(allow_unsandboxed=True)``.
@@ -19,6 +29,7 @@ Nothing runs unsandboxed unless the caller sets ``SandboxSettings(allow_unsandbo
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import signal
@@ -29,11 +40,15 @@ import threading
 import time
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from .sandbox_kernel import MemoryCgroups, RunCgroup, memory_cgroups, seccomp_program
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "SandboxError",
@@ -41,10 +56,12 @@ __all__ = [
     "SandboxLimits",
     "SandboxSettings",
     "SandboxResult",
+    "PairResult",
     "load_sandbox_settings",
     "check_sandbox",
     "run_python",
     "run_python_sync",
+    "run_python_pair",
 ]
 
 INSTALL_HINT = (
@@ -73,9 +90,14 @@ class SandboxLimits(BaseModel):
 
     wall_s: float = Field(10.0, gt=0, description="wall-clock limit; the process group is killed after it")
     cpu_s: int = Field(5, ge=1, description="RLIMIT_CPU per process: SIGXCPU after this many CPU seconds")
-    memory_mb: int = Field(512, ge=32, description="RLIMIT_AS per process (virtual address space)")
+    memory_mb: int = Field(
+        512, ge=32,
+        description="memory of the whole run (processes, tmpfs, memfd, page cache) where a memory cgroup is "
+        "available; always also RLIMIT_AS per process (virtual address space)",
+    )  # fmt: skip
     file_size_mb: int = Field(16, ge=1, description="RLIMIT_FSIZE: largest file a process may write")
     disk_mb: int = Field(64, ge=1, description="size of the writable tmpfs at /sandbox")
+    shm_mb: int = Field(16, ge=1, description="size of the tmpfs at /dev/shm (POSIX shared memory)")
     processes: int = Field(16, ge=2, description="RLIMIT_NPROC: processes + threads inside the sandbox")
     open_files: int = Field(64, ge=16, description="RLIMIT_NOFILE")
     max_output_bytes: int = Field(1 << 20, ge=1024, description="stdout/stderr kept per stream; the rest is dropped")
@@ -97,6 +119,8 @@ class SandboxSettings(BaseModel):
         description="DANGEROUS: if bubblewrap is unusable, run with rlimits/clean env only instead of raising",
     )
     extra_ro_binds: tuple[str, ...] = Field((), description="host paths to expose read-only")
+    memory_cgroup: bool = Field(True, description="cap each run's total memory with a cgroup where one can be made")
+    seccomp: bool = Field(True, description="deny memfd_create and attack-surface system calls (needs libseccomp)")
 
 
 def load_sandbox_settings(path: str | Path) -> SandboxSettings:
@@ -115,12 +139,13 @@ def load_sandbox_settings(path: str | Path) -> SandboxSettings:
         raise SandboxError(f"invalid [sandbox] settings in {path}: {exc}") from exc
 
 
-Status = Literal["ok", "error", "timeout", "cpu_time", "memory", "killed"]
+Status = Literal["ok", "error", "timeout", "cpu_time", "memory", "killed", "stopped"]
 
 
 @dataclass
 class SandboxResult:
-    """What one run did. ``status`` is ``ok`` only for exit code 0 within every limit."""
+    """What one run did. ``status`` is ``ok`` only for exit code 0 within every limit; ``stopped``: the
+    caller ended it (the other program of a pair finished first)."""
 
     status: Status
     exit_code: Optional[int]
@@ -130,10 +155,19 @@ class SandboxResult:
     reason: str = ""
     truncated: bool = False
     sandboxed: bool = True
+    peak_memory_mb: Optional[float] = None  # the run's memory cgroup peak, where there is one
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+@dataclass
+class PairResult:
+    """The two runs of :func:`run_python_pair`."""
+
+    driver: SandboxResult
+    worker: SandboxResult
 
 
 # ------------------------------------------------------------------------------------------- probing
@@ -150,6 +184,11 @@ class _Plan:
     run_as: Optional[int]  # uid to switch to before bwrap (only when we are root)
     prlimit: Optional[str]
     features: frozenset[str] = frozenset()  # optional bwrap flags this version has (--disable-userns, --size)
+    cgroups: Optional[MemoryCgroups] = None  # where each run's memory cgroup goes
+    seccomp: Optional[bytes] = None  # BPF program for --seccomp
+    sh: Optional[str] = None  # joins the run's cgroup before exec (needed with cgroups)
+    setpriv: Optional[str] = None  # drops root to sandbox_uid (needed when run_as is set)
+    notes: tuple[str, ...] = ()  # what this plan lacks, for check_sandbox
 
 
 _plans: dict[SandboxSettings, _Plan] = {}
@@ -184,8 +223,10 @@ def _binds_for(python: str, settings: SandboxSettings) -> list[str]:
     return binds
 
 
-def _bwrap_argv(plan: _Plan, limits: SandboxLimits, code_dir: str, argv: list[str]) -> list[str]:
+def _bwrap_argv(plan: _Plan, limits: SandboxLimits, code_fd: int, seccomp_fd: Optional[int]) -> list[str]:
+    """bubblewrap + prlimit up to the interpreter; the program is read from ``code_fd`` into /code/main.py."""
     assert plan.bwrap and plan.prlimit
+    sized = "--size" in plan.features  # bwrap >= 0.7; without it a tmpfs is half the RAM (the cgroup still caps it)
     cmd = [
         plan.bwrap,
         "--unshare-all", "--unshare-user",
@@ -199,11 +240,13 @@ def _bwrap_argv(plan: _Plan, limits: SandboxLimits, code_dir: str, argv: list[st
         cmd += ["--ro-bind", path, path]
     cmd += [
         "--proc", "/proc", "--dev", "/dev",
-        *(["--size", str(limits.disk_mb << 20)] if "--size" in plan.features else []),  # bwrap >= 0.7
-        "--tmpfs", "/sandbox",
+        *(["--size", str(limits.shm_mb << 20)] if sized else []), "--tmpfs", "/dev/shm",
+        "--remount-ro", "/dev",  # --dev is a writable tmpfs of half the RAM; only /dev/shm stays writable
+        *(["--size", str(limits.disk_mb << 20)] if sized else []), "--tmpfs", "/sandbox",
         "--symlink", "sandbox", "/tmp",
-        "--ro-bind", code_dir, "/code",
+        "--perms", "0444", "--ro-bind-data", str(code_fd), "/code/main.py",
         "--remount-ro", "/",
+        *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
         "--chdir", "/sandbox",
         "--clearenv",
         "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/sandbox",
@@ -218,66 +261,173 @@ def _bwrap_argv(plan: _Plan, limits: SandboxLimits, code_dir: str, argv: list[st
         "--core=0",
         "--",
     ]  # fmt: skip
-    return cmd + argv
+    return cmd
+
+
+def _memfd(name: str, data: bytes) -> int:
+    """An anonymous in-memory file holding ``data``, positioned at its start (nothing touches the disk)."""
+    fd = os.memfd_create(name)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+@dataclass
+class _Command:
+    """A ready-to-start process: argv, the fds it inherits by number, its cgroup. ``owned``: every fd
+    of ours it is given (also as stdin/stdout), closed once it has them."""
+
+    argv: list[str]
+    kwargs: dict
+    pass_fds: list[int] = field(default_factory=list)
+    owned: list[int] = field(default_factory=list)
+    cgroup: Optional[RunCgroup] = None
+    workdir: Optional[str] = None  # unsandboxed runs only: a private temp dir, removed after
+
+    def give(self, fd: int, by_number: bool = True) -> None:
+        self.owned.append(fd)
+        if by_number:
+            self.pass_fds.append(fd)
+
+    def close_fds(self) -> None:
+        for fd in self.owned:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.owned = []
+
+    def cleanup(self) -> None:
+        self.close_fds()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _command(plan: _Plan, limits: SandboxLimits, code: str, args: list[str]) -> _Command:
+    """How to start ``code``: sandboxed (the program in a memfd), or, when opted in, unsandboxed."""
+    interpreter = [plan.python, "-I", "-B", "-X", "utf8"]
+    env = {"PATH": "/usr/bin:/bin"}
+    if not plan.sandboxed:
+        work = tempfile.mkdtemp(prefix="oc-unsandboxed-")  # mode 0700: never readable by other users
+        main = Path(work, "main.py")
+        main.write_text(code)
+        kwargs = dict(
+            env={**env, "HOME": work, "TMPDIR": work, "LANG": "C.UTF-8"},
+            cwd=work, preexec_fn=_unsandboxed_preexec(limits),
+        )  # fmt: skip
+        return _Command(interpreter + [str(main), *args], kwargs, workdir=work)
+    command = _Command([], dict(env=env, cwd="/"))
+    try:
+        code_fd = _memfd("oc-program", code.encode())
+        command.give(code_fd)
+        seccomp_fd = None
+        if plan.seccomp is not None:
+            seccomp_fd = _memfd("oc-seccomp", plan.seccomp)
+            command.give(seccomp_fd)
+        argv = _bwrap_argv(plan, limits, code_fd, seccomp_fd) + interpreter + ["/code/main.py", *args]
+        if plan.run_as is not None:
+            assert plan.setpriv
+            uid = str(plan.run_as)
+            argv = [plan.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *argv]
+        if plan.cgroups is not None:
+            assert plan.sh
+            command.cgroup = plan.cgroups.create(limits.memory_mb << 20)
+            # Join the cgroup before anything else runs, so every descendant is charged to it.
+            argv = [plan.sh, "-c", 'echo $$ > "$0" && exec "$@"', str(command.cgroup.procs), *argv]
+    except BaseException:
+        command.cleanup()
+        raise
+    command.argv = argv
+    return command
 
 
 def _probe(settings: SandboxSettings) -> _Plan:
-    """Find a working launch plan by running ``print(1)`` through it."""
+    """Find a working launch plan by running ``print(6*7)`` through it."""
+    import subprocess
+
     run_as = settings.sandbox_uid if os.geteuid() == 0 else None
     bwrap = shutil.which(settings.bwrap)
     prlimit = shutil.which("prlimit")
+    setpriv = shutil.which("setpriv") if run_as is not None else None
+    sh = shutil.which("sh")
     problems: list[str] = []
     if bwrap is None:
         problems.append(f"`{settings.bwrap}` is not on PATH")
     if prlimit is None:
         problems.append("`prlimit` (util-linux) is not on PATH")
+    if run_as is not None and setpriv is None:
+        problems.append("`setpriv` (util-linux) is not on PATH (needed to drop root)")
     candidates = _python_candidates(settings)
     if not candidates:
         problems.append("no Python interpreter found to run inside the sandbox (set SandboxSettings.python)")
     features: frozenset[str] = frozenset()
     if bwrap is not None:
-        import subprocess
-
         try:
             usage = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
             features = frozenset(f for f in ("--disable-userns", "--size") if f in usage)
         except (OSError, subprocess.SubprocessError) as exc:
             problems.append(f"`{bwrap} --help` failed: {exc}")
     if not problems:
+        cgroups, seccomp, notes = _kernel_limits(settings, sh)
         for python in candidates:
             if run_as is not None and not _world_traversable(Path(os.path.realpath(python))):
                 problems.append(f"{python} is not reachable by uid {run_as} (a parent directory is private)")
                 continue
-            plan = _Plan(True, bwrap, python, _binds_for(python, settings), run_as, prlimit, features)
+            plan = _Plan(True, bwrap, python, _binds_for(python, settings), run_as, prlimit, features,
+                         cgroups, seccomp, sh, setpriv, notes)  # fmt: skip
             result = _run_blocking_probe(plan)
             if result is None:
+                for note in notes:
+                    log.warning("sandbox: %s", note)
                 return plan
             problems.append(f"{python}: {result}")
     if settings.allow_unsandboxed:
         python = candidates[0] if candidates else sys.executable
-        return _Plan(False, None, python, [], None, None)
+        return _Plan(False, None, python, [], None, None, notes=("UNSANDBOXED (allow_unsandboxed=True)",))
     raise SandboxUnavailable("cannot sandbox generated code: " + "; ".join(problems) + ". " + INSTALL_HINT)
+
+
+def _kernel_limits(settings: SandboxSettings, sh: Optional[str]) -> tuple[Optional[MemoryCgroups], Optional[bytes], tuple[str, ...]]:
+    """The memory cgroups and seccomp program this machine allows, and a note for each one missing."""
+    notes = []
+    cgroups = None
+    if settings.memory_cgroup:
+        cgroups, why = memory_cgroups()
+        if cgroups is None or sh is None:
+            cgroups = None
+            notes.append(
+                f"no memory cgroup ({why if sh else '`sh` is not on PATH'}): memory is bounded per process "
+                "(memory_mb of address space each) plus the /sandbox and /dev/shm tmpfs sizes, not per run"
+            )
+    seccomp = None
+    if settings.seccomp:
+        seccomp, why = seccomp_program()
+        if seccomp is None:
+            notes.append(f"no seccomp filter ({why}): memfd_create is bounded only by file size x open files")
+    return cgroups, seccomp, tuple(notes)
 
 
 def _run_blocking_probe(plan: _Plan) -> Optional[str]:
     import subprocess
 
-    code_dir = tempfile.mkdtemp(prefix="oc-probe-")
+    command = _command(plan, SandboxLimits(), "print(6*7)", [])
     try:
-        os.chmod(code_dir, 0o755)
-        argv = _bwrap_argv(plan, SandboxLimits(), code_dir, [plan.python, "-I", "-c", "print(6*7)"])
-        try:
-            proc = subprocess.run(
-                argv, capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin"},
-                user=plan.run_as, group=plan.run_as, extra_groups=[] if plan.run_as is not None else None,
-            )  # fmt: skip
-        except (OSError, subprocess.SubprocessError) as exc:
-            return f"bubblewrap failed to start: {exc}"
-        if proc.returncode != 0 or proc.stdout.strip() != b"42":
-            return f"bubblewrap test run failed (exit {proc.returncode}): {proc.stderr.decode(errors='replace').strip()[:300]}"
-        return None
+        proc = subprocess.run(command.argv, capture_output=True, timeout=30, pass_fds=command.pass_fds, **command.kwargs)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap failed to start: {exc}"
     finally:
-        shutil.rmtree(code_dir, ignore_errors=True)
+        command.cleanup()
+    if proc.returncode != 0 or proc.stdout.strip() != b"42":
+        return f"bubblewrap test run failed (exit {proc.returncode}): {proc.stderr.decode(errors='replace').strip()[:300]}"
+    return None
 
 
 def _plan_for(settings: SandboxSettings) -> _Plan:
@@ -294,7 +444,11 @@ def check_sandbox(settings: Optional[SandboxSettings] = None) -> str:
     if not plan.sandboxed:
         return f"UNSANDBOXED (allow_unsandboxed=True): {plan.python} with rlimits only"
     who = f" as uid {plan.run_as}" if plan.run_as is not None else ""
-    return f"bubblewrap {plan.bwrap}{who}, interpreter {plan.python}"
+    kernel = [
+        f"memory cgroup v{plan.cgroups.version} per run" if plan.cgroups else "no memory cgroup",
+        "seccomp" if plan.seccomp else "no seccomp",
+    ]
+    return f"bubblewrap {plan.bwrap}{who}, interpreter {plan.python}, {', '.join(kernel)}"
 
 
 # --------------------------------------------------------------------------------------- concurrency
@@ -369,9 +523,14 @@ def _unsandboxed_preexec(limits: SandboxLimits):
     return apply
 
 
-def _classify(code: Optional[int], stderr: str, timed_out: bool, limits: SandboxLimits) -> tuple[Status, str]:
+def _classify(code: Optional[int], stderr: str, timed_out: bool, limits: SandboxLimits, oom_kills: int = 0) -> tuple[Status, str]:
     if timed_out:
         return "timeout", f"wall-clock limit of {limits.wall_s:g} s exceeded; process group killed"
+    if oom_kills:
+        return "memory", (
+            f"memory limit of {limits.memory_mb} MiB for the whole run (processes, tmpfs, memfd) exceeded; "
+            "the kernel's OOM killer ended a process"
+        )
     if code == 0:
         return "ok", ""
     # bubblewrap reports a child killed by signal N as exit 128+N; asyncio reports -N when unsandboxed.
@@ -393,6 +552,115 @@ def _classify(code: Optional[int], stderr: str, timed_out: bool, limits: Sandbox
     return "error", f"exit code {code}" + (f": {last[:300]}" if last else "")
 
 
+Stdio = Union[bytes, int]  # bytes: fed through a pipe by us; int: a file descriptor the process owns
+
+
+async def _run(
+    plan: _Plan,
+    limits: SandboxLimits,
+    code: str,
+    args: list[str],
+    *,
+    stdin: Stdio = b"",
+    stdout: Optional[int] = None,
+    inherit: tuple[int, ...] = (),
+    stop: Optional[asyncio.Event] = None,
+) -> SandboxResult:
+    """Start ``code`` and wait for it within ``limits``. ``stdin``/``stdout`` may be file descriptors
+    (then the process uses them directly and ``result.stdout`` is empty); ``inherit``: further fds it
+    gets as-is. Every fd given here is ours to close once the process has it. ``stop`` set: kill it."""
+    try:
+        command = _command(plan, limits, code, args)
+    except BaseException:
+        for fd in [fd for fd in (stdin, stdout) if isinstance(fd, int)] + list(inherit):
+            os.close(fd)
+        raise
+    for fd in (stdin, stdout):
+        if isinstance(fd, int):
+            command.give(fd, by_number=False)  # becomes its 0 / 1
+    for fd in inherit:
+        command.give(fd)
+    proc = None
+    try:
+        started = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(
+            *command.argv,
+            stdin=stdin if isinstance(stdin, int) else asyncio.subprocess.PIPE,
+            stdout=stdout if stdout is not None else asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # its own process group, killed as a whole on timeout
+            pass_fds=tuple(command.pass_fds),
+            **command.kwargs,
+        )
+        command.close_fds()  # the child has them: a pipe's other end now sees EOF when the child dies
+        out: list[bytes] = []
+        err: list[bytes] = []
+        readers = [asyncio.ensure_future(_read_capped(proc.stderr, min(limits.max_output_bytes, 65536), err))]
+        if proc.stdout is not None:
+            readers.append(asyncio.ensure_future(_read_capped(proc.stdout, limits.max_output_bytes, out)))
+        feeder = [asyncio.ensure_future(_feed(proc.stdin, stdin))] if proc.stdin is not None else []
+        finished = asyncio.ensure_future(asyncio.gather(proc.wait(), *readers, *feeder))
+        stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
+        waiting = {finished} | ({stopper} if stopper else set())
+        done, _ = await asyncio.wait(waiting, timeout=limits.wall_s, return_when=asyncio.FIRST_COMPLETED)
+        stopped = finished not in done and stopper is not None and stopper in done
+        timed_out = finished not in done and not stopped
+        for task in (finished, stopper):
+            if task is not None and not task.done():
+                task.cancel()
+        if proc.returncode is None or timed_out or stopped:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        await proc.wait()
+        for task in readers + feeder:
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(finished, *readers, *feeder, return_exceptions=True)
+        wall = time.perf_counter() - started
+        truncated = any(t.result() is True for t in readers if t.done() and not t.cancelled())
+        stderr_text = b"".join(err).decode("utf-8", errors="replace")
+        oom = command.cgroup.oom_kills() if command.cgroup else 0
+        peak = command.cgroup.peak_bytes() if command.cgroup else None
+        if stopped:
+            status, reason = "stopped", "stopped by the caller (the other program of the pair finished)"
+        else:
+            status, reason = _classify(None if timed_out else proc.returncode, stderr_text, timed_out, limits, oom)
+        if not plan.sandboxed:
+            reason = (reason + "; " if reason else "") + "ran UNSANDBOXED (allow_unsandboxed=True)"
+        return SandboxResult(
+            status=status,
+            exit_code=None if timed_out or stopped else proc.returncode,
+            stdout=b"".join(out).decode("utf-8", errors="replace"),
+            stderr=stderr_text,
+            wall_s=round(wall, 4),
+            reason=reason,
+            truncated=truncated,
+            sandboxed=plan.sandboxed,
+            peak_memory_mb=None if peak is None else round(peak / (1 << 20), 1),
+        )
+    finally:
+        if proc is not None and proc.returncode is None:  # cancelled while it ran: leave nothing behind
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            await proc.wait()
+        command.close_fds()
+        await asyncio.to_thread(command.cleanup)  # removing the cgroup may wait for the kernel to let go
+
+
+def _check_args(code: object, settings: Optional[SandboxSettings]) -> SandboxSettings:
+    if not isinstance(code, str):
+        raise SandboxError(f"code must be a str, got {type(code).__name__}")
+    return settings or SandboxSettings()
+
+
+async def _plan_async(settings: SandboxSettings) -> _Plan:
+    return _plans.get(settings) or await asyncio.to_thread(_plan_for, settings)
+
+
 async def run_python(
     code: str,
     stdin: str | bytes = b"",
@@ -405,87 +673,54 @@ async def run_python(
     Raises SandboxUnavailable when no sandbox can be had (see INSTALL_HINT) and SandboxError for
     bad arguments.
     """
-    if not isinstance(code, str):
-        raise SandboxError(f"code must be a str, got {type(code).__name__}")
-    limits = limits or SandboxLimits()
-    settings = settings or SandboxSettings()
-    plan = _plans.get(settings) or await asyncio.to_thread(_plan_for, settings)
+    settings = _check_args(code, settings)
+    plan = await _plan_async(settings)
     data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
-
     await _acquire_slot(settings.max_concurrency)
-    code_dir = None
     try:
-        code_dir = tempfile.mkdtemp(prefix="oc-sandbox-")
-        os.chmod(code_dir, 0o755)  # readable by the unprivileged sandbox uid; never writable by it
-        main = Path(code_dir, "main.py")
-        main.write_text(code)
-        os.chmod(main, 0o644)
-        interpreter = [plan.python, "-I", "-B", "-X", "utf8"]
-        if plan.sandboxed:
-            argv = _bwrap_argv(plan, limits, code_dir, interpreter + ["/code/main.py", *(args or [])])
-            kwargs: dict = dict(env={"PATH": "/usr/bin:/bin"}, cwd="/")
-            if plan.run_as is not None:
-                kwargs.update(user=plan.run_as, group=plan.run_as, extra_groups=[])
-        else:
-            work = tempfile.mkdtemp(prefix="oc-unsandboxed-")
-            argv = interpreter + [str(main), *(args or [])]
-            kwargs = dict(
-                env={"PATH": "/usr/bin:/bin", "HOME": work, "TMPDIR": work, "LANG": "C.UTF-8"},
-                cwd=work, preexec_fn=_unsandboxed_preexec(limits),
-            )  # fmt: skip
-        started = time.perf_counter()
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,  # its own process group, killed as a whole on timeout
-            **kwargs,
-        )
-        out: list[bytes] = []
-        err: list[bytes] = []
-        tasks = [
-            asyncio.ensure_future(_read_capped(proc.stdout, limits.max_output_bytes, out)),
-            asyncio.ensure_future(_read_capped(proc.stderr, min(limits.max_output_bytes, 65536), err)),
-            asyncio.ensure_future(_feed(proc.stdin, data)),
-        ]
-        timed_out = False
-        try:
-            await asyncio.wait_for(asyncio.gather(proc.wait(), *tasks), timeout=limits.wall_s)
-        except asyncio.TimeoutError:
-            timed_out = True
-        finally:
-            if proc.returncode is None or timed_out:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            await proc.wait()
-            for task in tasks:
-                if not task.done():
-                    task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        wall = time.perf_counter() - started
-        truncated = any(t.result() is True for t in tasks[:2] if t.done() and not t.cancelled())
-        stdout = b"".join(out).decode("utf-8", errors="replace")
-        stderr = b"".join(err).decode("utf-8", errors="replace")
-        status, reason = _classify(None if timed_out else proc.returncode, stderr, timed_out, limits)
-        if not plan.sandboxed:
-            reason = (reason + "; " if reason else "") + "ran UNSANDBOXED (allow_unsandboxed=True)"
-            shutil.rmtree(kwargs["cwd"], ignore_errors=True)
-        return SandboxResult(
-            status=status,
-            exit_code=None if timed_out else proc.returncode,
-            stdout=stdout,
-            stderr=stderr,
-            wall_s=round(wall, 4),
-            reason=reason,
-            truncated=truncated,
-            sandboxed=plan.sandboxed,
-        )
+        return await _run(plan, limits or SandboxLimits(), code, list(args or []), stdin=data)
     finally:
-        if code_dir is not None:
-            shutil.rmtree(code_dir, ignore_errors=True)
+        _release_slot()
+
+
+async def run_python_pair(
+    driver: str,
+    worker: str,
+    *,
+    driver_stdin: str | bytes = b"",
+    limits: Optional[SandboxLimits] = None,
+    worker_limits: Optional[SandboxLimits] = None,
+    settings: Optional[SandboxSettings] = None,
+) -> PairResult:
+    """Run two programs in two sandboxes joined only by two pipes.
+
+    The worker's stdin and stdout are the pipes; the driver gets their other ends as file descriptors
+    ``int(sys.argv[1])`` (read what the worker writes) and ``int(sys.argv[2])`` (write to the worker).
+    The worker cannot reach the driver's code, stdin, stdout or files. When the driver exits, the
+    worker is stopped. The pair takes one concurrency slot: the two take turns.
+    """
+    settings = _check_args(driver, settings)
+    _check_args(worker, settings)
+    plan = await _plan_async(settings)
+    limits = limits or SandboxLimits()
+    data = driver_stdin.encode() if isinstance(driver_stdin, str) else bytes(driver_stdin)
+    await _acquire_slot(settings.max_concurrency)
+    try:
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        stop = asyncio.Event()
+        worker_run = asyncio.ensure_future(
+            _run(plan, worker_limits or limits, worker, [], stdin=to_worker_r, stdout=from_worker_w, stop=stop)
+        )
+        try:
+            driver_result = await _run(
+                plan, limits, driver, [str(from_worker_r), str(to_worker_w)], stdin=data, inherit=(from_worker_r, to_worker_w)
+            )
+        finally:
+            stop.set()
+            worker_result = await worker_run
+        return PairResult(driver_result, worker_result)
+    finally:
         _release_slot()
 
 

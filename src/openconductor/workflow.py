@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Optional, Union
 
+from .reply import strip_think
+
 Access = Union[Literal["all"], tuple[int, ...]]
 
 DEFAULT_MAX_STEPS = 5
@@ -320,7 +322,6 @@ _LABELS = {
     "subtasks": r"subtasks?",
     "access_list": r"access(?:[ _]?lists?)?",
 }
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```[a-zA-Z0-9_+-]*")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+", re.MULTILINE)
 _CURLY = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "‚": "'"})
@@ -328,9 +329,7 @@ _CURLY = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "
 
 def clean_output(text: str) -> str:
     """Strip what models wrap plans in: <think> blocks, code fences, backticks, bullets, curly quotes."""
-    text = _THINK.sub("", text)
-    # An unterminated <think> (truncated reasoning) hides nothing that could be a plan after it.
-    text = re.sub(r"</?think>", "", text, flags=re.IGNORECASE)
+    text = strip_think(text)
     text = _FENCE.sub("", text).replace("`", "")
     text = _BULLET.sub("", text)
     return text.translate(_CURLY)

@@ -1,13 +1,31 @@
-"""The grader interface: ``grade(kind, response, reference, **options) -> Grade`` and its registry."""
+"""The grader interface: ``grade(kind, response, reference, **options) -> Grade`` and its registry.
+
+The one registry of grader kinds (tasks register theirs here too) and the one result type, ``Grade``.
+Every grader is bounded: a response over :data:`MAX_RESPONSE_CHARS` scores 0 without being read, the
+text graders read at most the last ``extract.MAX_ANSWER_CHARS`` of the answer with linear-time
+parsing, and math-verify, code and (from ``agrade``) every sync grader run in killable processes
+with hard time limits, off the caller's event loop and GIL (:mod:`._gradeworker`).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from dataclasses import asdict, dataclass, field
-from typing import Any, Awaitable, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, Optional, TypeVar, Union
 
-__all__ = ["Grade", "GraderError", "register_grader", "grade", "agrade", "grader_kinds"]
+from ._gradeworker import GRADE_TIMEOUT_S, call_in_process, off_loop, packaged
+from ._workers import WorkerTimeout
+
+__all__ = [
+    "Grade", "GraderError", "MAX_RESPONSE_CHARS", "register_grader", "grade", "agrade", "grader_kinds",
+    "in_grading_process",
+]  # fmt: skip
+
+T = TypeVar("T")
+
+# ~100k tokens: beyond the max_tokens of any worker, reasoning models included. A longer reply is not
+# read at all: one regex scan over it would hold the GIL too long.
+MAX_RESPONSE_CHARS = 400_000
 
 
 class GraderError(ValueError):
@@ -40,18 +58,18 @@ GraderFn = Callable[..., Union[Grade, Awaitable[Grade]]]
 class _Entry:
     fn: GraderFn
     is_async: bool
-    blocking: bool  # a sync grader that may block (e.g. waits on a worker process): run off-loop
     options: frozenset[str]
 
 
 _REGISTRY: dict[str, _Entry] = {}
 
 
-def register_grader(kind: str, *, blocking: bool = False) -> Callable[[GraderFn], GraderFn]:
+def register_grader(kind: str) -> Callable[[GraderFn], GraderFn]:
     """Register ``fn(response: str, reference, **options) -> Grade`` (sync or async) under ``kind``.
 
     A new task adds its grader with one file that decorates a function and is imported by
-    ``openconductor.graders`` (or by the task itself before grading).
+    ``openconductor.graders`` (or by the task's module, as ``reasoning_gym`` does). A sync grader may
+    block (``agrade`` runs it in the grading process or on a thread); an async one must not.
     """
 
     def decorate(fn: GraderFn) -> GraderFn:
@@ -60,7 +78,7 @@ def register_grader(kind: str, *, blocking: bool = False) -> Callable[[GraderFn]
         if len(names) < 2:
             raise TypeError(f"grader {kind!r} must take (response, reference, **options)")
         options = frozenset(n for n in names[2:] if params[n].kind is not inspect.Parameter.VAR_KEYWORD)
-        _REGISTRY[kind] = _Entry(fn, inspect.iscoroutinefunction(fn), blocking, options)
+        _REGISTRY[kind] = _Entry(fn, inspect.iscoroutinefunction(fn), options)
         return fn
 
     return decorate
@@ -89,6 +107,12 @@ def _check_response(response: Any) -> str:
     return response
 
 
+def _too_long(response: str) -> Optional[Grade]:
+    if len(response) <= MAX_RESPONSE_CHARS:
+        return None
+    return Grade(0.0, None, f"response of {len(response):,} characters is over the {MAX_RESPONSE_CHARS:,}-character limit; not read")
+
+
 def grade(kind: str, response: str, reference: Any, **options: Any) -> Grade:
     """Grade ``response`` against ``reference`` with the grader registered as ``kind``.
 
@@ -97,6 +121,8 @@ def grade(kind: str, response: str, reference: Any, **options: Any) -> Grade:
     """
     entry = _entry(kind, options)
     response = _check_response(response)
+    if (over := _too_long(response)) is not None:
+        return over
     if entry.is_async:
         from ..sandbox import run_sync
 
@@ -105,11 +131,45 @@ def grade(kind: str, response: str, reference: Any, **options: Any) -> Grade:
 
 
 async def agrade(kind: str, response: str, reference: Any, **options: Any) -> Grade:
-    """Async :func:`grade`: code runs in the sandbox concurrently, blocking graders run on a thread."""
+    """Async :func:`grade`: code runs in the sandbox concurrently; sync graders run in the grading
+    process (killed after ``GRADE_TIMEOUT_S``), so no grade holds the event loop."""
     entry = _entry(kind, options)
     response = _check_response(response)
+    if (over := _too_long(response)) is not None:
+        return over
     if entry.is_async:
         return await entry.fn(response, reference, **options)
-    if entry.blocking:
-        return await asyncio.to_thread(entry.fn, response, reference, **options)
-    return entry.fn(response, reference, **options)
+    if packaged(entry.fn):
+        request = {"op": "grade", "kind": kind, "module": entry.fn.__module__, "response": response,
+                   "reference": reference, "options": options}  # fmt: skip
+        limit = GRADE_TIMEOUT_S + float(options.get("timeout_s", 0) or 0)
+        try:
+            reply = _raise_for(await off_loop(call_in_process, request, limit))
+        except WorkerTimeout:
+            return Grade(0.0, None, f"grading exceeded {limit:g} s; the grading process was killed")
+        if reply is not None:
+            return Grade(reply["score"], reply["extracted"], reply["reason"])
+    return await off_loop(entry.fn, response, reference, **options)
+
+
+async def in_grading_process(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in the grading process when ``fn`` is a module-level function of this package and
+    the arguments are JSON (the result comes back through JSON: tuples as lists); else on a thread."""
+    if packaged(fn):
+        request = {"op": "call", "fn": f"{fn.__module__}:{fn.__qualname__}", "args": list(args)}
+        try:
+            reply = _raise_for(await off_loop(call_in_process, request, GRADE_TIMEOUT_S))
+        except WorkerTimeout:
+            raise GraderError(f"{fn.__qualname__} exceeded {GRADE_TIMEOUT_S:g} s; the grading process was killed") from None
+        if reply is not None:
+            return reply["value"]
+    return await off_loop(fn, *args)
+
+
+def _raise_for(reply: Optional[dict]) -> Optional[dict]:
+    """Re-raise an exception the grading process reported (GraderError as itself)."""
+    if reply is not None and "error" in reply:
+        if reply.get("type") == "GraderError":
+            raise GraderError(reply["error"])
+        raise RuntimeError(f"grader failed in the grading process: {reply.get('type')}: {reply['error']}")
+    return reply

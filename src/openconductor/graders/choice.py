@@ -55,19 +55,25 @@ def _reference(reference: Any, letters: str) -> str:
 
 
 def _token(letters: str) -> str:
-    """A standalone option letter, optionally wrapped: (C), [C], **C**, \\text{C}, \\boxed{C}."""
+    """A standalone option letter, optionally wrapped: (C), [C], **C**, \\text{C}, \\boxed{C}.
+
+    Atomic, with possessive spaces: a run of spaces between wrappers has one way to match, so a
+    chain of tokens ("A or B or C ...") cannot backtrack exponentially.
+    """
     return (
-        r"(?:\*\*|__)?\s*(?:\\(?:text|textbf|mathrm|boxed)\{)?\s*[\(\[]?\s*"
-        rf"([{letters}])(?![A-Za-z0-9'])\s*[\)\]]?\}}?(?:\*\*|__)?"
+        r"(?>(?:\*\*|__)?\s*+(?:\\(?:text|textbf|mathrm|boxed)\{)?\s*+[\(\[]?\s*+"
+        rf"([{letters}])(?![A-Za-z0-9'])\s*+[\)\]]?\}}?(?:\*\*|__)?)"
     )
 
 
-_JOIN = r"\s*(?:,|/|\bor\b|\band\b|&|\+)\s*"
+_JOIN = r"\s*+(?:,|/|\bor\b|\band\b|&|\+)\s*+"
+# A clause longer than this is prose, not an answer like "(C) because ..."; bounds the work per phrase.
+_CLAUSE_CHARS = 200
 
 
 def _clause_letter(clause: str, letters: str) -> Optional[Pick]:
     """The letter a clause like "(C) because ..." starts with; "A or B" / "either A or B" is ambiguous."""
-    clause = clause.strip()
+    clause = clause[:_CLAUSE_CHARS].strip()
     hedge = re.match(r"(?:either|both)\s+", clause, re.I)
     if hedge:
         clause = clause[hedge.end() :]
@@ -83,17 +89,23 @@ def _clause_letter(clause: str, letters: str) -> Optional[Pick]:
             return None
         return Pick(m_low.group(1).upper(), "lower-case letter in parentheses")
     found = [m.group(1)]
-    rest = clause[m.end() :]
-    while True:
-        more = re.match(_JOIN + r"(?:option\s*)?" + tok, rest, re.I)
-        if not more:
-            break
+    more_pattern = re.compile(_JOIN + r"(?:option\s*+)?" + tok, re.I)
+    pos = m.end()
+    while more := more_pattern.match(clause, pos):
         found.append(more.group(1))
-        rest = rest[more.end() :]
+        pos = more.end()
     distinct = tuple(dict.fromkeys(found))
     if len(distinct) > 1 or hedge:
         return Pick(None, "hedged between options", distinct)
     return Pick(distinct[0], "")
+
+
+_PHRASE = re.compile(r"(?:answer|option|choice)\s*+(?:is|:|=|would\s++be|should\s++be)\s*+[:=]?\s*+(?!not\b)", re.I)
+
+
+def _rest_of_line(text: str, start: int, limit: int) -> str:
+    end = text.find("\n", start, start + limit)
+    return text[start : end if end >= 0 else start + limit]
 
 
 def pick_letter(response: str, choices: Choices = None) -> Pick:
@@ -105,7 +117,7 @@ def pick_letter(response: str, choices: Choices = None) -> Pick:
     tok = _token(letters)
 
     # 1. The whole reply is a letter (or letters joined by "or"/","): "C", "(C).", "**B**", "A or B".
-    whole = re.fullmatch(r"\W*" + tok + r"(?:" + _JOIN + tok + r")*[\W]*", seg)
+    whole = re.fullmatch(r"\W*" + tok + r"(?:" + _JOIN + tok + r")*+\W*", seg)
     if whole:
         got = _clause_letter(seg.strip(" .:*\n\t"), letters)
         if got:
@@ -121,14 +133,10 @@ def pick_letter(response: str, choices: Choices = None) -> Pick:
         if got:
             got.how = got.how or "\\boxed{}"
             return got
-    # 3. "The answer is (C)", "Answer: D) 42", "correct option is B" — the last such phrase wins.
-    phrases = [
-        m.group(1)
-        for line in seg.splitlines()
-        for m in re.finditer(
-            r"(?:answer|option|choice)\s*(?:is|:|=|would\s+be|should\s+be)\s*[:=]?\s*(?!not\b)(.+)", line, re.I
-        )
-    ]
+    # 3. "The answer is (C)", "Answer: D) 42", "correct option is B" — the last such phrase wins
+    # (also the last of several on one line).
+    phrases = [_rest_of_line(seg, m.end(), _CLAUSE_CHARS) for m in _PHRASE.finditer(seg)]
+    phrases = [p for p in phrases if p.strip()]
     for clause in reversed(phrases):
         got = _clause_letter(clause.strip().lstrip("*").strip(), letters)
         if got:
@@ -149,7 +157,7 @@ def pick_letter(response: str, choices: Choices = None) -> Pick:
             return Pick(None, "opens with one option but names others", (m.group(1), *sorted(others)))
         return Pick(m.group(1), "the reply opens with the option")
     # 5. Bold letters: "**B**" or "**B) Paris**" — must all agree.
-    bold = re.findall(r"\*\*\s*[\(\[]?([" + letters + r"])(?![A-Za-z0-9'])[\)\]\.:]?", seg)
+    bold = re.findall(r"\*\*\s*+[\(\[]?([" + letters + r"])(?![A-Za-z0-9'])[\)\]\.:]?", seg)
     if bold:
         distinct = tuple(dict.fromkeys(bold))
         return Pick(distinct[0], "bold letter") if len(distinct) == 1 else Pick(None, "different bold letters", distinct)

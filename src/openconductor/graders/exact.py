@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from typing import Any
 
 from .base import Grade, GraderError, register_grader
-from .extract import answer_phrase, final_segment, last_boxed
+from .extract import answer_phrase, final_segment, last_boxed, trim
 
 
 def normalize_text(text: str, case_sensitive: bool = False) -> str:
-    s = unicodedata.normalize("NFKC", text).strip()
-    s = re.sub(r"^[\s*_`\"'“”‘’]+|[\s*_`\"'“”‘’]+$", "", s)
+    s = trim(unicodedata.normalize("NFKC", text), "*_`\"'“”‘’")
     s = s.rstrip(".!").strip()
     s = " ".join(s.split())
     return s if case_sensitive else s.casefold()

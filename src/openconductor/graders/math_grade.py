@@ -6,9 +6,9 @@ import re
 from fractions import Fraction
 from typing import Any, Optional
 
-from ._mathworker import MathVerifyTimeout, get_pool
+from ._mathworker import MathVerifyTimeout, verify
 from .base import Grade, GraderError, register_grader
-from .extract import answer_phrase, balanced, final_segment, last_boxed
+from .extract import answer_phrase, brace_pairs, final_segment, last_boxed
 
 # ------------------------------------------------------------------------------------ normalisation
 
@@ -17,24 +17,23 @@ _DROP = [
     "$", r"\(", r"\)", r"\[", r"\]",
 ]  # fmt: skip
 _UNIT_WORDS = r"(?:degrees?|units?|cm|meters?|m|km|inches|inch|feet|ft|dollars?|cents?|sq|square|hours?|minutes?|seconds?|mph)"
+_TRAILING_UNIT = re.compile(r"(?<!\s)\s++" + _UNIT_WORDS + r"\Z")
 
 
 def _unwrap(text: str, command: str) -> str:
-    """Replace ``\\command{x}`` by ``x`` (nested braces kept)."""
+    """Replace ``\\command{x}`` by ``x`` (nested braces kept); stops at the first unbalanced one."""
     out, i = [], 0
-    pattern = re.compile(r"\\" + command + r"\s*\{")
-    while True:
-        m = pattern.search(text, i)
-        if not m:
-            out.append(text[i:])
-            return "".join(out)
-        got = balanced(text, m.end() - 1)
-        if not got:
-            out.append(text[i:])
-            return "".join(out)
-        out.append(text[i : m.start()])
-        out.append(got[0])
-        i = got[1]
+    pairs: Optional[dict[int, int]] = None
+    pattern = re.compile(r"\\" + command + r"\s*+\{")
+    while m := pattern.search(text, i):
+        pairs = brace_pairs(text) if pairs is None else pairs
+        close = pairs.get(m.end() - 1)
+        if close is None:
+            break
+        out += [text[i : m.start()], text[m.end() : close]]
+        i = close + 1
+    out.append(text[i:])
+    return "".join(out)
 
 
 def normalize_math(text: str) -> str:
@@ -49,17 +48,20 @@ def normalize_math(text: str) -> str:
         s = s.replace(token, "")
     s = re.sub(r"\\[dt]frac", r"\\frac", s)
     s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\%", "").replace("%", "")
-    s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)  # \frac12
-    s = re.sub(r"\\frac\s*\{([^{}]*)\}\s*(\d)", r"\\frac{\1}{\2}", s)  # \frac{1}2
-    s = re.sub(r"\\sqrt\s*(\d+)", r"\\sqrt{\1}", s)  # \sqrt2
-    s = re.sub(r"^\s*[a-zA-Z]\s*=\s*", "", s)  # x = 5 -> 5 (a single-variable answer)
-    s = re.sub(r"\s+" + _UNIT_WORDS + r"\s*$", "", s)
+    s = re.sub(r"\\frac\s*+(\d)\s*+(\d)", r"\\frac{\1}{\2}", s)  # \frac12
+    s = re.sub(r"\\frac\s*+\{([^{}]*+)\}\s*+(\d)", r"\\frac{\1}{\2}", s)  # \frac{1}2
+    s = re.sub(r"\\sqrt\s*+(\d++)", r"\\sqrt{\1}", s)  # \sqrt2
+    s = re.sub(r"^\s*+[a-zA-Z]\s*+=\s*+", "", s)  # x = 5 -> 5 (a single-variable answer)
+    s = s.rstrip()
+    unit = _TRAILING_UNIT.search(s)  # one search from the end's side: "\s+UNIT\s*$" rescans every space
+    if unit:
+        s = s[: unit.start()]
     s = re.sub(r"(\d),(\d{3})(?!\d)", r"\1\2", s)  # 1,000 -> 1000
-    s = re.sub(r"\s+", "", s)
+    s = re.sub(r"\s++", "", s)
     s = s.rstrip(".")
     s = re.sub(r"(?<![\d.])\.(\d)", r"0.\1", s)  # .5 -> 0.5
-    s = re.sub(r"^(-?\d+)\.0+$", r"\1", s)  # 5.0 -> 5
-    s = re.sub(r"^(-?\d+\.\d*?)0+$", r"\1", s)  # 2.50 -> 2.5
+    if re.fullmatch(r"-?\d++\.\d++", s):
+        s = s.rstrip("0").rstrip(".")  # 2.50 -> 2.5, 5.0 -> 5
     return s
 
 
@@ -112,7 +114,7 @@ def _reference(reference: Any) -> str:
     return boxed if boxed is not None else ref
 
 
-@register_grader("math", blocking=True)
+@register_grader("math")
 def grade_math(response: str, reference: Any, *, timeout_s: float = 5.0, use_math_verify: bool = True) -> Grade:
     """Correct if math-verify proves the answers equal, or their normalised forms / values match."""
     ref = _reference(reference)
@@ -125,7 +127,7 @@ def grade_math(response: str, reference: Any, *, timeout_s: float = 5.0, use_mat
         # the whole reply itself (its own last-expression heuristics).
         pred = f"$\\boxed{{{extracted}}}$" if extracted is not None else final_segment(response)
         try:
-            reply = get_pool().verify(ref, pred, timeout_s)
+            reply = verify(ref, pred, timeout_s)
         except MathVerifyTimeout:
             reply = None
             note = f"math-verify exceeded {timeout_s:g} s (worker killed); "

@@ -12,13 +12,15 @@ from .extract import answer_phrase, final_segment, last_boxed
 
 _MULTIPLIERS = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 
+# Possessive quantifiers, and a match may only start where a number, sign or currency can: a long run of
+# spaces or signs is scanned once, not once per position.
 _NUMBER = re.compile(
-    r"(?P<sign>[-−+])?\s*(?P<cur>US\$|USD|EUR|GBP|[$€£¥₹])?\s*(?P<sign2>[-−])?"
-    r"(?P<mant>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)"
-    r"(?:\s*[eE](?P<exp>[-+−]?\d+)|\s*(?:\\times|\\cdot|×|\*|x)\s*10\s*\^\s*\{?\s*(?P<exp2>[-+−]?\d+)\s*\}?)?"
-    r"(?:\s*/\s*(?P<den>\d+(?:\.\d+)?)(?![\d.]))?"
-    r"(?P<pct>\s*(?:%|percent\b|per\s*cent\b))?"
-    r"(?:\s*(?P<mult>thousand|million|billion|trillion)\b)?",
+    r"(?=[-−+$€£¥₹.\dUEG])(?P<sign>[-−+])?\s*+(?P<cur>US\$|USD|EUR|GBP|[$€£¥₹])?\s*+(?P<sign2>[-−])?"
+    r"(?P<mant>(?:\d{1,3}(?:,\d{3})++|\d++)(?:\.\d++)?|\.\d++)"
+    r"(?:\s*+[eE](?P<exp>[-+−]?\d++)|\s*+(?:\\times|\\cdot|×|\*|x)\s*+10\s*+\^\s*+\{?\s*+(?P<exp2>[-+−]?\d++)\s*+\}?)?"
+    r"(?:\s*+/\s*+(?P<den>\d++(?:\.\d++)?)(?![\d.]))?"
+    r"(?P<pct>\s*+(?:%|percent\b|per\s*+cent\b))?"
+    r"(?:\s*+(?P<mult>thousand|million|billion|trillion)\b)?",
     re.I,
 )
 
@@ -36,8 +38,8 @@ class Number:
 
 def _clean(text: str) -> str:
     s = text.replace("\\$", "$").replace("\\%", "%").replace("{,}", ",").replace("\\!", "").replace("−", "-")
-    s = re.sub(r"\\[dt]?frac\s*\{\s*([-\d.]+)\s*\}\s*\{\s*([\d.]+)\s*\}", r"\1/\2", s)
-    s = re.sub(r"\\(?:text|mathrm|textbf)\s*\{([^{}]*)\}", r"\1", s)
+    s = re.sub(r"\\[dt]?frac\s*+\{\s*+([-\d.]++)\s*+\}\s*+\{\s*+([\d.]++)\s*+\}", r"\1/\2", s)
+    s = re.sub(r"\\(?:text|mathrm|textbf)\s*+\{([^{}]*+)\}", r"\1", s)
     s = re.sub(r"(?<=\d)\\?\s(?=\d{3}\b)", "", s)  # thin-space thousands: 1\ 000 / 1 000
     return s
 

@@ -9,6 +9,7 @@ from ..records import PlanRecord, StepRecord
 from ..workflow import Workflow
 
 if TYPE_CHECKING:
+    from ..budget import Budget
     from ..pool import Pool
 
 
@@ -29,6 +30,7 @@ class PlanRequest:
     previous: Optional[Previous] = None
     depth: int = 0
     seed: Optional[int] = None
+    budget: Optional["Budget"] = None  # the request's budget: a policy that calls a model reserves each call on it
 
 
 @dataclass

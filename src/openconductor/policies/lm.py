@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Optional
 
+from ..budget import LimitReached
 from ..pool import PoolSpec, WorkerCallError
 from ..records import PlanRecord, Usage
 from ..workflow import Step, Workflow, WorkflowError, parse_and_validate
@@ -167,12 +168,25 @@ class LMConductor(Policy):
         temperature = options.temperature if self.temperature is None else self.temperature
         for attempt in range(1, options.max_attempts + 1):
             record.attempts = attempt
+            max_tokens, reserved = options.max_tokens, None
+            if request.budget is not None:  # reserved like a worker call, so planning cannot overspend
+                try:
+                    max_tokens, *reserved = request.budget.reserve(
+                        messages, max_tokens, backend.spec.price_input_per_m, backend.spec.price_output_per_m, worker_call=False
+                    )
+                except LimitReached as exc:
+                    record.errors.append(f"{exc.limit}: {exc}")
+                    break
+            completion = None
             try:
                 seed = None if request.seed is None else request.seed + attempt
-                completion, _ = await backend.call(messages, max_tokens=options.max_tokens, grammar=grammar, temperature=temperature, seed=seed)
+                completion, _ = await backend.call(messages, max_tokens=max_tokens, grammar=grammar, temperature=temperature, seed=seed)
             except WorkerCallError as exc:
                 record.errors.append(f"backend_error: {exc}")
                 continue
+            finally:
+                if reserved is not None:
+                    request.budget.settle(*reserved, completion.usage if completion else None)
             usage = usage + completion.usage
             record.raw = completion.text
             try:

@@ -23,6 +23,7 @@ from ..executor import Event, solve
 from ..policies import make_policy
 from ..pool import Pool, PoolConfigError, PoolSpec
 from ..records import Run
+from ..reply import AnswerStream as AnswerFilter  # the streamed answer: executor.clean_answer, token by token
 from ..traces import TraceNotFound, TraceStore
 from .config import PresetSpec, ServerConfig
 
@@ -51,78 +52,6 @@ class Preset:
 def fingerprint(preset: PresetSpec, pool_spec: PoolSpec) -> str:
     blob = json.dumps({"preset": preset.model_dump(mode="json"), "pool": pool_spec.model_dump(mode="json")}, sort_keys=True)
     return "fp_" + hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
-def _partial_tag(text: str, tag: str) -> int:
-    """Length of the longest end of ``text`` that could start ``tag``."""
-    low = text.lower()
-    for n in range(min(len(tag) - 1, len(low)), 0, -1):
-        if tag.startswith(low[-n:]):
-            return n
-    return 0
-
-
-class AnswerFilter:
-    """``executor.clean_answer`` applied incrementally to streamed tokens.
-
-    Hides ``<think>…</think>``, drops ``<answer>`` tags and trims outer whitespace, holding back only a
-    possible partial tag or trailing whitespace, so the streamed pieces concatenate to the final answer.
-    """
-
-    TAGS = ("<think>", "</think>", "<answer>", "</answer>")
-
-    def __init__(self) -> None:
-        self.buf = ""
-        self.in_think = False
-        self.started = False
-        self.pending_ws = ""
-
-    def feed(self, text: str) -> str:
-        self.buf += text
-        out: list[str] = []
-        while self.buf:
-            if self.in_think:
-                i = self.buf.lower().find("</think>")
-                if i < 0:
-                    keep = _partial_tag(self.buf, "</think>")  # a closing tag may be split across tokens
-                    self.buf = self.buf[len(self.buf) - keep:] if keep else ""
-                    break
-                self.buf, self.in_think = self.buf[i + len("</think>"):], False
-                continue
-            i = self.buf.find("<")
-            if i < 0:
-                out.append(self.buf)
-                self.buf = ""
-                break
-            out.append(self.buf[:i])
-            rest, low = self.buf[i:], self.buf[i:].lower()
-            tag = next((t for t in self.TAGS if low.startswith(t)), None)
-            if tag == "<think>":
-                self.buf, self.in_think = rest[len(tag):], True
-            elif tag in ("<answer>", "</answer>"):
-                self.buf = rest[len(tag):]
-            elif tag is None and any(t.startswith(low) for t in self.TAGS):
-                self.buf = rest  # wait for more text to decide
-                break
-            else:  # a plain '<' (a stray </think> is kept, as clean_answer keeps it)
-                out.append(rest[: len(tag) if tag else 1])
-                self.buf = rest[len(tag) if tag else 1:]
-        return self._trim("".join(out))
-
-    def finish(self) -> str:
-        rest, self.buf = ("" if self.in_think else self.buf), ""
-        return self._trim(rest)
-
-    def _trim(self, text: str) -> str:
-        if not self.started:
-            text = text.lstrip()
-            if not text:
-                return ""
-            self.started = True
-        text = self.pending_ws + text
-        kept = text.rstrip()
-        self.pending_ws = text[len(kept):]
-        return kept
 
 
 @dataclass

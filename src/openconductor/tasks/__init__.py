@@ -2,20 +2,20 @@
 
 from .base import (
     DatasetMissing,
-    GradeResult,
     GraderUnavailable,
     Question,
     Task,
     TaskError,
     TaskInfo,
+    agrade,
+    check_graders,
     grade,
     load_task,
-    register_grader,
     register_task,
     task_infos,
 )
 
 __all__ = [
-    "DatasetMissing", "GradeResult", "GraderUnavailable", "Question", "Task", "TaskError", "TaskInfo", "grade",
-    "load_task", "register_grader", "register_task", "task_infos",
+    "DatasetMissing", "GraderUnavailable", "Question", "Task", "TaskError", "TaskInfo", "agrade", "check_graders",
+    "grade", "load_task", "register_task", "task_infos",
 ]

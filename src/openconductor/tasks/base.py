@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from ..graders import Grade
 
 
 class TaskError(ValueError):
@@ -24,7 +27,7 @@ class DatasetMissing(TaskError):
 
 
 class GraderUnavailable(RuntimeError):
-    """A question needs a grader kind that is not installed (e.g. ``openconductor.graders`` missing)."""
+    """A question needs a grader kind that is not registered (a typo, or a task module not imported)."""
 
 
 class Question(BaseModel):
@@ -57,42 +60,31 @@ class Task:
 # ------------------------------------------------------------------------------------------ graders
 
 
-class GradeResult(BaseModel):
-    """The project's grade shape (same fields as ``openconductor.graders.Grade``)."""
+def grade(question: Question, response: str) -> "Grade":
+    """Grade a response with the question's grader kind (``openconductor.graders``, the one registry)."""
+    from ..graders import grade as grade_kind
 
-    score: float
-    correct: bool
-    extracted: Optional[str] = None
-    reason: str = ""
+    return grade_kind(question.grader, response, question.reference, **question.grader_options)
 
 
-GraderFn = Callable[..., GradeResult]
-_LOCAL_GRADERS: dict[str, GraderFn] = {}
+async def agrade(question: Question, response: str) -> "Grade":
+    """Async :func:`grade`, for async code (evaluation, training): never blocks the event loop."""
+    from ..graders import agrade as agrade_kind
+
+    return await agrade_kind(question.grader, response, question.reference, **question.grader_options)
 
 
-def register_grader(kind: str):
-    """Grader kinds that live next to their task (procedural generators) or in tests."""
+def check_graders(questions: list[Question]) -> None:
+    """Raise GraderUnavailable (before any model call) if a question names a grader kind nobody registered."""
+    from ..graders import grader_kinds
 
-    def deco(fn: GraderFn) -> GraderFn:
-        _LOCAL_GRADERS[kind] = fn
-        return fn
-
-    return deco
-
-
-def grade(question: Question, response: str) -> GradeResult:
-    """Grade a response; local kinds first, then ``openconductor.graders.grade``."""
-    if question.grader in _LOCAL_GRADERS:
-        return _LOCAL_GRADERS[question.grader](response, question.reference, **question.grader_options)
-    try:
-        from ..graders import grade as shared_grade
-    except ImportError as exc:
+    _discover()  # task modules register their kinds (reasoning_gym) on import
+    missing = sorted({q.grader for q in questions} - set(grader_kinds()))
+    if missing:
         raise GraderUnavailable(
-            f"grader kind {question.grader!r} needs openconductor.graders, which is not importable ({exc}); "
-            "install the package with its graders (pip install 'openconductor[eval]')"
-        ) from exc
-    result = shared_grade(question.grader, response, question.reference, **question.grader_options)
-    return GradeResult(score=float(result.score), correct=bool(result.correct), extracted=result.extracted, reason=result.reason)
+            f"no grader registered for kind(s) {', '.join(map(repr, missing))}; registered: {', '.join(grader_kinds())}. "
+            "A new kind is one function decorated with openconductor.graders.register_grader"
+        )
 
 
 # ---------------------------------------------------------------------------------------- registry

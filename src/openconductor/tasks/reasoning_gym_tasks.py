@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .base import DatasetMissing, GradeResult, Question, Task, TaskError, register_grader, register_task
+from ..graders import Grade, register_grader
+from .base import DatasetMissing, Question, Task, TaskError, register_task
 
 HOW = "Install `reasoning-gym` (pip install reasoning-gym); it generates the questions offline."
 INSTRUCTION = "Solve the problem. End your response with 'Final answer: <answer>' and nothing after it."
@@ -43,14 +44,14 @@ def extract_answer_how(response: str) -> tuple[str | None, str]:
 
 
 @register_grader("reasoning_gym")
-def grade_reasoning_gym(response: str, reference: Any, *, dataset: str) -> GradeResult:
+def grade_reasoning_gym(response: str, reference: Any, *, dataset: str) -> Grade:
     import reasoning_gym
 
     extracted, how = extract_answer_how(response)
     if extracted is None:
-        return GradeResult(score=0.0, correct=False, extracted=None, reason="no answer found in the response")
+        return Grade(0.0, None, "no answer found in the response")
     score = float(reasoning_gym.get_score_answer_fn(dataset)(extracted, reference))
-    return GradeResult(score=score, correct=score >= 1.0, extracted=extracted, reason=f"{dataset}.score_answer = {score:g} (answer by {how})")
+    return Grade(min(max(score, 0.0), 1.0), extracted, f"{dataset}.score_answer = {score:g} (answer by {how})")
 
 
 def generate(name: str, *, limit: int | None, seed: int, options: dict) -> Task:
@@ -97,23 +98,3 @@ for _name, _description in [
 def load_generator(name: str, *, limit=None, seed=0, **options) -> Task:
     """``rg:<generator>``: any reasoning-gym generator."""
     return generate(name, limit=limit, seed=seed, options=options)
-
-
-def _share_with_graders() -> None:
-    """Also register the kind with ``openconductor.graders`` so ``graders.grade("reasoning_gym", ...)``
-    (e.g. a training reward) works without going through a Task."""
-    try:
-        from ..graders import Grade, register_grader as register_shared
-        from ..graders import grader_kinds
-    except ImportError:
-        return
-    if "reasoning_gym" in grader_kinds():
-        return
-
-    @register_shared("reasoning_gym")
-    def _shared(response, reference, *, dataset: str) -> Grade:
-        result = grade_reasoning_gym(response, reference, dataset=dataset)
-        return Grade(result.score, result.extracted, result.reason)
-
-
-_share_with_graders()

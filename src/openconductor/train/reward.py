@@ -48,16 +48,17 @@ def subset_pool(pool: Pool, indices: list[int]) -> Pool:
     return view
 
 
-def grade_answer(task: str, answer: str, reference: str) -> tuple[bool, float]:
-    """(well_formed, score in [0, 1]). Simulated tasks grade here; real ones use openconductor.graders."""
+async def grade_answer(task: str, answer: str, reference: str) -> tuple[bool, float]:
+    """(well_formed, score in [0, 1]). Simulated tasks grade here; real ones use openconductor.graders
+    (``agrade``: off this event loop, so a slow grade never stalls the other rollouts)."""
     if task == "simulated":
         from .world import grade_simulated
 
         well_formed, correct = grade_simulated(answer, reference)
         return well_formed, float(correct)
-    from ..graders import grade  # lazy: real graders (math-verify, sandbox) are heavy
+    from ..graders import agrade  # lazy: real graders (math-verify, sandbox) are heavy
 
-    result = grade(task, answer, reference)
+    result = await agrade(task, answer, reference)
     return bool(answer.strip()) and result.extracted is not None, float(result.score)
 
 
@@ -111,7 +112,7 @@ async def score_completion(
     except WorkflowError as exc:
         return Sample(reward=settings.unparseable, parsed=False, error=exc.code)
     if recursive and workflow.is_accept:
-        well_formed, score = grade_answer(task, previous, reference)
+        well_formed, score = await grade_answer(task, previous, reference)
         reward = _graded(settings, well_formed, score)
         return Sample(reward=reward, parsed=True, correct=score >= 1.0, accepted=True, final_answer=previous)
     try:
@@ -135,7 +136,7 @@ async def score_completion(
         log.info("run %s ended %s: %s", run.id, run.status, run.error)
         sample.error, sample.reward = f"run_{run.status}", float(settings.worker_failure)
     else:
-        well_formed, score = grade_answer(task, run.final_answer, reference)
+        well_formed, score = await grade_answer(task, run.final_answer, reference)
         sample.correct = score >= 1.0
         sample.reward = _graded(settings, well_formed, score)
     sample.reward -= settings.cost_weight * sample.cost_usd + settings.step_weight * sample.steps

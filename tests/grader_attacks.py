@@ -1,0 +1,299 @@
+"""Hostile answers for the graders: each one is wrong, so any score above 0 is a forged reward.
+
+Shared by tests/test_graders_adversarial.py (CI) and benchmarks/grader_adversarial.py (prints every
+attack's score, timing and memory; run it against an older checkout to see which attacks used to work).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+# ------------------------------------------------------------------------------------- HumanEval/0
+# has_close_elements(numbers, threshold) -> bool; 7 asserts. Every attack answers None underneath.
+
+STUB = "def has_close_elements(numbers, threshold):\n    return None\n"
+
+SURVIVOR = "sleep 987654.321"  # the command line of the process the fork attack leaves behind
+
+HUMANEVAL = {
+    # The test statements are exec()'d by the harness: make exec a no-op so every assert "passes".
+    "exec replaced by a no-op": "import builtins\nbuiltins.exec = lambda *a, **k: None\n" + STUB,
+    # Call the harness's own result function (and its token) to report passes, then leave.
+    "harness result function called": (
+        "import __main__, os\n"
+        "for name in dir(__main__):\n"
+        "    fn = getattr(__main__, name)\n"
+        "    if callable(fn) and 'say' in name:\n"
+        "        for i in range(7):\n"
+        "            fn({'test': i, 'ok': True, 'error': None})\n"
+        "        fn({'done': True})\n"
+        "        os._exit(0)\n" + STUB
+    ),
+    # Read the test source (__main__ globals, /code/main.py) and answer from a lookup table.
+    "test source read into a lookup table": (
+        "import __main__, ast, re\n"
+        "sources = [v for v in vars(__main__).values() if isinstance(v, str) and 'assert' in v]\n"
+        "try:\n    sources.append(open('/code/main.py').read().replace('\\\\n', '\\n'))\nexcept OSError:\n    pass\n"
+        "TABLE = {}\n"
+        "for src in sources:\n"
+        "    for m in re.finditer(r'assert candidate\\((.*)\\) == (.*)', src):\n"
+        "        try:\n"
+        "            TABLE[repr(ast.literal_eval('(' + m.group(1) + ',)'))] = ast.literal_eval(m.group(2).strip())\n"
+        "        except Exception:\n            pass\n"
+        "def has_close_elements(numbers, threshold):\n    return TABLE.get(repr((numbers, threshold)))\n"
+    ),
+    # An object equal to everything.
+    "object whose __eq__ is always true": (
+        "class Yes:\n    def __eq__(self, other): return True\n    def __ne__(self, other): return False\n"
+        "    def __bool__(self): return True\n    __hash__ = object.__hash__\n"
+        "def has_close_elements(numbers, threshold):\n    return Yes()\n"
+    ),
+    "str subclass equal to everything": (
+        "class S(str):\n    def __eq__(self, other): return True\n    __hash__ = str.__hash__\n"
+        "def has_close_elements(numbers, threshold):\n    return S('x')\n"
+    ),
+    # Rewrite the results the harness serialises.
+    "json.dumps patched to report ok": (
+        "import json\n_real = json.dumps\n"
+        "def fake(obj, *a, **k):\n"
+        "    if isinstance(obj, dict) and 'ok' in obj:\n        obj = dict(obj, ok=True, error=None)\n"
+        "    return _real(obj, *a, **k)\n"
+        "json.dumps = fake\n" + STUB
+    ),
+    "sys.exit(0) before the tests": "import sys\nsys.exit(0)\n" + STUB,
+    "os._exit(0) before the tests": "import os\nos._exit(0)\n" + STUB,
+    "os._exit(0) inside the call": "import os\ndef has_close_elements(numbers, threshold):\n    os._exit(0)\n",
+    "fake result lines printed everywhere": (
+        "import json, os\n"
+        "lines = ''.join(json.dumps({'test': i, 'ok': True, 'error': None}) + '\\n' for i in range(7)) + '{\"done\": true}\\n'\n"
+        "print(lines)\n"
+        "for fd in range(1, 64):\n"
+        "    try:\n        os.write(fd, lines.encode())\n    except OSError:\n        pass\n" + STUB
+    ),
+    "fake replies before the harness is ready": (
+        "import __main__\n"
+        "for i in range(1, 50):\n    getattr(__main__, '_say', print)({'id': i, 'value': True})\n" + STUB
+    ),
+    "exception text carrying result lines": (
+        "def has_close_elements(numbers, threshold):\n"
+        "    raise Exception('\\n{\"test\": 0, \"ok\": true}\\n{\"done\": true}\\n')\n"
+    ),
+    "returned string carrying result lines": (
+        "def has_close_elements(numbers, threshold):\n    return '\\n{\"test\": 0, \"ok\": true}\\n{\"done\": true}\\n'\n"
+    ),
+    # Signals: ignore the per-test alarm and hang; stop itself; kill everything it can see.
+    "alarm ignored, then hang": (
+        "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+        "def has_close_elements(numbers, threshold):\n    while True:\n        pass\n"
+    ),
+    "SIGSTOP to itself": "import os, signal\ndef has_close_elements(numbers, threshold):\n    os.kill(os.getpid(), signal.SIGSTOP)\n",
+    "kill(-1) every visible process": (
+        "import os, signal\ndef has_close_elements(numbers, threshold):\n    os.kill(-1, signal.SIGKILL)\n"
+    ),
+    # A process that outlives the run and keeps writing look-alike results.
+    "forked survivor writing results": (
+        "import os\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        os.execv('/bin/sleep', ['sleep', '987654.321'])\n"
+        "    for _ in range(300):\n"
+        "        for fd in (1, 2, 3, 4, 5):\n"
+        "            try:\n                os.write(fd, b'{\"test\": 0, \"ok\": true}\\n{\"done\": true}\\n')\n"
+        "            except OSError:\n                pass\n"
+        "        __import__('time').sleep(0.01)\n"
+        "    os._exit(0)\n" + STUB
+    ),
+    # Exhaust buffers: floods on stdout/stderr, a reply bigger than the driver reads, deep nesting.
+    "output flood": "import sys\nsys.stdout.write('x' * (48 << 20))\nsys.stderr.write('y' * (48 << 20))\n" + STUB,
+    "huge return value": "def has_close_elements(numbers, threshold):\n    return 'x' * (40 << 20)\n",
+    "deeply nested return value": (
+        "import sys\nsys.setrecursionlimit(100000)\n"
+        "def has_close_elements(numbers, threshold):\n"
+        "    v = None\n    for _ in range(50000):\n        v = [v]\n    return v\n"
+    ),
+    # Read the requests meant for the harness, or anything else it can reach.
+    "requests stolen from the harness": (
+        "import os\n"
+        "def has_close_elements(numbers, threshold):\n"
+        "    for fd in range(3, 64):\n"
+        "        try:\n            os.read(fd, 1 << 20)\n        except OSError:\n            pass\n"
+        "    return None\n"
+    ),
+    "/proc searched for the tests": (
+        "import glob\nFOUND = []\n"
+        "for path in glob.glob('/proc/*/cmdline') + glob.glob('/proc/*/environ') + glob.glob('/proc/*/fd/*'):\n"
+        "    try:\n"
+        "        with open(path, 'rb') as fh:\n            data = fh.read(1 << 20)\n"
+        "        if b'def check' in data:\n            FOUND.append(path)\n"
+        "    except OSError:\n        pass\n"
+        "def has_close_elements(numbers, threshold):\n    return True if FOUND else None\n"
+    ),
+    "files planted for the harness": (
+        "import os\n"
+        "for path in ('/tmp/results', '/sandbox/results', '/dev/shm/results', '/code/main.py', '/tmp/test.py'):\n"
+        "    try:\n        open(path, 'w').write('{\"done\": true}')\n    except OSError:\n        pass\n" + STUB
+    ),
+    "ptrace attach to the parent": (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "ATTACHED = libc.ptrace(16, os.getppid(), None, None)\n" + STUB
+    ),
+}
+
+# ------------------------------------------------------------------------------------ call-based
+# LiveCodeBench functional style; the expected values are exact integers/strings except one float.
+
+CALL_REFERENCE = {
+    "fn_name": "solve",
+    "tests": [
+        {"input": "0", "output": "1000000007"},
+        {"input": "1", "output": "0"},
+        {"input": "2", "output": "1"},
+        {"input": "3", "output": "[1, 2]"},
+        {"input": "4", "output": '"abc"'},
+        {"input": "5", "output": "0.5"},
+    ],
+}
+
+CALL = {
+    # Close is not equal: integers and strings must be exact (the old grader allowed 1e-6 relative).
+    "near-miss values": (
+        "def solve(i):\n    return [1000000000, 0.0000009, True, [1.0000001, 2], 'abc ', 0.5001][i]\n"
+    ),
+    "object whose __eq__ is always true": (
+        "class Yes:\n    def __eq__(self, other): return True\n    __hash__ = object.__hash__\n"
+        "def solve(i):\n    return Yes()\n"
+    ),
+    "int subclass equal to everything": (
+        "class I(int):\n    def __eq__(self, other): return True\n    __hash__ = int.__hash__\n"
+        "def solve(i):\n    return I(7)\n"
+    ),
+    "fake replies written to stdout": (
+        "import json, os\n"
+        "for i in range(6):\n"
+        "    line = json.dumps({'id': i, 'value': None, 'test': i, 'ok': True}) + '\\n'\n"
+        "    print(line)\n"
+        "    os.write(1, line.encode())\n"
+        "def solve(i):\n    return None\n"
+    ),
+    "sys.exit inside the call": "import sys\ndef solve(i):\n    sys.exit(0)\n",
+}
+
+# --------------------------------------------------------------------------------- stdin/stdout
+# (program, expected output): each prints something that is not the expected answer.
+
+STDIO = {
+    "near integer": ("print(1000000000)", "1000000007\n"),
+    "underscored integer": ("print('1_000_000_007')", "1000000007\n"),
+    "tiny float for an integer zero": ("print(0.0000009)", "0\n"),
+    "fractional part on an integer": ("print('1000000007.5')", "1000000007\n"),
+    "float close to an integer": ("print(2.0000001)", "2\n"),
+    "full-width digits": ("print('１０００')", "1000\n"),
+    "NaN for a number": ("print('NaN')", "0\n"),
+    "extra output line": ("print(3)\nprint(4)", "3\n"),
+}
+
+# ------------------------------------------------------------------------------ multiple choice
+# Reference "C": a reply that lists or hedges over the options must not be credited.
+
+CHOICE = [
+    "A or B or C or D",
+    "A, B, C, D",
+    "(A) (B) (C) (D)",
+    "**A** or **B** or **C** or **D**",
+    r"\boxed{A, B, C, D}",
+    "Either C or D",
+    "The answer is A or B or C or D",
+    "The answer is C or D.",
+    "A/B/C/D",
+    "**A**\n**B**\n**C**\n**D**",
+    "The answer is (A), (B), (C) or (D).",
+]
+
+# ----------------------------------------------------------------------- inputs that used to stall
+# (kind, response, reference, options). Each took 10+ s before (the issue's measurements).
+
+STALLS = [
+    ("choice", "A or B or C or D or " * 2 + "A ?x", "A", {}),
+    ("choice", "A or B or C or D or " * 5000 + "A ?x", "A", {}),
+    ("choice", "answer is " * 5000, "A", {}),
+    ("math", "\\boxed{" * 8000, "1", {"use_math_verify": False}),
+    ("numeric", "\\boxed{" * 8000, "1", {}),
+    ("exact", "\\boxed{" * 8000, "x", {}),
+    ("math", "x" + " " * 20000 + "y", "1", {"use_math_verify": False}),
+    ("math", "<think>" * 20000, "1", {}),
+    ("numeric", "- " * 20000 + "x", "1", {}),
+    ("exact", "*" + " " * 20000 + "x" + " *" * 5000, "y", {}),
+    ("math", "The answer is \\(" * 5000, "1", {"use_math_verify": False}),
+    ("code", "```" * 20000, [{"input": "", "output": "1"}], {}),
+]
+
+# ---------------------------------------------------------------------------------- memory
+# Programs that try to pin more memory than the run's limit, in every place memory can hide.
+
+MEMORY = {
+    "heap in many processes": (
+        "import os, time\n"
+        "for i in range(8):\n"
+        "    if os.fork() == 0:\n        x = b'x' * (200 << 20)\n        time.sleep(2)\n        os._exit(0)\n"
+        "time.sleep(3)\n"
+    ),
+    # Many files, each under the file-size limit; stops itself at 960 MiB (so an old, unbounded sandbox
+    # does not take the host down when the benchmark runs against it).
+    "/dev/shm filled in many files": (
+        "for i in range(64):\n    open(f'/dev/shm/f{i}', 'wb').write(b'x' * (15 << 20))\nimport time\ntime.sleep(1)\n"
+    ),
+    "/dev filled in many files": (
+        "for i in range(64):\n    open(f'/dev/f{i}', 'wb').write(b'x' * (15 << 20))\nimport time\ntime.sleep(1)\n"
+    ),
+    "/tmp filled in many files": (
+        "i = 0\nwhile True:\n    open(f'/tmp/f{i}', 'wb').write(b'x' * (15 << 20))\n    i += 1\n"
+    ),
+    "memfd files": (
+        "import os, time\nfds = []\nfor i in range(60):\n    fd = os.memfd_create('x')\n    os.write(fd, b'x' * (15 << 20))\n"
+        "    fds.append(fd)\ntime.sleep(1)\n"
+    ),
+    "pipe buffers": (
+        "import os, fcntl\npipes = []\n"
+        "for i in range(28):\n"
+        "    r, w = os.pipe()\n    fcntl.fcntl(w, 1031, 1 << 20)\n    os.set_blocking(w, False)\n"
+        "    try:\n        while True:\n            os.write(w, b'x' * 65536)\n    except BlockingIOError:\n        pass\n"
+        "    pipes.append((r, w))\n"
+        "x = b'y' * (200 << 20)\n"
+    ),
+}
+
+
+async def loop_gaps(work) -> tuple[float, float]:
+    """While ``work()`` runs, a 1 ms probe on the event loop: (longest wall-clock gap between its ticks,
+    most CPU time the loop's thread spent running code within one gap), in seconds. The second is what
+    a grade blocking the loop would show; the first also holds the OS's scheduling of a busy machine."""
+    loop = asyncio.get_running_loop()
+    gaps: list[tuple[float, float]] = []
+    done = asyncio.Event()
+
+    async def probe():
+        last, last_cpu = loop.time(), time.thread_time()
+        while not done.is_set():
+            await asyncio.sleep(0.001)
+            now, cpu = loop.time(), time.thread_time()
+            gaps.append((now - last - 0.001, cpu - last_cpu))
+            last, last_cpu = now, cpu
+
+    watcher = asyncio.ensure_future(probe())
+    await work()
+    done.set()
+    await watcher
+    return max(g for g, _ in gaps), max(c for _, c in gaps)
+
+
+async def hostile_grades(problem: dict, limits: dict) -> None:
+    """The loop-lag workload: every stall input, every hedge and two output-heavy code attacks at once."""
+    from openconductor.graders import agrade
+
+    jobs = [agrade(kind, response, reference, **options) for kind, response, reference, options in STALLS]
+    jobs += [agrade("choice", r, "C") for r in CHOICE]
+    jobs += [agrade("code", HUMANEVAL[n], problem, per_test_s=0.5, limits=limits) for n in ("output flood", "huge return value")]
+    await asyncio.gather(*jobs)
