@@ -117,10 +117,11 @@ class WarmupSFT:
 
 # The paper's GRPO recipe (TRL ``GRPOConfig`` field names). A config's ``[grpo]`` table holds any
 # GRPOConfig field and overrides these; TRL validates the result when the config loads.
-# (TRL itself defaults to gradient checkpointing; ours is off: the shared-prompt path reuses caches, and
-# a small model on a CPU has the memory to spare.)
+# TRL itself defaults to gradient checkpointing and bf16 autocast; ours are off unless a config turns them
+# on: the shared-prompt path reuses caches, and many CPUs have no bf16 units (measured 4x slower here).
 PAPER_GRPO: dict[str, Any] = {
     "gradient_checkpointing": False,
+    "bf16": False,
     "num_generations": 64,
     "per_device_train_batch_size": 64,
     "gradient_accumulation_steps": 4,

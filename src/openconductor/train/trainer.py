@@ -240,7 +240,9 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     items = load_items(cfg)
     rows = build_rows(cfg, spec, items)
     w = cfg.warmup_sft
-    if warmup and w.examples and not (out_dir / "warmup" / MANIFEST).exists():
+    if warmup and w.examples and (out_dir / "warmup" / MANIFEST).exists():
+        _load_weights(model, out_dir / "warmup")  # a warm-up done before (an interrupted or repeated run)
+    elif warmup and w.examples:
         targets = format_targets(w.examples, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained)
         # Each prompt gets `targets_per_prompt` consecutive targets: they share its forward pass.
         shown = [rows[(i // w.targets_per_prompt) % len(rows)] for i in range(w.examples)]
@@ -282,6 +284,19 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
 
     trainer.remove_callback(PrinterCallback)  # the live bar and metrics files replace the raw log dicts
     return trainer, reward
+
+
+def _load_weights(model, path: Path) -> None:
+    """Load an exported stage (adapter or full weights) into the model being trained."""
+    from safetensors.torch import load_file
+
+    if (path / "adapter_model.safetensors").exists():
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(model, load_file(str(path / "adapter_model.safetensors")))
+    else:
+        model.load_state_dict(load_file(str(path / "model.safetensors")), strict=False)
+    log.info("loaded the format warm-up from %s", path)
 
 
 def row_format(cfg: TrainConfig, row: dict):
