@@ -62,6 +62,9 @@ PREAMBLE = (
 )
 
 
+SUBTASK_PREFIX = "Your assigned subtask: "
+
+
 def build_messages(question: str, workflow: Workflow, index: int, outputs: dict[int, StepRecord]) -> list[dict[str, str]]:
     """The worker's one user message: preamble, overall task, visible earlier steps, its subtask."""
     step = workflow.steps[index]
@@ -75,8 +78,36 @@ def build_messages(question: str, workflow: Workflow, index: int, outputs: dict[
             f"<Subtask assigned to Agent {agent}>\n{earlier.subtask}\n</Subtask assigned to Agent {agent}>\n"
             f"<Agent {agent} response>\n{response}\n</Agent {agent} response>"
         )
-    parts.append(f"Your assigned subtask: {step.subtask}")
+    parts.append(f"{SUBTASK_PREFIX}{step.subtask}")
     return [{"role": "user", "content": "\n\n".join(parts)}]
+
+
+@dataclass
+class WorkerContext:
+    """A worker message read back into its parts (what tool workers act on)."""
+
+    question: str
+    earlier: list[tuple[int, str, str]]  # (agent id, subtask, response) of the visible steps, in order
+    subtask: str
+
+
+_EARLIER = re.compile(
+    r"<Subtask assigned to Agent (\d+)>\n(.*?)\n</Subtask assigned to Agent \1>\n<Agent \1 response>\n(.*?)\n</Agent \1 response>",
+    re.DOTALL,
+)
+
+
+def parse_worker_message(messages: list[dict[str, str]]) -> WorkerContext:
+    """The inverse of ``build_messages``. A message not built by it is read as a bare subtask."""
+    text = "\n\n".join(str(m.get("content", "")) for m in messages if m.get("role") != "system")
+    head, sep, subtask = text.rpartition("\n\n" + SUBTASK_PREFIX)
+    if not sep:
+        return WorkerContext(question="", earlier=[], subtask=text)
+    start, end = head.find("<Overall task>\n"), head.find("\n</Overall task>")
+    question = head[start + len("<Overall task>\n") : end] if 0 <= start < end else ""
+    rest = head[end:] if end >= 0 else head
+    earlier = [(int(m.group(1)), m.group(2), m.group(3)) for m in _EARLIER.finditer(rest)]
+    return WorkerContext(question=question, earlier=earlier, subtask=subtask)
 
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
@@ -271,7 +302,7 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
         )
         usage = completion.usage
         record.output, record.usage, record.attempts = completion.text, completion.usage, attempts
-        record.latency_s, record.status = completion.latency_s, "ok"
+        record.latency_s, record.status, record.detail = completion.latency_s, "ok", completion.detail
     except WorkerCallError as exc:
         record.status, record.error, record.attempts = "error", str(exc), exc.attempts
     finally:

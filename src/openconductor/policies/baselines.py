@@ -78,7 +78,10 @@ class MixtureOfAgents(Policy):
         self.name = "moa"
 
     async def plan(self, request: PlanRequest) -> Plan:
-        proposers = _workers(request)
+        from ..pool import TOOL_PROVIDERS
+
+        # Tools (python, retrieval) answer nothing on their own: they are not proposers.
+        proposers = [i for i in _workers(request) if request.pool.spec.workers[i].provider not in TOOL_PROVIDERS]
         steps = [Step(i, "Solve the overall task and give the final answer.", ()) for i in proposers]
         aggregate = (
             "Several agents answered the overall task independently. Synthesise their responses into one "

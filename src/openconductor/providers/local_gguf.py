@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import platformdirs
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
+from .common import parse_options
 
 
 @dataclass(frozen=True)
@@ -126,10 +128,10 @@ _SERVERS: dict[tuple, object] = {}
 _SERVERS_LOCK = threading.Lock()
 
 
-def _server(path: Path, slots: int, ctx_per_slot: int, threads: int):
+def _server(path: Path, slots: int, ctx_per_slot: int, threads: int, threads_batch: int):
     import xllamacpp
 
-    key = (str(path), slots, ctx_per_slot, threads)
+    key = (str(path), slots, ctx_per_slot, threads, threads_batch)
     with _SERVERS_LOCK:
         if key not in _SERVERS:
             params = xllamacpp.CommonParams()
@@ -137,7 +139,7 @@ def _server(path: Path, slots: int, ctx_per_slot: int, threads: int):
             params.n_parallel = slots
             params.n_ctx = slots * ctx_per_slot  # llama.cpp splits the context across slots
             params.cpuparams.n_threads = threads
-            params.cpuparams_batch.n_threads = threads
+            params.cpuparams_batch.n_threads = threads_batch
             params.warmup = False
             params.verbosity = -1
             _SERVERS[key] = xllamacpp.Server(params)
@@ -154,8 +156,22 @@ def completion_prompt(messages: list[dict]) -> str:
 COMPLETION_STOP = ["\n\n", "<Subtask", "Your assigned subtask", "Question:"]
 
 
+class LocalGGUFOptions(BaseModel):
+    """``options`` of a ``local_gguf`` worker."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_ctx: int = Field(4096, ge=256, description="context per slot (the server holds concurrency x n_ctx)")
+    # One thread by default: on a shared or busy 2-core machine, llama.cpp's threads spin-wait on each
+    # other, and decoding with 2 threads was measured ~6x slower than with 1 (docs/providers.md).
+    threads: int = Field(1, ge=1, description="threads for decoding")
+    threads_batch: Optional[int] = Field(None, ge=1, description="threads for prompt processing (default: threads)")
+    chat: Optional[bool] = Field(None, description="use the chat template (default: the packaged model's kind)")
+    path: Optional[str] = Field(None, description="a .gguf file to use instead of `model`")
+
+
 class LocalGGUFProvider(Provider):
-    """Options: n_ctx (per slot, default 4096), threads (default: all cores), chat (override)."""
+    """In-process llama.cpp; options in ``LocalGGUFOptions``."""
 
     supports_grammar = True
 
@@ -167,13 +183,15 @@ class LocalGGUFProvider(Provider):
             raise PoolConfigError(
                 f"worker {spec.name!r} needs in-process llama.cpp: `pip install 'openconductor[local]'` (xllamacpp)"
             ) from None
-        self.path, chat = resolve_model(spec.options.get("path", spec.model))
-        self.chat = bool(spec.options.get("chat", chat))
-        self.ctx_per_slot = int(spec.options.get("n_ctx", 4096))
-        self.threads = int(spec.options.get("threads", os.cpu_count() or 2))
+        options: LocalGGUFOptions = parse_options(LocalGGUFOptions, spec)  # type: ignore[assignment]
+        self.path, chat = resolve_model(options.path or spec.model)
+        self.chat = chat if options.chat is None else options.chat
+        self.ctx_per_slot = options.n_ctx
+        self.threads = options.threads
+        self.threads_batch = options.threads_batch or options.threads
 
     async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
-        server = await asyncio.to_thread(_server, self.path, self.spec.concurrency, self.ctx_per_slot, self.threads)
+        server = await asyncio.to_thread(_server, self.path, self.spec.concurrency, self.ctx_per_slot, self.threads, self.threads_batch)
         body: dict = {"max_tokens": max_tokens, "temperature": temperature}
         if self.spec.top_p is not None:
             body["top_p"] = self.spec.top_p
