@@ -269,25 +269,24 @@ class Worker:
     ) -> tuple[Completion, int]:
         """Call with the worker's concurrency limit and retries. Returns (completion, attempts).
 
-        With a response cache, an identical earlier call (same messages and sampling settings) is
-        returned as stored, marked ``cached``, with its original usage and attempts.
+        With a response cache, an earlier call with the same key (``cache.py``: the same messages and
+        sampling settings, or for the replay store the same content) is returned as stored, marked
+        ``cached``, with its original usage and attempts.
         """
         limit = max_tokens if max_tokens is not None else self.spec.max_tokens
         temp = self.spec.temperature if temperature is None else temperature
         if self.cache is None:
             return await self._call(messages, limit, grammar, on_token, temp, seed, on_retry)
-        from .cache import cache_key
-
-        key = cache_key(self.spec, messages, max_tokens=limit, temperature=temp, grammar=grammar, seed=seed)
+        key = self.cache.key(self.spec, self.provider, messages, max_tokens=limit, temperature=temp, grammar=grammar, seed=seed)
         async with self.cache.lock(key):
-            hit = self.cache.get(key)
+            hit = await self.cache.aget(key, self.name)
             if hit is not None:
                 completion, attempts = hit
                 if on_token is not None and completion.text:
                     on_token(completion.text)
                 return completion, attempts
             completion, attempts = await self._call(messages, limit, grammar, on_token, temp, seed, on_retry)
-            self.cache.put(key, self.name, completion, attempts)
+            await self.cache.aput(key, self.name, completion, attempts)
             return completion, attempts
 
     async def _call(self, messages, limit, grammar, on_token, temp, seed, on_retry) -> tuple[Completion, int]:

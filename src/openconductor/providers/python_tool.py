@@ -206,12 +206,22 @@ class PythonToolProvider(Provider):
             max_output_bytes=max(1 << 16, 64 * o.max_output_chars),  # JSON escapes a byte into at most 6
         )
 
-    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
+    @staticmethod
+    def code(messages: list[dict]) -> tuple[Optional[str], str]:
         from ..executor import parse_worker_message
-        from ..sandbox import SandboxError, run_python
 
         context = parse_worker_message(messages)
-        code, origin = find_code(context.question, [response for _, _, response in context.earlier], context.subtask)
+        return find_code(context.question, [response for _, _, response in context.earlier], context.subtask)
+
+    def replay_key(self, messages: list[dict]) -> Optional[dict]:
+        """The replay store's key: the program decides the output (sampling settings do not)."""
+        code, _ = self.code(messages)
+        return None if code is None else {"code": code}
+
+    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
+        from ..sandbox import SandboxError, run_python
+
+        code, origin = self.code(messages)
         if code is None:
             raise ProviderError(
                 f"worker {self.spec.name!r} found no Python code to run: put a ```python block in its subtask, or give "

@@ -180,6 +180,10 @@ class RetrievalProvider(Provider):
         words = f"{context.subtask}\n{context.question}".split()
         return " ".join(words[: self.options.max_query_words])
 
+    def replay_key(self, messages: list[dict]) -> dict:
+        """The replay store's key: the query decides the output."""
+        return {"query": self.query(messages)}
+
     async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
         started = time.perf_counter()
         try:
