@@ -18,7 +18,7 @@ from typing import Awaitable, Callable, Literal, Optional, Union
 
 from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous
-from .pool import Pool, WorkerCallError
+from .pool import TOOL_PROVIDERS, Pool, WorkerCallError
 from .records import Run, StepRecord, Totals, Usage
 from .workflow import Workflow
 
@@ -108,6 +108,22 @@ def parse_worker_message(messages: list[dict[str, str]]) -> WorkerContext:
     rest = head[end:] if end >= 0 else head
     earlier = [(int(m.group(1)), m.group(2), m.group(3)) for m in _EARLIER.finditer(rest)]
     return WorkerContext(question=question, earlier=earlier, subtask=subtask)
+
+
+# Text only the executor writes into a worker's prompt: an output that contains it is a copy of the
+# prompt (small models, base models especially, continue or repeat their input), not an answer.
+_SCAFFOLD = re.compile(r"</?Overall task>|<Subtask assigned to Agent \d+>|</?Agent \d+ response>|" + re.escape(PREAMBLE[:60]) + "|" + re.escape(SUBTASK_PREFIX.strip()))
+
+
+def echoes_prompt(output: str, messages: list[dict[str, str]]) -> bool:
+    """True when a worker's output repeats its prompt's scaffolding, or is nothing but a span of its prompt."""
+    text = (output or "").strip()
+    if not text:
+        return False
+    if _SCAFFOLD.search(text):
+        return True
+    prompt = "\n".join(str(m.get("content", "")) for m in messages)
+    return len(text) >= 40 and text in prompt
 
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
@@ -303,6 +319,9 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
         usage = completion.usage
         record.output, record.usage, record.attempts = completion.text, completion.usage, attempts
         record.latency_s, record.status, record.detail = completion.latency_s, "ok", completion.detail
+        if spec.provider not in TOOL_PROVIDERS and echoes_prompt(completion.text, record.messages):
+            # Not an answer: the step fails, so the final answer falls back to the last real output.
+            record.status, record.error = "error", "the worker echoed its prompt instead of answering"
     except WorkerCallError as exc:
         record.status, record.error, record.attempts = "error", str(exc), exc.attempts
     finally:
