@@ -130,10 +130,10 @@ _SERVERS: dict[tuple, object] = {}
 _SERVERS_LOCK = threading.Lock()
 
 
-def _server(path: Path, slots: int, ctx_per_slot: int, threads: int, threads_batch: int):
+def _server(path: Path, slots: int, ctx_per_slot: int, threads: int, threads_batch: int, owner: str = ""):
     import xllamacpp
 
-    key = (str(path), slots, ctx_per_slot, threads, threads_batch)
+    key = (str(path), slots, ctx_per_slot, threads, threads_batch, owner)
     with _SERVERS_LOCK:
         if key not in _SERVERS:
             params = xllamacpp.CommonParams()
@@ -170,6 +170,10 @@ class LocalGGUFOptions(BaseModel):
     threads_batch: Optional[int] = Field(None, ge=1, description="threads for prompt processing (default: threads)")
     chat: Optional[bool] = Field(None, description="use the chat template (default: the packaged model's kind)")
     path: Optional[str] = Field(None, description="a .gguf file to use instead of `model`")
+    # Workers on the same file and settings share one llama.cpp server. A conductor backend wants its
+    # own: llama.cpp keeps each slot's last prompt, so a slot that only plans processes the long
+    # conductor prompt once, where a shared slot re-reads it after every worker call.
+    shared: bool = Field(True, description="share one server with workers on the same file and settings")
 
 
 class LocalGGUFProvider(Provider):
@@ -191,9 +195,12 @@ class LocalGGUFProvider(Provider):
         self.ctx_per_slot = options.n_ctx
         self.threads = options.threads
         self.threads_batch = options.threads_batch or options.threads
+        self.owner = "" if options.shared else spec.name
 
     async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
-        server = await asyncio.to_thread(_server, self.path, self.spec.concurrency, self.ctx_per_slot, self.threads, self.threads_batch)
+        server = await asyncio.to_thread(
+            _server, self.path, self.spec.concurrency, self.ctx_per_slot, self.threads, self.threads_batch, self.owner
+        )
         body: dict = {"max_tokens": max_tokens, "temperature": temperature}
         if self.spec.top_p is not None:
             body["top_p"] = self.spec.top_p
