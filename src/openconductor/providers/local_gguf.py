@@ -170,9 +170,9 @@ class LocalGGUFOptions(BaseModel):
     threads_batch: Optional[int] = Field(None, ge=1, description="threads for prompt processing (default: threads)")
     chat: Optional[bool] = Field(None, description="use the chat template (default: the packaged model's kind)")
     path: Optional[str] = Field(None, description="a .gguf file to use instead of `model`")
-    # Workers on the same file and settings share one llama.cpp server. A conductor backend wants its
-    # own: llama.cpp keeps each slot's last prompt, so a slot that only plans processes the long
-    # conductor prompt once, where a shared slot re-reads it after every worker call.
+    # Workers on the same file and settings share one llama.cpp server (one copy of the weights).
+    # false: this worker gets its own, whose slots then hold only its prompts in llama.cpp's prompt
+    # cache (measured: no planning gain for the default conductor, see docs/providers.md).
     shared: bool = Field(True, description="share one server with workers on the same file and settings")
 
 
