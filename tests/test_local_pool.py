@@ -31,8 +31,9 @@ def test_ask_on_the_real_local_pool_writes_a_trace(tmp_path):
     for s in run["steps"]:
         if s["worker_name"] == "python":  # the tool may be given no code by an untrained plan: it says so
             assert (s["status"] == "ok" and "cpu_s" in s["detail"]) or "found no Python code" in s["error"]
-        else:
-            assert s["status"] == "ok" and s["output"].strip() and s["usage"]["output_tokens"] > 0
+        else:  # a small model may echo its prompt: that step fails, named as such
+            assert s["usage"]["output_tokens"] > 0 and s["output"].strip()
+            assert s["status"] == "ok" or s["error"] == "the worker echoed its prompt instead of answering"
     assert run["status"] in ("ok", "error") and run["totals"]["calls"] == len(run["steps"])
     assert run["totals"]["conductor_usage"]["output_tokens"] > 0
 
