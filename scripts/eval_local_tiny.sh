@@ -11,12 +11,13 @@ N_TEST=${2:-30}
 N_TRAIN=${3:-30}
 PY=${PYTHON:-python}
 export PYTHONPATH=${PYTHONPATH:-src}
+POOL=examples/pools/local_tiny.toml  # the default pool when this table was measured
 TASK=(--task basic_arithmetic --task-option min_terms=2 --task-option max_terms=2 --task-option max_digits=1
       --task-option 'operators=["+"]' --task-option allow_negation=false --task-option allow_parentheses=false)
 
-$PY -m openconductor eval "${TASK[@]}" --task-seed 1000 --limit "$N_TRAIN" -p 'single:*' \
+$PY -m openconductor eval "${TASK[@]}" --pool $POOL --task-seed 1000 --limit "$N_TRAIN" -p 'single:*' \
     --concurrency 4 --out "$OUT/router-train" --title "router training split"
 $PY -m openconductor router-train "$OUT/router-train/results.jsonl" --out "$OUT/router.npz"
-$PY -m openconductor eval "${TASK[@]}" --task-seed 0 --limit "$N_TEST" \
+$PY -m openconductor eval "${TASK[@]}" --pool $POOL --task-seed 0 --limit "$N_TEST" \
     -p 'single:*' -p self-reflection -p moa -p random -p "router:$OUT/router.npz" -p conductor \
     --concurrency 4 --out "$OUT" --title "tiny local models (135M/270M)"

@@ -162,3 +162,112 @@ async def test_failures_are_not_cached(tmp_path):
                 await pool[0].call(MESSAGES, seed=1)
         assert pool[0].provider.calls == 2
     assert len(cache) == 0
+
+
+# ------------------------------------------------------------------------------ the replay store (context match)
+
+
+def two_step(first: int, second: int, subtask: str = "Finish it.") -> "GivenWorkflow":
+    from openconductor.policies.baselines import GivenWorkflow
+    from openconductor.workflow import Step, Workflow
+
+    return GivenWorkflow(Workflow((Step(first, "Draft it.", ()), Step(second, subtask, "all"))))
+
+
+def sims(*names) -> PoolSpec:
+    return PoolSpec(name="replay", workers=[WorkerSpec(name=n, provider="simulated", model=f"sim-{n}") for n in names])
+
+
+async def test_context_match_replays_across_pool_orderings_that_only_renumber_agents(tmp_path):
+    for match, expected_hits in (("exact", 1), ("context", 2)):
+        cache = ResponseCache(tmp_path / f"{match}.sqlite3", match=match)
+        async with Pool(sims("a", "b"), cache=cache) as pool:
+            first = await solve("q", two_step(0, 1), pool, seed=3)  # a drafts, b finishes seeing "Agent 0"
+        async with Pool(sims("b", "a"), cache=cache) as pool:  # the same workers, renumbered
+            second = await solve("q", two_step(1, 0), pool, seed=3)  # b finishes seeing "Agent 1"
+        assert "Agent 0" in first.steps[1].messages[0]["content"] and "Agent 1" in second.steps[1].messages[0]["content"]
+        assert cache.hits == expected_hits, match
+        if match == "context":
+            assert second.steps[1].output == first.steps[1].output and second.final_answer == first.final_answer
+
+
+@pytest.mark.parametrize(
+    "question,subtask,draft",
+    [("q2", "Finish it.", None), ("q", "Finish it!", None), ("q", "Finish  it.", None), ("q", "Finish it.", "other draft")],
+)
+async def test_context_match_never_serves_a_different_question_subtask_or_context(tmp_path, question, subtask, draft):
+    from openconductor.policies.baselines import GivenWorkflow
+    from openconductor.workflow import Step, Workflow
+
+    cache = ResponseCache(tmp_path / "c.sqlite3", match="context")
+    async with Pool(sims("a", "b"), cache=cache) as pool:
+        await solve("q", two_step(0, 1), pool, seed=3)
+        hits = cache.hits
+        if draft is None:
+            await solve(question, two_step(0, 1, subtask), pool, seed=3)
+            assert cache.hits == hits + (1 if question == "q" else 0)  # the draft step (same call) may hit; the finish never
+        else:
+            # A different draft (another worker wrote it) in front of the same subtask: the finish misses.
+            await solve("q", GivenWorkflow(Workflow((Step(1, "Draft it.", ()), Step(1, "Finish it.", "all")))), pool, seed=3)
+            assert cache.hits == hits
+
+
+async def test_context_match_keeps_seeds_apart_unless_told(tmp_path):
+    for ignore_seed, hits in ((False, 0), (True, 1)):
+        cache = ResponseCache(tmp_path / f"s{ignore_seed}.sqlite3", match="context", ignore_seed=ignore_seed)
+        async with Pool(sims("a"), cache=cache) as pool:
+            await pool[0].call(MESSAGES, seed=1)
+            await pool[0].call(MESSAGES, seed=2)
+        assert cache.hits == hits
+
+
+async def test_the_python_tool_replays_by_program_whatever_the_wording(tmp_path):
+    from openconductor.policies.baselines import GivenWorkflow
+    from openconductor.workflow import Step, Workflow
+
+    cache = ResponseCache(tmp_path / "c.sqlite3", match="context")
+    spec = PoolSpec(name="t", workers=[WorkerSpec(name="python", provider="python", options={"wall_s": 5})])
+    code = "```python\nprint(6 * 7)\n```"
+    async with Pool(spec, cache=cache) as pool:
+        one = await solve("q", GivenWorkflow(Workflow((Step(0, f"Run this: {code}", ()),))), pool, seed=1)
+        two = await solve("another question", GivenWorkflow(Workflow((Step(0, f"Execute {code}", ()),))), pool, seed=9)
+        three = await solve("q", GivenWorkflow(Workflow((Step(0, "Run ```python\nprint(6 * 8)\n```", ()),))), pool, seed=1)
+    assert one.final_answer == two.final_answer == "42" and three.final_answer == "48"
+    assert cache.metrics()["per_worker"]["python"] == {"hits": 1, "misses": 2, "hit_rate": 0.3333}
+
+
+async def test_cache_reads_and_writes_do_not_block_the_event_loop(tmp_path, monkeypatch):
+    import time as _time
+
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    slow_put = cache.put
+
+    def put(*args, **kwargs):
+        _time.sleep(0.4)  # a slow disk
+        return slow_put(*args, **kwargs)
+
+    monkeypatch.setattr(cache, "put", put)
+    ticks = []
+
+    async def ticker():
+        for _ in range(20):
+            ticks.append(_time.perf_counter())
+            await asyncio.sleep(0.02)
+
+    async with Pool(spec(), cache=cache) as pool:
+        await asyncio.gather(pool[1].call(MESSAGES, seed=1), ticker())
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert max(gaps) < 0.3, gaps  # the loop kept running while SQLite was busy
+
+
+async def test_metrics_give_hit_rates_overall_and_per_worker(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    async with Pool(spec(), cache=cache) as pool:
+        for _ in range(3):
+            await pool[0].call(MESSAGES, seed=1)
+        await pool[1].call(MESSAGES, seed=1)
+    m = cache.metrics()
+    assert (m["hits"], m["misses"], m["hit_rate"], m["match"]) == (2, 2, 0.5, "exact")
+    assert m["per_worker"] == {"a": {"hits": 2, "misses": 1, "hit_rate": 0.6667}, "b": {"hits": 0, "misses": 1, "hit_rate": 0.0}}
+    with pytest.raises(ValueError, match="cache match must be 'exact' or 'context'"):
+        ResponseCache(tmp_path / "x.sqlite3", match="fuzzy")

@@ -322,3 +322,28 @@ async def test_a_retried_step_announces_the_retry_so_viewers_drop_void_tokens():
         run = await solve("q", GivenWorkflow(Workflow((Step(0, "a", ()),))), pool, on_event=lambda e: events.append(e.type))
     assert run.steps[0].status == "ok" and run.steps[0].attempts == 2
     assert events.index("step_retry") < events.index("step_token") < events.index("step_finished")
+
+
+@register_responder("echo-prompt")
+def _echo(spec, messages, rng):
+    """Simulated (not a model): a small model that repeats its prompt instead of answering."""
+    return messages[0]["content"].split("\n\n")[2]  # e.g. "<Subtask assigned to Agent 0>\n..."
+
+
+async def test_a_worker_that_echoes_its_prompt_fails_its_step_and_the_answer_falls_back():
+    pool = pool_of(sim("a"), sim("echo", world="echo-prompt"))
+    async with pool:
+        run = await solve("What is 2 + 2?", GivenWorkflow(Workflow((Step(0, "Answer.", ()), Step(1, "Check it.", "all")))), pool)
+    assert run.steps[1].status == "error" and run.steps[1].error == "the worker echoed its prompt instead of answering"
+    assert run.steps[1].output.startswith("<Subtask assigned to Agent 0>")  # kept for the trace
+    assert run.final_answer == run.steps[0].output and run.final_answer.startswith("a answer")
+
+
+def test_echo_detection_spares_answers_and_short_spans():
+    from openconductor.executor import PREAMBLE, echoes_prompt
+
+    messages = [{"role": "user", "content": f"{PREAMBLE}\n\n<Overall task>\nCalculate 2 + 3. End with 'Final answer: <answer>'.\n</Overall task>\n\nYour assigned subtask: Solve it."}]
+    assert not echoes_prompt("2 + 3 = 5. Final answer: 5", messages)
+    assert not echoes_prompt("Calculate 2 + 3", messages)  # a short span is not flagged
+    assert echoes_prompt("Calculate 2 + 3. End with 'Final answer: <answer>'.", messages)
+    assert echoes_prompt("Sure.\n</Overall task>", messages) and echoes_prompt(PREAMBLE[:70], messages)

@@ -74,8 +74,11 @@ def test_limits_tightened_never_raise():
 
 def test_default_pool_is_packaged_and_valid():
     spec = load_default_pool()
-    assert all(w.provider == "local_gguf" for w in spec.workers)
-    assert spec.conductor.backend is not None
+    # Offline: local models plus the python tool; no remote API.
+    assert {w.provider for w in spec.workers} == {"local_gguf", "python"}
+    assert spec.conductor.backend is not None and spec.strongest == "qwen-coder"
+    for name, workflow in spec.workflows.items():
+        assert workflow.resolve(spec).steps, name
 
 
 def run_cli(*args, tmp_path):
@@ -112,3 +115,12 @@ def test_cli_live_view_piped_keeps_every_panel_on_its_own_lines(tmp_path):
     # The final-answer box starts a line of its own, right after the last step's closing border.
     assert lines[answer_top].startswith("╭") and lines[answer_top - 1].rstrip().endswith("╯"), lines[answer_top - 1:answer_top + 1]
     assert "step 2" in done.stdout and "calls" in done.stdout
+
+
+def test_pool_workflows_name_workers_that_exist(tmp_path):
+    text = GOOD + '\n[workflows.bad]\nsteps = [{ worker = "ghost", subtask = "x" }]\n'
+    with pytest.raises(PoolConfigError, match=r"workflows.bad: unknown worker\(s\) ghost"):
+        load_pool(write(tmp_path, text))
+    text = GOOD + '\n[workflows.forward]\nsteps = [{ worker = "a", subtask = "x", access = [1] }, { worker = "a", subtask = "y" }]\n'
+    with pytest.raises(PoolConfigError, match=r"step 0: access \[1\] may only name earlier steps"):
+        load_pool(write(tmp_path, text))

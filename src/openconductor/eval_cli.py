@@ -50,6 +50,7 @@ def eval_command(
     max_calls: Optional[int] = typer.Option(None, help="Cap on worker calls per question (lowers the pool's limit)."),
     cache: bool = typer.Option(True, "--cache/--no-cache", help="Reuse identical worker calls from the response cache."),
     cache_path: Optional[Path] = typer.Option(None, help="Response cache file (default: user cache dir)."),
+    cache_match: str = typer.Option("exact", help="Cache key: exact (same messages) or context (the replay store: same content, agent ids ignored; see cache.py)."),
     trace: bool = typer.Option(True, help="Save every run to the trace store (its id is in results.jsonl either way)."),
     title: str = typer.Option("", help="A title for the plot."),
     conductor_dir: Optional[Path] = typer.Option(
@@ -78,7 +79,10 @@ def eval_command(
         fail(str(exc))
     limits = spec.limits if max_calls is None else spec.limits.tightened(Limits(max_calls=max_calls, max_depth=spec.limits.max_depth))
     width = concurrency or max(w.concurrency for w in spec.workers)
-    response_cache = ResponseCache(cache_path) if cache else None
+    try:
+        response_cache = ResponseCache(cache_path, match=cache_match) if cache else None
+    except ValueError as exc:
+        fail(str(exc))
     store = TraceStore() if trace else None
     console.print(
         f"[bold]eval[/] pool {spec.name} ({', '.join(w.name for w in spec.workers)}) · tasks "
@@ -118,7 +122,7 @@ def eval_command(
         "pool": spec.name, "workers": [w.name for w in spec.workers], "tasks": {t.name: t.source for t in tasks},
         "policies": [l for l, _ in policies], "repeats": repeats, "seed": seed, "task_seed": task_seed,
         "task_options": options, "limit": limit, "offset": offset, "wall_s_this_invocation": round(time.time() - started, 1),
-        "cache": response_cache.stats() if response_cache is not None else None,
+        "cache": response_cache.metrics() if response_cache is not None else None,
     }
     rows = write_report(records, out, meta=meta, title=title)
     table = Table("task", "policy", "n", "accuracy ± s.e.", "tokens/q", "calls/q", "cost/q $", "steps", "latency s", "fallbacks", "errors")
@@ -132,7 +136,8 @@ def eval_command(
 
         console.print(markdown_table(rows), soft_wrap=True, markup=False, highlight=False)
     if response_cache is not None:
-        console.print(f"[dim]response cache {response_cache.path}: {response_cache.stats()}[/]")
+        m = response_cache.metrics()
+        console.print(f"[dim]response cache {response_cache.path} ({m['match']}): {m['hits']} hits, {m['misses']} misses, hit rate {m['hit_rate']:.1%}[/]")
     plot_note = ", pareto.png" if (out / "pareto.png").exists() else " (no pareto.png: matplotlib is not installed)"
     console.print(f"[dim]wrote {out}/results.jsonl, summary.json, table.md (this table){plot_note}[/]")
 

@@ -40,7 +40,7 @@ class EvalError(ValueError):
 # ------------------------------------------------------------------------------------------ policies
 
 # The positional argument of "name:ARG" for each policy.
-POSITIONAL = {"single": "worker", "self-reflection": "worker", "moa": "aggregator", "router": "model"}
+POSITIONAL = {"single": "worker", "self-reflection": "worker", "moa": "aggregator", "router": "model", "fixed": "workflow"}
 
 
 def _value(text: str) -> Any:
@@ -65,8 +65,10 @@ def parse_policy_specs(specs: Iterable[str], pool: PoolSpec) -> list[tuple[str, 
         name, _, arg = spec.partition(":")
         name = name.strip()
         if name == "single" and arg == "*":
-            for w in pool.workers:
-                if w.provider != "conductor":
+            from .pool import TOOL_PROVIDERS
+
+            for w in pool.workers:  # language models only: a tool alone answers nothing (name it to try)
+                if w.provider != "conductor" and w.provider not in TOOL_PROVIDERS:
                     out.append((f"single:{w.name}", _make(name, {"worker": w.name}, spec)))
             continue
         options: dict[str, Any] = {}
@@ -81,7 +83,13 @@ def parse_policy_specs(specs: Iterable[str], pool: PoolSpec) -> list[tuple[str, 
                 options[POSITIONAL[name]] = arg
             else:
                 raise EvalError(f"policy {spec!r}: {name!r} takes key=value options, not a bare argument")
-        out.append((_label(spec, name, options), _make(name, options, spec)))
+        policy = _make(name, options, spec)
+        if hasattr(policy, "resolve"):  # a fixed workflow: check its workers against this pool now
+            try:
+                policy.resolve(pool)
+            except ValueError as exc:
+                raise EvalError(f"policy {spec!r}: {exc}") from exc
+        out.append((_label(spec, name, options), policy))
     labels = [label for label, _ in out]
     if len(set(labels)) != len(labels):
         raise EvalError(f"a policy is listed twice: {labels}")

@@ -17,7 +17,7 @@ from typing import Awaitable, Callable, Literal, Optional, Union
 
 from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous
-from .pool import Pool, WorkerCallError
+from .pool import TOOL_PROVIDERS, Pool, WorkerCallError
 from .records import Run, StepRecord, Totals, Usage
 from .reply import answer_text as clean_answer  # the final answer is the reply as a user sees it
 from .workflow import Workflow
@@ -62,6 +62,9 @@ PREAMBLE = (
 )
 
 
+SUBTASK_PREFIX = "Your assigned subtask: "
+
+
 def build_messages(question: str, workflow: Workflow, index: int, outputs: dict[int, StepRecord]) -> list[dict[str, str]]:
     """The worker's one user message: preamble, overall task, visible earlier steps, its subtask."""
     step = workflow.steps[index]
@@ -75,8 +78,52 @@ def build_messages(question: str, workflow: Workflow, index: int, outputs: dict[
             f"<Subtask assigned to Agent {agent}>\n{earlier.subtask}\n</Subtask assigned to Agent {agent}>\n"
             f"<Agent {agent} response>\n{response}\n</Agent {agent} response>"
         )
-    parts.append(f"Your assigned subtask: {step.subtask}")
+    parts.append(f"{SUBTASK_PREFIX}{step.subtask}")
     return [{"role": "user", "content": "\n\n".join(parts)}]
+
+
+@dataclass
+class WorkerContext:
+    """A worker message read back into its parts (what tool workers act on)."""
+
+    question: str
+    earlier: list[tuple[int, str, str]]  # (agent id, subtask, response) of the visible steps, in order
+    subtask: str
+
+
+_EARLIER = re.compile(
+    r"<Subtask assigned to Agent (\d+)>\n(.*?)\n</Subtask assigned to Agent \1>\n<Agent \1 response>\n(.*?)\n</Agent \1 response>",
+    re.DOTALL,
+)
+
+
+def parse_worker_message(messages: list[dict[str, str]]) -> WorkerContext:
+    """The inverse of ``build_messages``. A message not built by it is read as a bare subtask."""
+    text = "\n\n".join(str(m.get("content", "")) for m in messages if m.get("role") != "system")
+    head, sep, subtask = text.rpartition("\n\n" + SUBTASK_PREFIX)
+    if not sep:
+        return WorkerContext(question="", earlier=[], subtask=text)
+    start, end = head.find("<Overall task>\n"), head.find("\n</Overall task>")
+    question = head[start + len("<Overall task>\n") : end] if 0 <= start < end else ""
+    rest = head[end:] if end >= 0 else head
+    earlier = [(int(m.group(1)), m.group(2), m.group(3)) for m in _EARLIER.finditer(rest)]
+    return WorkerContext(question=question, earlier=earlier, subtask=subtask)
+
+
+# Text only the executor writes into a worker's prompt: an output that contains it is a copy of the
+# prompt (small models, base models especially, continue or repeat their input), not an answer.
+_SCAFFOLD = re.compile(r"</?Overall task>|<Subtask assigned to Agent \d+>|</?Agent \d+ response>|" + re.escape(PREAMBLE[:60]) + "|" + re.escape(SUBTASK_PREFIX.strip()))
+
+
+def echoes_prompt(output: str, messages: list[dict[str, str]]) -> bool:
+    """True when a worker's output repeats its prompt's scaffolding, or is nothing but a span of its prompt."""
+    text = (output or "").strip()
+    if not text:
+        return False
+    if _SCAFFOLD.search(text):
+        return True
+    prompt = "\n".join(str(m.get("content", "")) for m in messages)
+    return len(text) >= 40 and text in prompt
 
 
 def final_answer(steps: list[StepRecord]) -> str:
@@ -263,7 +310,10 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
         )
         usage = completion.usage
         record.output, record.usage, record.attempts = completion.text, completion.usage, attempts
-        record.latency_s, record.status = completion.latency_s, "ok"
+        record.latency_s, record.status, record.detail = completion.latency_s, "ok", completion.detail
+        if spec.provider not in TOOL_PROVIDERS and echoes_prompt(completion.text, record.messages):
+            # Not an answer: the step fails, so the final answer falls back to the last real output.
+            record.status, record.error = "error", "the worker echoed its prompt instead of answering"
     except WorkerCallError as exc:
         record.status, record.error, record.attempts = "error", str(exc), exc.attempts
     finally:

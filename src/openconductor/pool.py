@@ -5,7 +5,7 @@ A pool file looks like::
     name = "my-pool"
     [[workers]]
     name = "gpt"
-    provider = "openai"            # openai | anthropic | gemini | local_gguf | transformers | simulated | conductor
+    provider = "openai"            # openai | anthropic | gemini | local_gguf | transformers | simulated | conductor | python | retrieval
     model = "gpt-4o-mini"
     base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
@@ -36,6 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .budget import Limits
+from .policies.fixed import FixedWorkflowSpec
 from .records import Completion, Usage
 
 try:  # Python 3.11+
@@ -48,7 +49,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ProviderName = Literal["openai", "anthropic", "gemini", "local_gguf", "transformers", "simulated", "conductor"]
+ProviderName = Literal[
+    "openai", "anthropic", "gemini", "local_gguf", "transformers", "simulated", "conductor", "python", "retrieval"
+]
+# Pool members that run a tool instead of a language model (no tokens; never a "strongest" default).
+TOOL_PROVIDERS = frozenset({"python", "retrieval"})
 
 
 class PoolConfigError(ValueError):
@@ -104,6 +109,8 @@ class PoolSpec(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     # Which worker the "strongest" fallback and single-worker baselines use by default.
     strongest: Optional[str] = None
+    # Named fixed workflows (``--policy fixed:NAME``), see policies/fixed.py.
+    workflows: dict[str, FixedWorkflowSpec] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check(self) -> "PoolSpec":
@@ -116,6 +123,8 @@ class PoolSpec(BaseModel):
         for ref in (self.conductor.worker, self.strongest):
             if ref is not None and ref not in names:
                 raise ValueError(f"unknown worker {ref!r}; the pool has {', '.join(names)}")
+        for name, workflow in self.workflows.items():
+            workflow.check_workers(names, f"workflows.{name}")
         return self
 
     def index(self, name: str) -> int:
@@ -128,7 +137,8 @@ class PoolSpec(BaseModel):
         """The declared strongest worker, else the most expensive (price as a proxy for strength)."""
         if self.strongest:
             return self.index(self.strongest)
-        candidates = [i for i, w in enumerate(self.workers) if w.provider != "conductor"]
+        candidates = [i for i, w in enumerate(self.workers) if w.provider != "conductor" and w.provider not in TOOL_PROVIDERS]
+        candidates = candidates or [i for i, w in enumerate(self.workers) if w.provider != "conductor"]
         return max(candidates, key=lambda i: (self.workers[i].price_output_per_m, -i))
 
     def subset(self, indices: list[int]) -> "PoolSpec":
@@ -259,25 +269,24 @@ class Worker:
     ) -> tuple[Completion, int]:
         """Call with the worker's concurrency limit and retries. Returns (completion, attempts).
 
-        With a response cache, an identical earlier call (same messages and sampling settings) is
-        returned as stored, marked ``cached``, with its original usage and attempts.
+        With a response cache, an earlier call with the same key (``cache.py``: the same messages and
+        sampling settings, or for the replay store the same content) is returned as stored, marked
+        ``cached``, with its original usage and attempts.
         """
         limit = max_tokens if max_tokens is not None else self.spec.max_tokens
         temp = self.spec.temperature if temperature is None else temperature
         if self.cache is None:
             return await self._call(messages, limit, grammar, on_token, temp, seed, on_retry)
-        from .cache import cache_key
-
-        key = cache_key(self.spec, messages, max_tokens=limit, temperature=temp, grammar=grammar, seed=seed)
+        key = self.cache.key(self.spec, self.provider, messages, max_tokens=limit, temperature=temp, grammar=grammar, seed=seed)
         async with self.cache.lock(key):
-            hit = self.cache.get(key)
+            hit = await self.cache.aget(key, self.name)
             if hit is not None:
                 completion, attempts = hit
                 if on_token is not None and completion.text:
                     on_token(completion.text)
                 return completion, attempts
             completion, attempts = await self._call(messages, limit, grammar, on_token, temp, seed, on_retry)
-            self.cache.put(key, self.name, completion, attempts)
+            await self.cache.aput(key, self.name, completion, attempts)
             return completion, attempts
 
     async def _call(self, messages, limit, grammar, on_token, temp, seed, on_retry) -> tuple[Completion, int]:

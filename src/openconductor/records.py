@@ -17,6 +17,7 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cpu_s: float = 0.0  # CPU seconds a tool worker's program used (LM calls leave it 0)
 
     @property
     def total_tokens(self) -> int:
@@ -27,6 +28,7 @@ class Usage(BaseModel):
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
+            cpu_s=self.cpu_s + other.cpu_s,
         )
 
 
@@ -39,6 +41,8 @@ class Completion(BaseModel):
     finish_reason: Optional[str] = None
     model: Optional[str] = None
     cached: bool = False
+    # What a tool worker did beyond its text (sandbox status, exit code, CPU time, output sizes, ...).
+    detail: dict[str, Any] = Field(default_factory=dict)
 
 
 StepStatus = Literal["pending", "running", "ok", "error", "skipped"]
@@ -59,6 +63,7 @@ class StepRecord(BaseModel):
     attempts: int = 0
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
+    detail: dict[str, Any] = Field(default_factory=dict)  # a tool worker's Completion.detail
     started_at: Optional[float] = None
     finished_at: Optional[float] = None
     # A step run by the conductor itself (recursion) holds the nested round.

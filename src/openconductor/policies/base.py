@@ -60,7 +60,7 @@ def register_policy(name: str):
 
 
 def make_policy(name: str, **options) -> Policy:
-    from . import baselines, lm, router  # noqa: F401  (registers the built-in policies)
+    from . import baselines, fixed, lm, router  # noqa: F401  (registers the built-in policies)
 
     if name not in _POLICIES:
         raise ValueError(f"unknown policy {name!r}; choose one of: {', '.join(sorted(_POLICIES))}")
@@ -68,6 +68,6 @@ def make_policy(name: str, **options) -> Policy:
 
 
 def policy_names() -> list[str]:
-    from . import baselines, lm, router  # noqa: F401
+    from . import baselines, fixed, lm, router  # noqa: F401
 
     return sorted(_POLICIES)

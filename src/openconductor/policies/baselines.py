@@ -86,7 +86,10 @@ class MixtureOfAgents(Policy):
         self.name = "moa"
 
     async def plan(self, request: PlanRequest) -> Plan:
-        workers = _workers(request)
+        from ..pool import TOOL_PROVIDERS
+
+        # Tools (python, retrieval) answer nothing on their own: they neither propose nor aggregate.
+        workers = [i for i in _workers(request) if request.pool.spec.workers[i].provider not in TOOL_PROVIDERS]
         rng = random.Random(f"moa|{request.seed}|{request.question}")
         count = len(workers) if self.proposers is None else self.proposers
         proposers = workers[:count] + [rng.choice(workers) for _ in range(count - len(workers))]

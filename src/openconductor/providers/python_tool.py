@@ -1,0 +1,257 @@
+"""The ``python`` worker: runs the Python code of its step in the bubblewrap sandbox and returns the output.
+
+Which code runs (the first rule that finds any):
+
+1. the last fenced Python block in the step's own **subtask**;
+2. else the **visible earlier responses**, most recent first: the last Python block of the latest
+   response that has one;
+3. else the last Python block in the **overall task**;
+4. else the latest visible response itself, when it is bare code (it compiles and has a ``print(`` or
+   ``def``).
+
+A Python block is a fenced block tagged ``python``/``py``/``python3`` or untagged; one left open at
+the end of a response (a model cut by its token limit) counts up to the end. Nothing found is a
+non-retryable ProviderError that says so (the step fails with that message).
+
+The program runs like a notebook cell: when its last statement is an expression (not ``print(...)``),
+its value is printed unless it is None. It runs in a child process inside the sandbox, so its CPU
+time, exit status and output sizes are measured by a small runner there and land in the Run
+(``Usage.cpu_s``, ``StepRecord.detail``). The output is the program's stdout; on an error, a timeout
+or a limit it starts with a ``[python: ...]`` line and carries the tail of stderr. Both are cut to
+``max_output_chars`` with a marker saying how much was dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
+from ..records import Completion, Usage
+from .common import parse_options
+
+
+class PythonToolOptions(BaseModel):
+    """``options`` of a ``python`` worker in a pool file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    wall_s: float = Field(10.0, gt=0, le=600, description="wall-clock limit of one run")
+    cpu_s: int = Field(5, ge=1, le=600, description="CPU seconds of the program")
+    memory_mb: int = Field(512, ge=64, le=16384, description="address space of the program")
+    processes: int = Field(16, ge=4, le=256, description="processes + threads inside the sandbox")
+    max_output_chars: int = Field(2000, ge=100, le=200_000, description="stdout (and stderr tail) kept in the output")
+    sandbox: Optional[str] = Field(None, description="a TOML file with [sandbox] settings (interpreter, bwrap path, ...)")
+
+
+# ------------------------------------------------------------------------------------ finding the code
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_PYTHON_TAGS = {"", "python", "py", "python3"}
+
+
+def python_blocks(text: str) -> list[str]:
+    """The Python code blocks of a text, in order (untagged blocks count; other languages do not)."""
+    return [m.group(2) for m in _FENCE.finditer(text or "") if m.group(1).lower() in _PYTHON_TAGS and m.group(2).strip()]
+
+
+def _bare_code(text: str) -> Optional[str]:
+    if "print(" not in text and "def " not in text:
+        return None
+    try:
+        compile(text, "<response>", "exec")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    return text
+
+
+def find_code(question: str, earlier: list[str], subtask: str) -> tuple[Optional[str], str]:
+    """(code, where it came from) by the rules in the module docstring; (None, "") if there is none."""
+    blocks = python_blocks(subtask)
+    if blocks:
+        return blocks[-1], "subtask"
+    for back, response in enumerate(reversed(earlier)):
+        blocks = python_blocks(response)
+        if blocks:
+            return blocks[-1], f"response of visible step -{back + 1}"
+    blocks = python_blocks(question)
+    if blocks:
+        return blocks[-1], "overall task"
+    if earlier and (code := _bare_code(earlier[-1])):
+        return code, "response of visible step -1 (bare code)"
+    return None, ""
+
+
+# --------------------------------------------------------------------------------------------- running
+
+# Runs inside the sandbox: the program as a child process (so its CPU time and exit status are
+# measured even when a limit kills it), its output in files on the sandbox's tmpfs, one JSON report.
+RUNNER = r"""
+import ast, json, os, signal, subprocess, sys, time
+source = sys.stdin.read()
+cap, deadline = int(sys.argv[1]), time.monotonic() + float(sys.argv[2])
+try:
+    tree = ast.parse(source)
+    last = tree.body[-1] if tree.body else None
+    is_print = isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and getattr(last.value.func, "id", "") == "print"
+    if isinstance(last, ast.Expr) and not is_print and last.col_offset == 0:
+        lines = source.splitlines()
+        head, expr = "\n".join(lines[: last.lineno - 1]), ast.get_source_segment(source, last)
+        tail = "\n".join(lines[last.end_lineno:])
+        source = head + "\n__value = (" + expr + ")\nif __value is not None: print(__value)\n" + tail
+except (SyntaxError, ValueError, MemoryError, RecursionError):
+    pass  # the interpreter reports it, with the original line numbers
+with open("/sandbox/program.py", "w") as f:
+    f.write(source)
+out, err = open("/sandbox/.stdout", "wb"), open("/sandbox/.stderr", "wb")
+proc = subprocess.Popen([sys.executable, "-I", "-B", "-X", "utf8", "/sandbox/program.py"], stdin=subprocess.DEVNULL,
+                        stdout=out, stderr=err, cwd="/sandbox", start_new_session=True)
+timed_out = False
+while True:
+    pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+    if pid:
+        break
+    if time.monotonic() > deadline:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        pid, status, usage = os.wait4(proc.pid, 0)
+        break
+    time.sleep(0.005)
+def read(path, tail):
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        if tail and size > cap:
+            f.seek(size - cap)
+        return f.read(cap).decode("utf-8", "replace"), size
+stdout, out_bytes = read("/sandbox/.stdout", False)
+stderr, err_bytes = read("/sandbox/.stderr", True)
+print(json.dumps({"exit_code": os.waitstatus_to_exitcode(status), "timed_out": timed_out,
+    "cpu_s": usage.ru_utime + usage.ru_stime, "max_rss_kb": usage.ru_maxrss, "stdout": stdout, "stderr": stderr,
+    "stdout_bytes": out_bytes, "stderr_bytes": err_bytes}))
+"""
+
+# Seconds the runner keeps for itself: it stops the program before the sandbox's wall limit stops both.
+_RUNNER_MARGIN_S = 1.0
+
+
+def _limit_reason(report: dict, options: PythonToolOptions) -> str:
+    """Why the program ended badly, in words ('' when it exited 0)."""
+    import signal
+
+    code = report["exit_code"]
+    if report["timed_out"]:
+        return f"timed out after {options.wall_s:g} s and was killed"
+    if code == 0:
+        return ""
+    if code < 0:
+        sig = -code
+        if sig in (signal.SIGXCPU, signal.SIGKILL) and report["cpu_s"] >= options.cpu_s - 0.5:
+            return f"exceeded its CPU-time limit of {options.cpu_s} s"
+        if sig == signal.SIGXFSZ:
+            return "exceeded the output-size limit and was killed"
+        return f"was killed by {signal.Signals(sig).name}" if sig in signal.valid_signals() else f"was killed by signal {sig}"
+    if "MemoryError" in report["stderr"]:
+        return f"ran out of memory (limit {options.memory_mb} MiB)"
+    if "File too large" in report["stderr"]:  # Python ignores SIGXFSZ: the write fails with EFBIG instead
+        return "exceeded the output-size limit"
+    return f"exited with code {code}"
+
+
+def _cut(text: str, total_bytes: int, limit: int, *, tail: bool = False) -> str:
+    """``text`` (the kept part of a stream of ``total_bytes``) cut to ``limit`` characters, marked if shortened."""
+    kept = text[-limit:] if tail else text[:limit]
+    dropped = max(0, total_bytes - len(kept.encode("utf-8", "replace")))
+    kept = kept.strip("\n") if tail else kept.rstrip()
+    if not dropped:
+        return kept
+    marker = f"[... {dropped} more bytes of output dropped]"
+    return f"{marker}\n{kept}" if tail else f"{kept}\n{marker}"
+
+
+def format_output(report: dict, options: PythonToolOptions) -> str:
+    """The worker's text: stdout on success; a ``[python: ...]`` header, stdout and stderr's tail otherwise."""
+    limit = options.max_output_chars
+    stdout = _cut(report["stdout"], report["stdout_bytes"], limit)
+    reason = _limit_reason(report, options)
+    if not reason:
+        return stdout if stdout.strip() else "[python: the program ran without error but printed nothing]"
+    parts = [f"[python: the program {reason}]"]
+    if stdout.strip():
+        parts.append(f"[stdout]\n{stdout}")
+    if report["stderr"].strip():
+        parts.append(f"[stderr]\n{_cut(report['stderr'], report['stderr_bytes'], limit, tail=True)}")
+    return "\n".join(parts)
+
+
+class PythonToolProvider(Provider):
+    """A pool member that runs code instead of generating text (see the module docstring)."""
+
+    def __init__(self, spec: WorkerSpec):
+        super().__init__(spec)
+        self.options: PythonToolOptions = parse_options(PythonToolOptions, spec)  # type: ignore[assignment]
+        from ..sandbox import SandboxError, SandboxLimits, SandboxSettings, load_sandbox_settings
+
+        try:
+            self.settings = load_sandbox_settings(self.options.sandbox) if self.options.sandbox else SandboxSettings()
+        except SandboxError as exc:
+            raise PoolConfigError(f"worker {spec.name!r}: {exc}") from None
+        o = self.options
+        # The runner's report is small and bounded by max_output_chars; the sandbox's own caps are a backstop.
+        self.limits = SandboxLimits(
+            wall_s=o.wall_s + _RUNNER_MARGIN_S + 1.0, cpu_s=o.cpu_s, memory_mb=o.memory_mb, processes=o.processes,
+            max_output_bytes=max(1 << 16, 64 * o.max_output_chars),  # JSON escapes a byte into at most 6
+        )
+
+    @staticmethod
+    def code(messages: list[dict]) -> tuple[Optional[str], str]:
+        from ..executor import parse_worker_message
+
+        context = parse_worker_message(messages)
+        return find_code(context.question, [response for _, _, response in context.earlier], context.subtask)
+
+    def replay_key(self, messages: list[dict]) -> Optional[dict]:
+        """The replay store's key: the program decides the output (sampling settings do not)."""
+        code, _ = self.code(messages)
+        return None if code is None else {"code": code}
+
+    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
+        from ..sandbox import SandboxError, run_python
+
+        code, origin = self.code(messages)
+        if code is None:
+            raise ProviderError(
+                f"worker {self.spec.name!r} found no Python code to run: put a ```python block in its subtask, or give "
+                "it access to a step whose response has one"
+            )
+        started = time.perf_counter()
+        try:
+            result = await run_python(
+                RUNNER, stdin=code, limits=self.limits, settings=self.settings,
+                args=[str(self.options.max_output_chars * 4), str(self.options.wall_s)],
+            )  # fmt: skip
+        except SandboxError as exc:  # includes SandboxUnavailable: not retryable, the message says what to install
+            raise ProviderError(f"worker {self.spec.name!r}: {exc}") from None
+        latency = time.perf_counter() - started
+        try:
+            report = json.loads(result.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            # The runner itself was stopped (the sandbox's wall limit, or the program killed its parent).
+            report = None
+        if report is None:
+            text = f"[python: the run ended without a report: {result.status} ({result.reason})]"
+            detail = {"status": result.status, "reason": result.reason, "code_from": origin, "sandbox_wall_s": result.wall_s}
+            return Completion(text=text, latency_s=latency, model="python", detail=detail)
+        text = format_output(report, self.options)
+        if on_token is not None:
+            on_token(text)
+        detail = {
+            "status": "ok" if report["exit_code"] == 0 and not report["timed_out"] else "error",
+            "exit_code": report["exit_code"], "timed_out": report["timed_out"], "cpu_s": round(report["cpu_s"], 4),
+            "max_rss_kb": report["max_rss_kb"], "stdout_bytes": report["stdout_bytes"], "stderr_bytes": report["stderr_bytes"],
+            "code_from": origin, "code_chars": len(code), "sandboxed": result.sandboxed,
+        }  # fmt: skip
+        return Completion(text=text, usage=Usage(cpu_s=report["cpu_s"]), latency_s=latency, model="python", detail=detail)
