@@ -12,7 +12,8 @@ def longest_plan(n_workers: int, steps: int, max_tokens: int, fine_grained: bool
     """The longest text the grammar admits, built from its own rules' limits, not from the bound formula."""
     grammar = workflow_grammar(n_workers, steps, fine_grained=fine_grained, max_tokens=max_tokens)
     reason = int(re.search(r"reason ::= \S+\{1,(\d+)\}", grammar).group(1))
-    subtask = int(re.search(r'str ::= .*\{3,(\d+)\}', grammar).group(1))
+    # A subtask is one non-space character, then up to the rule's bound of any string characters.
+    subtask = 1 + int(re.search(r'str ::= .*\{\d+,(\d+)\}', grammar).group(1))
     worker = str(n_workers - 1)
 
     def access(k):

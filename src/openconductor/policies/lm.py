@@ -105,8 +105,6 @@ def conductor_messages(
 REASON_CHARS = 80  # the one line of reasoning, at most
 SUBTASK_CHARS = 160  # one subtask, at most (less when max_tokens is small)
 MIN_SUBTASK_CHARS = 24
-_REASON_CHAR = "[\\x20-\\x7E]"
-_STRING_CHAR = "[\\x20\\x21\\x23-\\x5B\\x5D-\\x7E]"  # printable ASCII but " and \\
 
 
 def _access_chars(k: int, fine_grained: bool) -> int:
