@@ -37,6 +37,10 @@ class Metrics:
     def error(self, kind: str) -> None:
         self.errors.labels(kind).inc()
 
+    def api_error(self, error) -> None:
+        """An ``errors.APIError`` answered inside a stream (raised ones are counted by the app's handler)."""
+        self.error(error.code or error.type)
+
     def run(self, run: Run, preset: str, endpoint: str) -> None:
         t = run.totals
         self.runs.labels(preset, endpoint, run.status).inc()
