@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .records import Completion, ToolCall
 
 Feature = Literal["tools", "json_schema", "stop"]
+PROMPTED_MAX_CALLS = 4  # tool calls in one prompted reply, unless the request sets max_tool_calls
 
 
 class AnswerFormatError(ValueError):
@@ -127,10 +128,9 @@ def tool_reply_schema(answer: AnswerFormat) -> dict[str, Any]:
     """JSON schema of a prompted reply: an answer, or calls of the offered tools (with their arguments)."""
     calls = [{"type": "object", "properties": {"name": {"const": t.name}, "arguments": t.parameters or {"type": "object"}},
               "required": ["name", "arguments"], "additionalProperties": False} for t in answer.offered_tools]
-    limit = 1 if not answer.parallel_tool_calls else answer.max_tool_calls
-    array: dict[str, Any] = {"type": "array", "items": calls[0] if len(calls) == 1 else {"anyOf": calls}, "minItems": 1}
-    if limit:
-        array["maxItems"] = limit
+    # Small models repeat a call until they run out of tokens: a bound keeps the reply complete.
+    limit = 1 if not answer.parallel_tool_calls else (answer.max_tool_calls or PROMPTED_MAX_CALLS)
+    array: dict[str, Any] = {"type": "array", "items": calls[0] if len(calls) == 1 else {"anyOf": calls}, "minItems": 1, "maxItems": limit}
     call_branch = {"type": "object", "properties": {"tool_calls": array}, "required": ["tool_calls"], "additionalProperties": False}
     if answer.tool_choice == "required" or isinstance(answer.tool_choice, NamedTool):
         return call_branch
@@ -258,12 +258,15 @@ def _read_prompted(text: str, answer: AnswerFormat) -> tuple[str, list[ToolCall]
         raw = value["tool_calls"]
         if not isinstance(raw, list) or not raw:
             raise AnswerFormatError("the reply's tool_calls is not a non-empty list")
-        calls = []
+        calls, seen = [], set()
         for item in raw:
             if not isinstance(item, dict) or "name" not in item:
                 raise AnswerFormatError(f"a tool call without a name: {item!r}"[:200])
             args = item.get("arguments", {})
-            calls.append(ToolCall(id=new_call_id(), name=str(item["name"]), arguments=args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)))
+            arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            if (item["name"], arguments) not in seen:  # the same call twice in one reply is one call
+                seen.add((item["name"], arguments))
+                calls.append(ToolCall(id=new_call_id(), name=str(item["name"]), arguments=arguments))
         return "", calls
     if "content" in value:
         content = value["content"]

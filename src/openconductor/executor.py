@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Literal, Optional, Union
 
-from .answer_format import AnswerFormat
+from .answer_format import AnswerFormat, AnswerFormatError, check_json
 from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous
 from .pool import Pool, WorkerCallError
@@ -179,6 +179,8 @@ def _finish(ctx: Context, run: Run) -> None:
     last = run.steps[-1] if run.steps else None
     if last is not None and last.status == "ok" and last.tool_calls:  # the answer is a request to run tools
         run.final_answer, run.tool_calls = clean_answer(last.output), list(last.tool_calls)
+    elif run.depth == 0 and ctx.answer is not None and ctx.answer.features() & {"tools", "json_schema"}:
+        _formatted_answer(ctx.answer, run, last)
     else:
         run.final_answer = final_answer(run.steps)
     run.limits_hit = list(ctx.limits_hit)
@@ -192,6 +194,18 @@ def _finish(ctx: Context, run: Run) -> None:
         else:
             run.status = "error"
             run.error = run.error or (last.error if last else "no steps ran")
+
+
+def _formatted_answer(answer: AnswerFormat, run: Run, last: Optional[StepRecord]) -> None:
+    """With tools or a JSON format asked for, only the final step's own answer counts (earlier steps
+    wrote for the team, not in that format); a JSON answer that does not match fails the step."""
+    run.final_answer = clean_answer(last.output) if last is not None and last.status == "ok" else ""
+    if run.final_answer and answer.json_format is not None and last is not None and last.finish_reason != "length":
+        try:
+            run.final_answer = check_json(run.final_answer, answer.json_format)
+        except AnswerFormatError as exc:  # e.g. a recursive last round that kept an earlier, unformatted answer
+            last.status, last.error, last.error_code = "error", str(exc), "invalid_answer_format"
+            run.final_answer = ""
 
 
 def _totals(run: Run, wall_s: float) -> Totals:
