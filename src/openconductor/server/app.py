@@ -251,12 +251,15 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
 
 
 CONFIG_ENV = "OPENCONDUCTOR_SERVER_CONFIG"
+OVERRIDES_ENV = "OPENCONDUCTOR_SERVER_OVERRIDES"
 
 
 def app_from_env() -> FastAPI:
     """The app for each of several server processes (``conductor serve --workers N``): uvicorn imports
-    this factory in every process; the config file is named by $OPENCONDUCTOR_SERVER_CONFIG."""
-    from .config import default_config, load_server_config
+    this factory in every process; the config file is named by $OPENCONDUCTOR_SERVER_CONFIG and the
+    command line's [server] overrides are in $OPENCONDUCTOR_SERVER_OVERRIDES (JSON)."""
+    from .config import default_config, load_server_config, with_server_overrides
 
     path = os.environ.get(CONFIG_ENV)
-    return create_app(load_server_config(path) if path else default_config())
+    config = load_server_config(path) if path else default_config()
+    return create_app(with_server_overrides(config, json.loads(os.environ.get(OVERRIDES_ENV) or "{}")))

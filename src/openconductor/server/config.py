@@ -244,3 +244,14 @@ def default_config() -> ServerConfig:
             },
         }
     )
+
+
+def with_server_overrides(config: ServerConfig, overrides: dict[str, Any]) -> ServerConfig:
+    """``config`` with [server] fields replaced (command-line flags such as --traces), validated."""
+    if not overrides:
+        return config
+    try:
+        server = ServerSection.model_validate({**config.server.model_dump(), **overrides})
+    except ValidationError as exc:
+        raise ServerConfigError(f"command line: {_problems(exc)}") from exc
+    return config.model_copy(update={"server": server})
