@@ -97,6 +97,10 @@ class AnswerFormat(Strict):
             needed.add("stop")
         return needed
 
+    def is_empty(self) -> bool:
+        """Nothing asked of the answer: the final step is called like any other."""
+        return not self.features() and self.temperature is None and self.top_p is None and not self.penalties()
+
     def penalties(self) -> dict[str, float]:
         return {k: v for k, v in (("frequency_penalty", self.frequency_penalty), ("presence_penalty", self.presence_penalty)) if v}
 

@@ -148,20 +148,21 @@ class Owner:
 
 def row(run: Run, owner: str) -> tuple:
     t = run.totals
+    usage = t.usage
     api_key = run.metadata.get("api_key")
     return (run.id, run.created_at, storable(run.question), run.policy, run.pool, run.status, storable(run.final_answer),
-            len(run.steps), t.calls, t.usage.total_tokens, t.usage.cost_usd, t.wall_s, record_json(run),
+            len(run.steps), t.calls, usage.total_tokens, usage.cost_usd, t.wall_s, record_json(run),
             api_key if isinstance(api_key, str) else None, owner)
 
 
 def record_json(run: Run) -> str:
+    """The run as JSON text that every backend stores (pydantic escapes NUL; it refuses lone surrogates)."""
     try:
-        text = run.model_dump_json()
-    except ValueError:  # lone surrogates in a str (pydantic refuses to encode them)
+        return run.model_dump_json()
+    except ValueError:  # lone surrogates in a str
         import json
 
-        text = json.dumps(run.model_dump(mode="json"), ensure_ascii=False)
-    return storable(text)
+        return storable(json.dumps(run.model_dump(mode="json"), ensure_ascii=False))
 
 
 # ----------------------------------------------------------------------------------------- the store

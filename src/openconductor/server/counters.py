@@ -13,7 +13,7 @@ import math
 import time
 import uuid
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Optional
 
@@ -36,7 +36,7 @@ class Admission:
     """A request let in: its lease, and what is left of its key's daily quotas (None: no quota)."""
 
     key: Key
-    lease: str = field(default_factory=lambda: uuid.uuid4().hex)
+    lease: str = ""  # the slot's id in Redis (in-process counters need none)
     tokens_left: Optional[int] = None
     cost_left: Optional[float] = None
 
@@ -51,7 +51,7 @@ def seconds_to_utc_midnight(now: float) -> float:
 
 
 def _day(now: float) -> str:
-    return datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%d")
+    return str(int(now // 86400))  # the UTC day, as days since the epoch
 
 
 def _quota_error(key: Key, tokens: float, cost: float, now: float) -> Optional[RateLimited]:
@@ -104,7 +104,7 @@ class LocalCounters(Counters):
         b = self._state.get(key.name)
         if b is None:
             b = self._state[key.name] = _Bucket(tokens=key.burst, updated=now)
-        today = _day(time.time())
+        today = _day(time.time())  # cheap: on every admission and release
         if b.day != today:
             b.day, b.used_tokens, b.used_cost = today, 0, 0.0
         return b
@@ -189,7 +189,7 @@ class RedisCounters(Counters):
 
     async def acquire(self, key: Key) -> Admission:
         now = time.time()
-        admission = Admission(key)
+        admission = Admission(key, lease=uuid.uuid4().hex)
         result = await self._acquire(keys=self._keys(key, now), args=[
             key.rate_per_s, key.burst, key.max_concurrent, admission.lease, self.lease_s,
             -1 if key.tokens_per_day is None else key.tokens_per_day, -1 if key.cost_usd_per_day is None else key.cost_usd_per_day])

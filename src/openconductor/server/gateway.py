@@ -67,7 +67,7 @@ class Gateway:
             if accepted.client_metadata:
                 metadata["client"] = accepted.client_metadata  # never merged: the server's fields cannot be overwritten
             request = Request(preset, accepted.model, accepted.question(), limits, seed=accepted.seed, metadata=metadata,
-                              answer=accepted.answer, max_output_tokens=accepted.max_output_tokens)
+                              answer=None if accepted.answer.is_empty() else accepted.answer, max_output_tokens=accepted.max_output_tokens)
             return self.runtime.launch(request, stream=accepted.stream,
                                        on_done=lambda run: self._finished(run, admission, preset.name, endpoint))
         except BaseException:

@@ -22,6 +22,7 @@ from ..answer_format import AnswerFormat
 from ..budget import Limits
 from ..executor import Event, solve
 from ..policies import make_policy
+from ..policies.base import Policy
 from ..pool import Pool, PoolConfigError, PoolSpec
 from ..records import Run
 from ..traces import SQLTraceStore, TraceNotFound, TraceWriter, open_store
@@ -30,6 +31,7 @@ from .config import PresetSpec, ServerConfig
 log = logging.getLogger(__name__)
 
 DONE = object()  # end-of-run marker on a stream queue
+TRACE_LINGER_S = 0.05  # a run's saves within this long are written once (a crash loses at most this much)
 DoneHook = Callable[[Optional[Run]], Awaitable[None]]
 
 
@@ -40,6 +42,7 @@ class Preset:
     pool_spec: PoolSpec
     fingerprint: str  # changes whenever the pool, policy or limits change, even if `version` does not
     pool: Optional[Pool] = None
+    policy: Optional[Policy] = None  # one per preset, like its pool (policies keep no per-request state)
 
     @property
     def pinned_id(self) -> str:
@@ -169,7 +172,7 @@ class RunHandle:
         r = self.request
         pool = self.runtime.pool_for(r.preset)
         try:
-            policy = make_policy(r.preset.spec.policy, **r.preset.spec.policy_options)
+            policy = r.preset.policy or make_policy(r.preset.spec.policy, **r.preset.spec.policy_options)
             run = await solve(r.question, policy, pool, limits=r.limits, on_event=self._on_event, seed=r.seed,
                               metadata=r.metadata, stream_tokens=self.stream, answer=r.answer, max_output_tokens=r.max_output_tokens)
             return run
@@ -222,6 +225,8 @@ class Runtime:
         self.config = config
         self.store = store or open_store(config.server.traces)
         self.writer = TraceWriter(self.store)
+        self._dirty: dict[str, Run] = {}  # saved since the last flush
+        self._flush_handle: Optional[asyncio.TimerHandle] = None
         self._sweeper: Optional[asyncio.Task] = None
         self.presets: dict[str, Preset] = {}
         for name, spec in config.models.items():
@@ -238,6 +243,10 @@ class Runtime:
                 preset.pool.conductor_backend()
             except PoolConfigError:
                 pass
+            try:
+                preset.policy = make_policy(preset.spec.policy, **preset.spec.policy_options)
+            except (TypeError, ValueError):  # a bad option: each request's run reports it
+                log.exception("preset %s: cannot build policy %r", preset.name, preset.spec.policy)
         await self.sweep()  # runs a crashed server left `running`
         self._sweeper = asyncio.create_task(self._sweep_forever())
 
@@ -266,6 +275,9 @@ class Runtime:
         for preset in self.presets.values():
             if preset.pool is not None:
                 await preset.pool.aclose()
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+        self.flush_saves()
         await asyncio.to_thread(self._close_store)
 
     def _close_store(self) -> None:
@@ -304,10 +316,23 @@ class Runtime:
             self.recent.popitem(last=False)
 
     def save(self, run: Run) -> None:
-        try:
-            self.writer.save(run)  # serialises now, writes on the writer's thread
-        except Exception:  # the answer matters more than its trace; say so loudly
-            log.exception("could not save trace %s", run.id)
+        """Save ``run`` within ``TRACE_LINGER_S``: saves of a run made meanwhile (its start, its plan, a step)
+        are serialised once, in its latest state; the writer's thread does the writing."""
+        if run.id in self._dirty:
+            self._dirty[run.id] = run
+            return
+        self._dirty[run.id] = run
+        if self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_later(TRACE_LINGER_S, self.flush_saves)
+
+    def flush_saves(self) -> None:
+        self._flush_handle = None
+        dirty, self._dirty = self._dirty, {}
+        for run in dirty.values():
+            try:
+                self.writer.save(run)  # serialises now
+            except Exception:  # the answer matters more than its trace; say so loudly
+                log.exception("could not save trace %s", run.id)
 
     def live(self, run_id: str) -> Optional[Run]:
         return self.running.get(run_id) or self.recent.get(run_id)
