@@ -272,7 +272,9 @@ def print_profile(path: Path, top: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[100, 1000])
-    parser.add_argument("--targets", nargs="+", default=["floor", "conductor", "conductor-2p"], choices=["floor", "conductor", "conductor-2p"])
+    parser.add_argument("--targets", nargs="+", default=["floor", "conductor", "conductor-2p"],
+                        choices=["floor", "conductor", "conductor-2p", "before"])
+    parser.add_argument("--before-src", type=Path, help="target 'before': `conductor serve` from another checkout's src/ (e.g. main's)")
     parser.add_argument("--latency", type=float, default=0.2, help="upstream latency per call (s)")
     parser.add_argument("--steps", type=int, default=1, choices=[1, 2], help="1: single; 2: self-reflection with one revision")
     parser.add_argument("--stream", action="store_true", help="stream the responses (SSE)")
@@ -317,7 +319,12 @@ def main() -> None:
                 profile = directory / "profile.out" if args.profile and target == "conductor" else None
                 port = free_port()
                 command, _ = target_command(target, config, port, profile)
-                proc = subprocess.Popen(command, env={**env, "UPSTREAM": upstream}, preexec_fn=pin(args.server_cpus))
+                target_env = {**env, "UPSTREAM": upstream}
+                if target == "before":
+                    if args.before_src is None:
+                        parser.error("target 'before' needs --before-src")
+                    target_env["PYTHONPATH"] = str(args.before_src.resolve())
+                proc = subprocess.Popen(command, env=target_env, preexec_fn=pin(args.server_cpus), cwd=tmp)
                 try:
                     url = f"http://127.0.0.1:{port}"
                     wait_ready(url + "/health", proc)
@@ -363,6 +370,9 @@ def main() -> None:
             if floor and one_p:
                 parts.append(f"conductor CPU/req = {one_p['server_cpu_ms_per_request'] / floor['server_cpu_ms_per_request']:.2f} x floor "
                              f"({one_p['server_cpu_ms_per_request']:.2f} vs {floor['server_cpu_ms_per_request']:.2f} ms)")
+            before = by.get(("before", n))
+            if before and one_p:
+                parts.append(f"before/now CPU/req = {before['server_cpu_ms_per_request'] / one_p['server_cpu_ms_per_request']:.2f} x")
             if one_p and two_p:
                 parts.append(f"2 processes: {two_p['throughput_rps'] / one_p['throughput_rps']:.2f} x the req/s of 1, "
                              f"p99 overhead {two_p['p99_overhead_ms']:.0f} vs {one_p['p99_overhead_ms']:.0f} ms")

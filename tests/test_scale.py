@@ -43,6 +43,7 @@ def stack():
 
 @pytest.fixture(scope="module")
 def postgres(stack):
+    pytest.importorskip("psycopg_pool", reason="the scale extra is not installed: pip install 'openconductor[scale]'")
     try:
         return stack.postgres(durable=False)
     except ServiceUnavailable as exc:
@@ -51,6 +52,7 @@ def postgres(stack):
 
 @pytest.fixture(scope="module")
 def redis_url(stack):
+    pytest.importorskip("redis", reason="the scale extra is not installed: pip install 'openconductor[scale]'")
     try:
         return stack.redis()
     except ServiceUnavailable as exc:

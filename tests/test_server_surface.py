@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from _server_kit import KEY, OTHER_KEY, config, running, serve, sim_pool
+from _server_kit import KEY, OTHER_KEY, config, http_pool, running, serve, sim_pool
 from openconductor.records import Run
 from openconductor.server import create_app, hash_key
 from openconductor.server.requests import ChatCompletionRequest, ResponsesRequest
@@ -127,15 +127,7 @@ def test_max_tokens_caps_the_answer_and_every_call_and_stop_cuts_it(tmp_path):
 def test_context_overflow_is_400_context_length_exceeded_and_not_retried(tmp_path):
     upstream = create_upstream(latency_s=0.0, context_words=40)
     with running(upstream) as up:
-        (tmp_path / "pool.toml").write_text(f"""
-name = "small-context"
-[[workers]]
-name = "tiny"
-provider = "openai"
-model = "tiny"
-base_url = "{up}/v1"
-""")
-        cfg = config(tmp_path, {"single": {"version": "v1", "pool": "pool.toml", "policy": "single"}})
+        cfg = config(tmp_path, {"single": {"version": "v1", "pool": http_pool(tmp_path, up, "tiny"), "policy": "single"}})
         with serve(cfg) as url:
             with pytest.raises(openai.BadRequestError) as caught:
                 client(url, retries=2).chat.completions.create(model="single", messages=[{"role": "user", "content": "word " * 200}])

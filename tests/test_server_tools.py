@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from _server_kit import KEY, config, running, serve, sim_pool
+from _server_kit import KEY, config, http_pool, running, serve, sim_pool
 from openconductor.answer_format import AnswerFormat, AnswerFormatError, FunctionTool, JSONFormat, prepare, tool_reply_schema
 from openconductor.records import Completion
 from openconductor.server.simulated_upstream import create_upstream
@@ -151,15 +151,7 @@ def test_an_answer_that_cannot_match_the_schema_is_a_clear_error(cfg):
 def test_tools_and_json_schema_pass_natively_to_an_openai_compatible_upstream(tmp_path):
     upstream = create_upstream(latency_s=0.0)
     with running(upstream) as up:
-        (tmp_path / "pool.toml").write_text(f"""
-name = "http"
-[[workers]]
-name = "remote"
-provider = "openai"
-model = "remote"
-base_url = "{up}/v1"
-""")
-        cfg = config(tmp_path, {"single": {"version": "v1", "pool": "pool.toml", "policy": "single"}})
+        cfg = config(tmp_path, {"single": {"version": "v1", "pool": http_pool(tmp_path, up), "policy": "single"}})
         with serve(cfg) as url:
             c = client(url)
             plain = c.chat.completions.create(model="single", messages=[{"role": "user", "content": "Weather?"}], tools=[WEATHER],

@@ -17,7 +17,7 @@ import re
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Optional, Union
+from typing import Any, AsyncIterator, Optional
 
 from fastapi import FastAPI, Request as HTTPRequest
 from fastapi.exceptions import RequestValidationError
@@ -27,12 +27,9 @@ from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..traces import SQLTraceStore, TraceNotFound, record_json
-from . import builders
 from .config import ServerConfig
 from .errors import APIError, validation_message
-from .gateway import Gateway
-from .requests import Accepted, ChatCompletionRequest, ResponsesRequest, interpret_chat, interpret_responses, parse
-from .streams import chat_stream, responses_stream
+from .gateway import CHAT, RESPONSES, Endpoint, Gateway
 
 STATIC = Path(str(resources.files("openconductor").joinpath("server/static")))
 log = logging.getLogger(__name__)
@@ -78,10 +75,6 @@ def _scrub(value: Any) -> Any:
     if isinstance(value, dict):
         return {_scrub(k): _scrub(v) for k, v in value.items()}
     return value
-
-
-def json_response(model: Any, trace_id: str) -> Response:
-    return Response(model.model_dump_json(exclude_unset=True), media_type="application/json", headers={"X-Conductor-Trace-Id": trace_id})
 
 
 def sse(events: AsyncIterator[Any], frame) -> EventSourceResponse:
@@ -151,34 +144,22 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
 
     # -------------------------------------------------------------------------------- the two APIs
 
-    async def accept(request: HTTPRequest, schema: Union[type[ChatCompletionRequest], type[ResponsesRequest]]) -> Accepted:
+    async def serve_api(endpoint: Endpoint, request: HTTPRequest) -> Response:
         key = gateway.authenticate(request.headers.get("authorization"))
-        body = parse(schema, await read_json(request, max_body))
-        accepted = interpret_chat(body) if schema is ChatCompletionRequest else interpret_responses(body)
-        request.state.key = key
-        return accepted
+        accepted, handle = await gateway.open(key, endpoint, await read_json(request, max_body))
+        if accepted.stream:
+            return sse(gateway.events(endpoint, accepted, handle), _chat_frame if endpoint is CHAT else _responses_frame)
+        answer = await gateway.answer(endpoint, accepted, handle)
+        return Response(answer.model_dump_json(exclude_unset=True), media_type="application/json",
+                        headers={"X-Conductor-Trace-Id": handle.run.id if handle.run else ""})
 
-    @app.post("/v1/chat/completions")
+    @app.post(CHAT.path)
     async def chat_completions(request: HTTPRequest):
-        accepted = await accept(request, ChatCompletionRequest)
-        handle = await gateway.submit(request.state.key, accepted, "chat")
-        if accepted.stream:
-            return sse(chat_stream(handle, accepted, metrics.api_error), _chat_frame)
-        run = await handle.wait()
-        if not builders.answered(run):
-            raise builders.run_error(run, "messages")
-        return json_response(builders.chat_completion(run, handle.request, accepted), run.id)
+        return await serve_api(CHAT, request)
 
-    @app.post("/v1/responses")
+    @app.post(RESPONSES.path)
     async def responses(request: HTTPRequest):
-        accepted = await accept(request, ResponsesRequest)
-        handle = await gateway.submit(request.state.key, accepted, "responses")
-        if accepted.stream:
-            return sse(responses_stream(handle, accepted, metrics.api_error), _responses_frame)
-        run = await handle.wait()
-        if not builders.answered(run):
-            raise builders.run_error(run, "input")
-        return json_response(builders.response(run, handle.request, accepted, "completed"), run.id)
+        return await serve_api(RESPONSES, request)
 
     # ------------------------------------------------------------------------------ models and traces
 

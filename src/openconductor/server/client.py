@@ -26,13 +26,10 @@ import openai
 from pydantic import TypeAdapter
 
 from ..budget import Limits
-from . import builders
 from .auth import Key
 from .config import ServerConfig, default_config, load_server_config
 from .errors import APIError
-from .gateway import Gateway
-from .requests import ChatCompletionRequest, ResponsesRequest, interpret_chat, interpret_responses, parse
-from .streams import chat_stream, responses_stream
+from .gateway import CHAT, RESPONSES, Endpoint, Gateway
 
 try:  # the openai SDK's HTTP types (httpx2 in openai >= 3, httpx before)
     import httpx2 as _http
@@ -104,29 +101,22 @@ class AsyncOpenConductor:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    async def _run(self, path: str, schema: Any, interpret: Any, params: dict[str, Any]) -> Any:
+    async def _run(self, endpoint: Endpoint, params: dict[str, Any]) -> Any:
         gateway = await self._ready()
         try:
-            accepted = interpret(parse(schema, _params(params)))
-            handle = await gateway.submit(TRUSTED, accepted, "chat" if schema is ChatCompletionRequest else "responses")
+            accepted, handle = await gateway.open(TRUSTED, endpoint, _params(params))
+            if accepted.stream:
+                return _stream(gateway.events(endpoint, accepted, handle), endpoint)
+            return await gateway.answer(endpoint, accepted, handle)
         except APIError as exc:
-            raise sdk_error(exc, path) from None
-        if accepted.stream:
-            events = (chat_stream if schema is ChatCompletionRequest else responses_stream)(handle, accepted, gateway.metrics.api_error)
-            return _stream(events, path, schema is ResponsesRequest)
-        run = await handle.wait()
-        if not builders.answered(run):
-            raise sdk_error(builders.run_error(run, "messages" if schema is ChatCompletionRequest else "input"), path)
-        if schema is ChatCompletionRequest:
-            return builders.chat_completion(run, handle.request, accepted)
-        return builders.response(run, handle.request, accepted, "completed")
+            raise sdk_error(exc, endpoint.path) from None
 
 
-async def _stream(events: AsyncIterator[Any], path: str, responses: bool) -> AsyncIterator[Any]:
+async def _stream(events: AsyncIterator[Any], endpoint: Endpoint) -> AsyncIterator[Any]:
     async for item in events:
-        if isinstance(item, APIError):
-            raise openai.APIError(item.message, _http.Request("POST", f"http://in-process{path}"), body=item.body()["error"])
-        yield _event(item) if responses else item
+        if isinstance(item, APIError):  # as the SDK raises an error event in a stream
+            raise openai.APIError(item.message, _http.Request("POST", f"http://in-process{endpoint.path}"), body=item.body()["error"])
+        yield _event(item) if endpoint is RESPONSES else item
 
 
 class _AsyncCompletions:
@@ -136,7 +126,7 @@ class _AsyncCompletions:
     async def create(self, **params: Any) -> Any:
         """As ``openai.AsyncOpenAI().chat.completions.create``: a ChatCompletion, or with ``stream=True`` an
         async iterator of ChatCompletionChunk."""
-        return await self._client._run("/v1/chat/completions", ChatCompletionRequest, interpret_chat, params)
+        return await self._client._run(CHAT, params)
 
 
 class _AsyncChat:
@@ -151,7 +141,7 @@ class _AsyncResponses:
     async def create(self, **params: Any) -> Any:
         """As ``openai.AsyncOpenAI().responses.create``: a Response, or with ``stream=True`` an async
         iterator of response stream events."""
-        return await self._client._run("/v1/responses", ResponsesRequest, interpret_responses, params)
+        return await self._client._run(RESPONSES, params)
 
 
 # ---------------------------------------------------------------------------------------------- sync

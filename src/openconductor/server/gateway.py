@@ -9,19 +9,42 @@ slot is released, its usage charged to the key's quota and its metrics recorded.
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable, Optional
+
+from pydantic import BaseModel
 
 from ..records import Run
 from ..traces import SQLTraceStore
+from . import builders
 from .auth import AuthError, Key, KeyRing
 from .config import ServerConfig
 from .counters import Admission, Counters, RateLimited, make_counters
 from .errors import APIError
 from .metrics import Metrics
-from .requests import Accepted, apply_request_limits
+from .requests import Accepted, ChatCompletionRequest, ResponsesRequest, apply_request_limits, interpret_chat, interpret_responses, parse
 from .runs import Request, RunHandle, Runtime
+from .streams import chat_stream, responses_stream
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One of the two APIs: its request model, what a request means, its answer and its stream."""
+
+    name: str
+    path: str
+    schema: type[BaseModel]
+    interpret: Callable[[Any], Accepted]
+    answer: Callable[[Run, Request, Accepted], BaseModel]
+    stream: Callable[[RunHandle, Accepted, Callable[[APIError], None]], AsyncIterator[Any]]
+    conversation: str  # the parameter a too-long conversation is blamed on
+
+
+CHAT = Endpoint("chat", "/v1/chat/completions", ChatCompletionRequest, interpret_chat, builders.chat_completion, chat_stream, "messages")
+RESPONSES = Endpoint("responses", "/v1/responses", ResponsesRequest, interpret_responses,
+                     lambda run, request, accepted: builders.response(run, request, accepted, "completed"), responses_stream, "input")
 
 
 class Gateway:
@@ -45,6 +68,22 @@ class Gateway:
             return self.keys.authenticate(authorization)
         except AuthError as exc:
             raise APIError(401, str(exc), code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}) from None
+
+    async def open(self, key: Key, endpoint: Endpoint, body: dict[str, Any]) -> tuple[Accepted, RunHandle]:
+        """Validate a request body, admit it and launch its run (400/404/429 as APIError)."""
+        accepted = endpoint.interpret(parse(endpoint.schema, body))
+        return accepted, await self.submit(key, accepted, endpoint.name)
+
+    def events(self, endpoint: Endpoint, accepted: Accepted, handle: RunHandle) -> AsyncIterator[Any]:
+        """The run as the endpoint's stream (typed items; an APIError item when it has no answer)."""
+        return endpoint.stream(handle, accepted, self.metrics.api_error)
+
+    async def answer(self, endpoint: Endpoint, accepted: Accepted, handle: RunHandle) -> BaseModel:
+        """The run's answer once it ends, or the APIError for a run without one."""
+        run = await handle.wait()
+        if not builders.answered(run):
+            raise builders.run_error(run, endpoint.conversation)
+        return endpoint.answer(run, handle.request, accepted)
 
     async def submit(self, key: Key, accepted: Accepted, endpoint: str) -> RunHandle:
         preset = self.runtime.resolve(accepted.model)
