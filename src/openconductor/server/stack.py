@@ -150,7 +150,8 @@ class Stack:
         args += ["--counters", counters] if counters else []
         proc = self._spawn(name, args, env={**os.environ, **(env or {})})
         url = f"http://127.0.0.1:{port}"
-        _wait(lambda: httpx.get(url + "/health", timeout=2).status_code == 200, name, proc, seconds=120)
+        # Each process imports the server (~2 s of CPU); on a loaded 2-core machine that takes minutes.
+        _wait(lambda: httpx.get(url + "/health", timeout=2).status_code == 200, name, proc, seconds=300)
         self.urls[name] = url
         return url
 
