@@ -57,6 +57,15 @@ class _Answer:
         return "".join(self.parts)
 
 
+def _unanswered(run, conversation: str, on_error: ErrorHook) -> Optional[APIError]:
+    """The error a stream ends with when its run has no answer (counted by ``on_error``), else None."""
+    if builders.answered(run):
+        return None
+    error = builders.run_error(run, conversation)
+    on_error(error)
+    return error
+
+
 async def chat_stream(handle: RunHandle, accepted: Accepted, on_error: ErrorHook) -> AsyncIterator[Union[ChatCompletionChunk, APIError]]:
     request = handle.request
     preset = request.preset
@@ -108,9 +117,8 @@ async def chat_stream(handle: RunHandle, accepted: Accepted, on_error: ErrorHook
             yield chunk({"content": piece})
         if held_final is not None:
             yield chunk(conductor=held_final)
-        if not builders.answered(run):
-            error = builders.run_error(run, "messages")
-            on_error(error)
+        error = _unanswered(run, "messages", on_error)
+        if error is not None:
             yield error
             return
         text = answer.text
@@ -181,9 +189,8 @@ async def responses_stream(handle: RunHandle, accepted: Accepted, on_error: Erro
         if piece:
             for e in delta(piece):
                 yield e
-        if not builders.answered(run):
-            error = builders.run_error(run, "input")
-            on_error(error)
+        error = _unanswered(run, "input", on_error)
+        if error is not None:
             yield error
             return
         text = answer.text
