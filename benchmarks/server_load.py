@@ -1,14 +1,23 @@
-"""Load on `conductor serve` in front of SIMULATED workers reached over loopback HTTP.
+"""Load on `conductor serve` in front of SIMULATED workers reached over loopback HTTP, side by side
+with a bare FastAPI pass-through (the floor) and with two server processes, in one run.
 
-Three processes on 127.0.0.1: a simulated OpenAI-compatible upstream with a fixed latency
-(openconductor.server.simulated_upstream), the server (`python -m openconductor serve`) whose pool has
-one worker using provider "openai" with base_url on that upstream, and this load generator. The preset
-uses the fixed "single" policy (one step), so the workflow's critical path is one upstream call of
---latency seconds; "overhead" is each request's latency minus that.
+Processes on 127.0.0.1: a simulated OpenAI-compatible upstream with a fixed latency
+(openconductor.server.simulated_upstream), the target server, and this load generator (raw HTTP/1.1
+keep-alive, several processes). Targets, one after the other against the same upstream:
 
-    PYTHONPATH=src python benchmarks/server_load.py --concurrency 100 500 1000
+- floor: benchmarks/passthrough_app.py, FastAPI forwarding each body to the upstream with the same
+  HTTP client (aiohttp) the server's openai provider uses;
+- conductor: `python -m openconductor serve`, whose preset runs the fixed "single" policy (one step) on
+  one worker using provider "openai" with base_url on the upstream: the workflow's critical path is one
+  upstream call of --latency seconds, and "overhead" is each request's latency minus that;
+- conductor-2p: the same with `--workers 2` (two processes sharing the port).
 
-Numbers are for simulated workers and depend on the machine and its load; the script prints them.
+    PYTHONPATH=src python benchmarks/server_load.py --concurrency 100 1000
+    PYTHONPATH=src python benchmarks/server_load.py --targets conductor --concurrency 300 --profile 25
+
+"server CPU ms/req" is the target's processes' CPU time (user + system, children included) per request
+handled. Numbers are for simulated workers and depend on the machine and its load: the script prints
+the load average, and the ratios between targets measured in the same run are what to compare.
 """
 
 from __future__ import annotations
@@ -18,9 +27,8 @@ import asyncio
 import json
 import os
 import random
+import signal
 import socket
-import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,7 +48,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_ready(url: str, proc: subprocess.Popen, seconds: float = 60) -> None:
+def wait_ready(url: str, proc: subprocess.Popen, seconds: float = 300) -> None:  # a loaded 2-core machine starts slowly
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -214,9 +222,14 @@ def load(url: str, n: int, procs: int, cpus: Optional[set[int]], **options) -> d
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc), to tell the server's cost from the machine's load."""
+    """User + system CPU time of a process and its children (Linux /proc): the server's cost, not the machine's."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    try:
+        children = [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
+    except OSError:
+        children = []
+    return own + sum(cpu_seconds(c) for c in children if Path(f"/proc/{c}").exists())
 
 
 def pct(values: list[float], q: float) -> float:
@@ -225,18 +238,53 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
+PROFILED = """
+import cProfile, sys, time
+out = sys.argv.pop(1)
+profile = cProfile.Profile(time.process_time)
+from openconductor.cli import app
+try:
+    profile.runcall(app, sys.argv[1:], standalone_mode=False)
+finally:
+    profile.dump_stats(out)
+"""
+
+
+def target_command(target: str, config: Path, port: int, profile: Optional[Path]) -> tuple[list[str], dict]:
+    if target == "floor":
+        return ([sys.executable, "-m", "uvicorn", "passthrough_app:app", "--app-dir", str(ROOT / "benchmarks"), "--port", str(port),
+                 "--log-level", "warning", "--backlog", "4096", "--timeout-keep-alive", "75"], {})
+    # cProfile on a CPU clock (the default wall clock charges a busy machine's waits to whatever ran last).
+    run = [sys.executable, "-c", PROFILED, str(profile)] if profile else [sys.executable, "-m", "openconductor"]
+    args = run + ["serve", "--config", str(config), "--port", str(port), "--log-level", "warning"]
+    return (args + (["--workers", "2"] if target == "conductor-2p" else []), {})
+
+
+def print_profile(path: Path, top: int) -> None:
+    import pstats
+
+    print(f"\nprofile of the conductor server under this load (cProfile on CPU time, main thread; top {top} by "
+          "cumulative and by own time; profiling inflates the CPU figures above):")
+    pstats.Stats(str(path)).sort_stats("cumtime").print_stats(top)
+    pstats.Stats(str(path)).sort_stats("tottime").print_stats(top)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[100, 500, 1000])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--targets", nargs="+", default=["floor", "conductor", "conductor-2p"],
+                        choices=["floor", "conductor", "conductor-2p", "before"])
+    parser.add_argument("--before-src", type=Path, help="target 'before': `conductor serve` from another checkout's src/ (e.g. main's)")
     parser.add_argument("--latency", type=float, default=0.2, help="upstream latency per call (s)")
     parser.add_argument("--steps", type=int, default=1, choices=[1, 2], help="1: single; 2: self-reflection with one revision")
     parser.add_argument("--stream", action="store_true", help="stream the responses (SSE)")
     parser.add_argument("--mode", choices=["burst", "sustained"], default="burst")
     parser.add_argument("--duration", type=float, default=10.0, help="sustained mode: seconds of load after the ramp")
-    parser.add_argument("--server-cpus", help="pin the server to these CPUs, e.g. 0,1 (Linux)")
+    parser.add_argument("--server-cpus", help="pin the target server to these CPUs, e.g. 0,1 (Linux)")
     parser.add_argument("--upstream-cpus", help="pin the simulated upstream to these CPUs")
     parser.add_argument("--client-cpus", help="pin the load generator processes to these CPUs")
     parser.add_argument("--client-procs", type=int, default=4, help="load generator processes")
+    parser.add_argument("--profile", type=int, metavar="N", help="run the conductor target under cProfile and print its top N functions")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
@@ -247,66 +295,90 @@ def main() -> None:
         return lambda: os.sched_setaffinity(0, chosen)
 
     client_cpus = {int(c) for c in args.client_cpus.split(",")} if args.client_cpus else None
-
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
-    procs: list[subprocess.Popen] = []
+    critical = args.latency * args.steps
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        upstream_proc = None
         try:
-            up_port, srv_port = free_port(), free_port()
+            up_port = free_port()
             upstream = f"http://127.0.0.1:{up_port}"
-            procs.append(subprocess.Popen([sys.executable, "-m", "openconductor.server.simulated_upstream", "--port", str(up_port),
-                                           "--latency", str(args.latency)], env=env,
-                                          preexec_fn=pin(args.upstream_cpus)))
-            wait_ready(upstream + "/control", procs[-1])
-            config = write_config(Path(tmp), upstream, args.steps)
-            procs.append(subprocess.Popen([sys.executable, "-m", "openconductor", "serve", "--config", str(config), "--port", str(srv_port),
-                                           "--log-level", "warning"], env=env, preexec_fn=pin(args.server_cpus)))
-            url = f"http://127.0.0.1:{srv_port}"
-            wait_ready(url + "/health", procs[-1])
-            critical = args.latency * args.steps
+            upstream_proc = subprocess.Popen([sys.executable, "-m", "openconductor.server.simulated_upstream", "--port", str(up_port),
+                                              "--latency", str(args.latency)], env=env, preexec_fn=pin(args.upstream_cpus))
+            wait_ready(upstream + "/control", upstream_proc)
             print(f"simulated workers over loopback HTTP · policy {'single' if args.steps == 1 else 'self-reflection'} "
                   f"({args.steps} step(s)) · upstream latency {args.latency:g}s · critical path {critical:g}s · "
                   f"{'streaming' if args.stream else 'non-streaming'} · {args.mode} · {os.cpu_count()} CPUs · load avg {os.getloadavg()[0]:.1f}"
-                  + (f" · server on CPUs {args.server_cpus}" if args.server_cpus else "")
-                  + (f", upstream on {args.upstream_cpus}" if args.upstream_cpus else "")
-                  + (f", client on {args.client_cpus}" if args.client_cpus else ""))
-            print(f"{'concurrent':>10} {'requests':>8} {'ok':>6} {'errors':>6} {'wall s':>8} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p50-cp ms':>9} "
-                  f"{'p99-cp ms':>9} {'solve p50/p99 ms':>16} {'srv cpu ms/req':>14} {'upstream cpu ms/call':>20} {'client cpu s':>12}")
-            rows = []
-            server_pid, upstream_pid = procs[1].pid, procs[0].pid
-            for n in args.concurrency:
-                cpu0 = cpu_seconds(server_pid), cpu_seconds(upstream_pid)
-                t0 = time.time()
-                r = load(url, n, min(args.client_procs, n), client_cpus, stream=args.stream, mode=args.mode,
-                         duration=args.duration, ramp=critical)
-                cpu1 = cpu_seconds(server_pid), cpu_seconds(upstream_pid)
-                # The workflow's own time inside the server (solve(): plan + worker calls), from the traces.
-                with sqlite3.connect(Path(tmp) / "traces.sqlite3") as db:
-                    solve = sorted(w for (w,) in db.execute("SELECT wall_s FROM runs WHERE created_at >= ? AND question LIKE 'load request %'", (t0,)))
-                handled = r["requests"] + r["warmup"]  # the warm-up requests are inside the CPU window too
-                lat = r["latencies"]
-                row = {"concurrency": n, "ok": len(lat), "errors": len(r["errors"]), "wall_s": r["wall_s"],
-                       "requests": r["requests"], "throughput_rps": len(lat) / r["wall_s"], "p50_ms": pct(lat, 50) * 1000, "p99_ms": pct(lat, 99) * 1000,
-                       "p50_overhead_ms": (pct(lat, 50) - critical) * 1000, "p99_overhead_ms": (pct(lat, 99) - critical) * 1000,
-                       "server_cpu_ms_per_request": (cpu1[0] - cpu0[0]) * 1000 / handled,
-                       "upstream_cpu_ms_per_call": (cpu1[1] - cpu0[1]) * 1000 / (handled * args.steps),
-                       "solve_p50_ms": pct(solve, 50) * 1000, "solve_p99_ms": pct(solve, 99) * 1000,
-                       "client_cpu_s": r["client_cpu_s"], "first_errors": r["errors"][:3]}
-                rows.append(row)
-                print(f"{n:>10} {row['requests']:>8} {row['ok']:>6} {row['errors']:>6} {row['wall_s']:>8.2f} {row['throughput_rps']:>8.1f} "
-                      f"{row['p50_ms']:>8.1f} {row['p99_ms']:>8.1f} {row['p50_overhead_ms']:>9.1f} {row['p99_overhead_ms']:>9.1f} {row['solve_p50_ms']:>7.0f}/{row['solve_p99_ms']:<8.0f} "
-                      f"{row['server_cpu_ms_per_request']:>14.2f} {row['upstream_cpu_ms_per_call']:>20.2f} {row['client_cpu_s']:>12.2f}")
-                for e in row["first_errors"]:
-                    print("   error:", e)
-            if args.json:
-                args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2))
-        finally:
-            for p in reversed(procs):
-                p.terminate()
+                  + (f" · server on CPUs {args.server_cpus}" if args.server_cpus else ""))
+            print(f"{'target':>13} {'concurrent':>10} {'requests':>8} {'errors':>6} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p50-cp ms':>9} "
+                  f"{'p99-cp ms':>9} {'srv cpu ms/req':>14} {'load avg':>8}")
+            for target in args.targets:
+                directory = Path(tmp) / target
+                directory.mkdir()
+                config = write_config(directory, upstream, args.steps)
+                profile = directory / "profile.out" if args.profile and target == "conductor" else None
+                port = free_port()
+                command, _ = target_command(target, config, port, profile)
+                target_env = {**env, "UPSTREAM": upstream}
+                if target == "before":
+                    if args.before_src is None:
+                        parser.error("target 'before' needs --before-src")
+                    target_env["PYTHONPATH"] = str(args.before_src.resolve())
+                proc = subprocess.Popen(command, env=target_env, preexec_fn=pin(args.server_cpus), cwd=tmp)
                 try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+                    url = f"http://127.0.0.1:{port}"
+                    wait_ready(url + "/health", proc)
+                    time.sleep(1.0)  # worker processes of conductor-2p start after the port is bound
+                    for n in args.concurrency:
+                        cpu0 = cpu_seconds(proc.pid)
+                        r = load(url, n, min(args.client_procs, n), client_cpus, stream=args.stream, mode=args.mode,
+                                 duration=args.duration, ramp=critical)
+                        cpu1 = cpu_seconds(proc.pid)
+                        handled = r["requests"] + r["warmup"]  # the warm-up requests are inside the CPU window too
+                        lat = r["latencies"]
+                        row = {"target": target, "concurrency": n, "ok": len(lat), "errors": len(r["errors"]), "wall_s": r["wall_s"],
+                               "requests": r["requests"], "throughput_rps": len(lat) / r["wall_s"],
+                               "p50_ms": pct(lat, 50) * 1000, "p99_ms": pct(lat, 99) * 1000,
+                               "p50_overhead_ms": (pct(lat, 50) - critical) * 1000, "p99_overhead_ms": (pct(lat, 99) - critical) * 1000,
+                               "server_cpu_ms_per_request": (cpu1 - cpu0) * 1000 / handled, "load_avg": os.getloadavg()[0],
+                               "client_cpu_s": r["client_cpu_s"], "first_errors": r["errors"][:3]}
+                        rows.append(row)
+                        print(f"{target:>13} {n:>10} {row['requests']:>8} {row['errors']:>6} {row['throughput_rps']:>8.1f} "
+                              f"{row['p50_ms']:>8.1f} {row['p99_ms']:>8.1f} {row['p50_overhead_ms']:>9.1f} {row['p99_overhead_ms']:>9.1f} "
+                              f"{row['server_cpu_ms_per_request']:>14.2f} {row['load_avg']:>8.1f}", flush=True)
+                        for e in row["first_errors"]:
+                            print("   error:", e)
+                finally:
+                    proc.send_signal(signal.SIGINT)  # uvicorn shuts down cleanly (and cProfile writes its file)
+                    try:
+                        proc.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+                if profile is not None and profile.exists():
+                    print_profile(profile, args.profile)
+        finally:
+            if upstream_proc is not None:
+                upstream_proc.terminate()
+                upstream_proc.wait(timeout=10)
+    by = {(r["target"], r["concurrency"]): r for r in rows}
+    if len(args.targets) > 1:
+        print("\nratios in this run (same machine, same load generator):")
+        for n in args.concurrency:
+            floor, one_p, two_p = by.get(("floor", n)), by.get(("conductor", n)), by.get(("conductor-2p", n))
+            parts = []
+            if floor and one_p:
+                parts.append(f"conductor CPU/req = {one_p['server_cpu_ms_per_request'] / floor['server_cpu_ms_per_request']:.2f} x floor "
+                             f"({one_p['server_cpu_ms_per_request']:.2f} vs {floor['server_cpu_ms_per_request']:.2f} ms)")
+            before = by.get(("before", n))
+            if before and one_p:
+                parts.append(f"before/now CPU/req = {before['server_cpu_ms_per_request'] / one_p['server_cpu_ms_per_request']:.2f} x")
+            if one_p and two_p:
+                parts.append(f"2 processes: {two_p['throughput_rps'] / one_p['throughput_rps']:.2f} x the req/s of 1, "
+                             f"p99 overhead {two_p['p99_overhead_ms']:.0f} vs {one_p['p99_overhead_ms']:.0f} ms")
+            print(f"  {n:>5} concurrent: " + "; ".join(parts))
+    if args.json:
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

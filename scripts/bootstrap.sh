@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-local}"
-[ "$extras" = all ] && extras="local,tools,serve,eval,router,train,anthropic,gemini,dev"
+[ "$extras" = all ] && extras="local,tools,serve,scale,eval,router,train,anthropic,gemini,dev"
 python3 -m venv .venv
 pip=".venv/bin/python -m pip"
 $pip install -q --upgrade pip

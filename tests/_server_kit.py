@@ -47,6 +47,11 @@ def sim_pool(directory: Path, latency: float = 0.02, name: str = "sim", **extra:
     return write_pool(directory, name, workers, conductor=conductor, **extra)
 
 
+def http_pool(directory: Path, base_url: str, worker: str = "remote") -> str:
+    """One worker (provider openai) on an OpenAI-compatible upstream at ``base_url``."""
+    return write_pool(directory, "http", [{"name": worker, "provider": "openai", "model": worker, "base_url": f"{base_url}/v1"}])
+
+
 def config(directory: Path, models: dict, keys: list[dict] | None = None, **sections: Any):
     keys = [{"name": "alpha", "sha256": hash_key(KEY), "max_concurrent": 8, "requests_per_minute": 6000}] if keys is None else keys
     data = {"keys": keys, "models": models, **sections}

@@ -155,13 +155,23 @@ def test_streaming_order_tokens_and_done(cfg):
     assert len(content_at) >= 3  # the final step's words arrive as separate chunks
     text = "".join(chunks[i].choices[0].delta.content for i in content_at)
     assert text == run["final_answer"] and text.startswith("beta answer")
-    # finish, then the usage chunk with the run's summary
-    assert chunks[-2].choices[0].finish_reason == "stop"
+    # the finish chunk carries the run's summary; without include_usage no chunk has empty choices
     last = chunks[-1]
-    assert last.choices == [] and last.usage.total_tokens > 0
+    assert last.choices[0].finish_reason == "stop" and all(c.choices for c in chunks)
     assert last.model_extra["conductor"]["event"] == "run_finished" and last.model_extra["conductor"]["streamed_matches_final"] is True
-    assert last.usage.model_extra["per_worker"].keys() == {"alpha", "beta"}
     assert lines[-1] == "data: [DONE]" and sum(line == "data: [DONE]" for line in lines) == 1
+    assert all(c.choices[0].delta.content is not None or c.choices[0].delta.content is None for c in chunks)  # the usual loop works
+
+
+def test_stream_usage_chunk_only_with_include_usage(cfg):
+    with serve(cfg) as url:
+        chunks = list(client(url).chat.completions.create(model="conductor", messages=[{"role": "user", "content": "q"}], stream=True,
+                                                          stream_options={"include_usage": True}))
+        plain = list(client(url).chat.completions.create(model="conductor", messages=[{"role": "user", "content": "q"}], stream=True))
+    assert chunks[-2].choices[0].finish_reason == "stop" and chunks[-1].choices == []
+    assert chunks[-1].usage.total_tokens > 0 and chunks[-1].usage.model_extra["per_worker"].keys() == {"alpha", "beta"}
+    text = "".join(c.choices[0].delta.content or "" for c in plain)  # the common loop: never an IndexError
+    assert text and plain[-1].usage is None
 
 
 def test_stream_without_token_events_still_sends_the_answer(tmp_path):
@@ -309,8 +319,8 @@ def test_budget_lowering_and_raising(cfg):
     (json.dumps({"model": "moa"}).encode(), "messages"),
     (json.dumps({"model": "moa", "messages": []}).encode(), "messages"),
     (json.dumps({"model": "moa", "messages": [{"role": "user", "content": "x"}], "n": 2}).encode(), "n"),
-    (json.dumps({"model": "moa", "messages": [{"role": "user", "content": "x"}], "tools": []}).encode(), "tools"),
-    (json.dumps({"model": "moa", "messages": [{"role": "wizard", "content": "x"}]}).encode(), "messages.0.role"),
+    (json.dumps({"model": "moa", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "custom", "custom": {"name": "x"}}]}).encode(), "tools[0].type"),
+    (json.dumps({"model": "moa", "messages": [{"role": "wizard", "content": "x"}]}).encode(), "messages[0].role"),
     (json.dumps({"model": "moa", "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}).encode(), "messages"),
     (json.dumps({"model": "moa", "messages": [{"role": "user", "content": "x"}], "temperature": 9}).encode(), "temperature"),
 ])

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Literal, Optional, Union
 
+from .answer_format import AnswerFormat, AnswerFormatError, check_json
 from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous
 from .pool import TOOL_PROVIDERS, Pool, WorkerCallError
@@ -150,6 +151,8 @@ class Context:
     limits_hit: list[str] = field(default_factory=list)
     seed: Optional[int] = None
     stream_tokens: bool = True  # ask providers for token-by-token output (costly on HTTP backends)
+    answer: Optional[AnswerFormat] = None  # what the caller asks of the final answer (its step only)
+    max_output_tokens: Optional[int] = None  # the caller's cap on each worker call's output
 
     def hit(self, limit: str) -> None:
         if limit not in self.limits_hit:
@@ -166,10 +169,17 @@ async def solve(
     seed: Optional[int] = None,
     metadata: Optional[dict] = None,
     stream_tokens: bool = True,
+    answer: Optional[AnswerFormat] = None,
+    max_output_tokens: Optional[int] = None,
 ) -> Run:
-    """Plan and run one question end to end. Never raises for worker or plan failures: the Run says."""
+    """Plan and run one question end to end. Never raises for worker or plan failures: the Run says.
+
+    ``answer`` (tools, JSON format, stop, sampling) goes to the final step's call only;
+    ``max_output_tokens`` caps every worker call's output, so the final answer's too.
+    """
     start = time.perf_counter()
-    ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed, stream_tokens=stream_tokens)
+    ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed, stream_tokens=stream_tokens,
+                  answer=answer, max_output_tokens=max_output_tokens)
     run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names, metadata=metadata or {})
     await _emit(on_event, Event("run_started", run))
     plan = await policy.plan(PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed, budget=ctx.budget))
@@ -179,7 +189,8 @@ async def solve(
     return run
 
 
-async def _run_round(ctx: Context, run: Run, plan: Plan) -> None:
+async def _run_round(ctx: Context, run: Run, plan: Plan, final: bool = True) -> None:
+    """``final``: this round writes the run's answer (the top round, or a recursion in its last step)."""
     run.plan = plan.record
     if plan.workflow is None:
         run.status = "limit" if ctx.budget.hits else "plan_failed"
@@ -198,14 +209,20 @@ async def _run_round(ctx: Context, run: Run, plan: Plan) -> None:
         for i, s in enumerate(plan.workflow.steps)
     ]
     await _emit(ctx.on_event, Event("plan", run))
-    await execute(ctx, run, plan.workflow)
+    await execute(ctx, run, plan.workflow, final)
     _finish(ctx, run)
 
 
 def _finish(ctx: Context, run: Run) -> None:
     for limit in ctx.budget.hits:  # also those hit while planning
         ctx.hit(limit)
-    run.final_answer = final_answer(run.steps)
+    last = run.steps[-1] if run.steps else None
+    if last is not None and last.status == "ok" and last.tool_calls:  # the answer is a request to run tools
+        run.final_answer, run.tool_calls = clean_answer(last.output), list(last.tool_calls)
+    elif run.depth == 0 and ctx.answer is not None and ctx.answer.features() & {"tools", "json_schema"}:
+        _formatted_answer(ctx.answer, run, last)
+    else:
+        run.final_answer = final_answer(run.steps)
     run.limits_hit = list(ctx.limits_hit)
     run.totals = _totals(run, run.totals.wall_s)
     if run.status == "running":
@@ -217,6 +234,18 @@ def _finish(ctx: Context, run: Run) -> None:
         else:
             run.status = "error"
             run.error = run.error or (last.error if last else "no steps ran")
+
+
+def _formatted_answer(answer: AnswerFormat, run: Run, last: Optional[StepRecord]) -> None:
+    """With tools or a JSON format asked for, only the final step's own answer counts (earlier steps
+    wrote for the team, not in that format); a JSON answer that does not match fails the step."""
+    run.final_answer = clean_answer(last.output) if last is not None and last.status == "ok" else ""
+    if run.final_answer and answer.json_format is not None and last is not None and last.finish_reason != "length":
+        try:
+            run.final_answer = check_json(run.final_answer, answer.json_format)
+        except AnswerFormatError as exc:  # e.g. a recursive last round that kept an earlier, unformatted answer
+            last.status, last.error, last.error_code = "error", str(exc), "invalid_answer_format"
+            run.final_answer = ""
 
 
 def _totals(run: Run, wall_s: float) -> Totals:
@@ -236,7 +265,7 @@ def _totals(run: Run, wall_s: float) -> Totals:
     return totals
 
 
-async def execute(ctx: Context, run: Run, workflow: Workflow) -> None:
+async def execute(ctx: Context, run: Run, workflow: Workflow, final: bool = True) -> None:
     """Run every step as soon as the steps it can see are done."""
     done: dict[int, asyncio.Future] = {i: asyncio.get_running_loop().create_future() for i in range(len(workflow))}
     records = {r.index: r for r in run.steps}
@@ -250,7 +279,7 @@ async def execute(ctx: Context, run: Run, workflow: Workflow) -> None:
             if stopped.is_set():
                 record.status, record.error = "skipped", "a request limit was reached before this step"
                 return
-            await _run_step(ctx, run, workflow, i, records)
+            await _run_step(ctx, run, workflow, i, records, final and i == len(workflow) - 1)
         except LimitReached as exc:
             ctx.hit(exc.limit)
             stopped.set()
@@ -263,21 +292,22 @@ async def execute(ctx: Context, run: Run, workflow: Workflow) -> None:
     await asyncio.gather(*(run_step(i) for i in range(len(workflow))))
 
 
-async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records: dict[int, StepRecord]) -> None:
+async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records: dict[int, StepRecord], final: bool = False) -> None:
     record = records[i]
     worker = ctx.pool[workflow.steps[i].worker]
     record.messages = build_messages(ctx.question, workflow, i, records)
     record.status, record.started_at = "running", time.time()
     await _emit(ctx.on_event, Event("step_started", run, record))
     if worker.spec.provider == "conductor":
-        await _recurse(ctx, run, record)
+        await _recurse(ctx, run, record, final)
         record.finished_at = time.time()
         record.latency_s = record.finished_at - record.started_at
         return
 
     spec = worker.spec
+    wanted = spec.max_tokens if ctx.max_output_tokens is None else min(spec.max_tokens, ctx.max_output_tokens)
     max_tokens, reserved_tokens, reserved_cost = ctx.budget.reserve(
-        record.messages, spec.max_tokens, spec.price_input_per_m, spec.price_output_per_m
+        record.messages, wanted, spec.price_input_per_m, spec.price_output_per_m
     )
     loop = asyncio.get_running_loop()
 
@@ -308,21 +338,23 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
             on_token=on_token if ctx.on_event and ctx.stream_tokens else None,
             on_retry=on_retry if ctx.on_event else None,
             seed=ctx.seed,
+            answer=ctx.answer if final else None,
         )
         usage = completion.usage
         record.output, record.usage, record.attempts = completion.text, completion.usage, attempts
+        record.tool_calls, record.finish_reason = completion.tool_calls, completion.finish_reason
         record.latency_s, record.status, record.detail = completion.latency_s, "ok", completion.detail
-        if spec.provider not in TOOL_PROVIDERS and echoes_prompt(completion.text, record.messages):
+        if spec.provider not in TOOL_PROVIDERS and not completion.tool_calls and echoes_prompt(completion.text, record.messages):
             # Not an answer: the step fails, so the final answer falls back to the last real output.
             record.status, record.error = "error", "the worker echoed its prompt instead of answering"
     except WorkerCallError as exc:
-        record.status, record.error, record.attempts = "error", str(exc), exc.attempts
+        record.status, record.error, record.attempts, record.error_code = "error", str(exc), exc.attempts, exc.code
     finally:
         ctx.budget.settle(reserved_tokens, reserved_cost, usage)
         record.finished_at = time.time()
 
 
-async def _recurse(ctx: Context, run: Run, record: StepRecord) -> None:
+async def _recurse(ctx: Context, run: Run, record: StepRecord, final: bool = False) -> None:
     """A conductor step: plan a nested round that sees the answer so far; accept or revise it."""
     visible = [s for s in run.steps if s.index in record.visible]
     previous_answer = final_answer(visible)
@@ -351,9 +383,11 @@ async def _recurse(ctx: Context, run: Run, record: StepRecord) -> None:
         nested.totals = _totals(nested, 0.0)
         record.status, record.output = "ok", previous_answer
         return
-    await _run_round(ctx, nested, plan)
+    await _run_round(ctx, nested, plan, final)
     record.usage = nested.totals.usage
-    if nested.status == "ok" or nested.final_answer:
+    if nested.status == "ok" and nested.tool_calls:
+        record.status, record.output, record.tool_calls = "ok", nested.final_answer, list(nested.tool_calls)
+    elif nested.status == "ok" or nested.final_answer:
         record.status, record.output = "ok", nested.final_answer or previous_answer
     else:
         # A failed revision keeps the answer it was asked to check.

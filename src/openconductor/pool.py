@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .answer_format import AnswerFormat, AnswerFormatError, prepare
 from .budget import Limits
 from .policies.fixed import FixedWorkflowSpec
 from .records import Completion, Usage
@@ -183,29 +184,37 @@ def load_default_pool() -> PoolSpec:
 class ProviderError(RuntimeError):
     """A worker call that failed. ``retryable`` errors are retried with backoff."""
 
-    def __init__(self, message: str, *, retryable: bool = False, status: Optional[int] = None, retry_after: Optional[float] = None):
+    def __init__(self, message: str, *, retryable: bool = False, status: Optional[int] = None, retry_after: Optional[float] = None,
+                 code: Optional[str] = None):
         super().__init__(message)
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+        self.code = code  # a typed cause callers act on, e.g. "context_length_exceeded"
 
 
 class WorkerCallError(RuntimeError):
     """All attempts of a worker call failed; carries the attempts made."""
 
-    def __init__(self, worker: str, message: str, attempts: int):
+    def __init__(self, worker: str, message: str, attempts: int, code: Optional[str] = None):
         super().__init__(f"worker {worker!r} failed after {attempts} attempt(s): {message}")
         self.worker = worker
         self.attempts = attempts
+        self.code = code
 
 
 TokenCallback = Callable[[str], None]
 
 
 class Provider:
-    """One backend kind. Subclasses implement ``complete``; they raise ProviderError on failure."""
+    """One backend kind. Subclasses implement ``complete``; they raise ProviderError on failure.
+
+    ``native``: what of a request's ``AnswerFormat`` the backend takes itself ("tools", "json_schema",
+    "stop"); ``answer_format.prepare`` adapts the rest (prompted tools, prompted JSON, cut stops).
+    """
 
     supports_grammar = False
+    native: frozenset[str] = frozenset()
 
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
@@ -219,6 +228,7 @@ class Provider:
         grammar: Optional[str] = None,
         on_token: Optional[TokenCallback] = None,
         seed: Optional[int] = None,
+        answer: Optional[AnswerFormat] = None,
     ) -> Completion:
         raise NotImplementedError
 
@@ -266,15 +276,19 @@ class Worker:
         temperature: Optional[float] = None,
         seed: Optional[int] = None,
         on_retry: Optional[Callable[[int, str], None]] = None,
+        answer: Optional[AnswerFormat] = None,
     ) -> tuple[Completion, int]:
         """Call with the worker's concurrency limit and retries. Returns (completion, attempts).
 
         With a response cache, an earlier call with the same key (``cache.py``: the same messages and
         sampling settings, or for the replay store the same content) is returned as stored, marked
-        ``cached``, with its original usage and attempts.
+        ``cached``, with its original usage and attempts. A call with an ``answer`` format (a request's
+        final step) is not cached: the cache key does not cover it.
         """
         limit = max_tokens if max_tokens is not None else self.spec.max_tokens
         temp = self.spec.temperature if temperature is None else temperature
+        if answer is not None:
+            return await self._call_for_answer(messages, limit, on_token, temp, seed, on_retry, answer)
         if self.cache is None:
             return await self._call(messages, limit, grammar, on_token, temp, seed, on_retry)
         key = self.cache.key(self.spec, self.provider, messages, max_tokens=limit, temperature=temp, grammar=grammar, seed=seed)
@@ -289,7 +303,12 @@ class Worker:
             await self.cache.aput(key, self.name, completion, attempts)
             return completion, attempts
 
-    async def _call(self, messages, limit, grammar, on_token, temp, seed, on_retry) -> tuple[Completion, int]:
+    async def _call_for_answer(self, messages, limit, on_token, temp, seed, on_retry, answer) -> tuple[Completion, int]:
+        prepared = prepare(messages, answer, self.provider.native)
+        return await self._call(prepared.messages, limit, None, on_token if prepared.streams else None,
+                                temp if answer.temperature is None else answer.temperature, seed, on_retry, prepared)
+
+    async def _call(self, messages, limit, grammar, on_token, temp, seed, on_retry, prepared=None) -> tuple[Completion, int]:
         attempts = 0
         while True:
             attempts += 1
@@ -298,21 +317,26 @@ class Worker:
                     start = time.perf_counter()
                     async with asyncio.timeout(self.spec.timeout_s):  # unlike wait_for, no extra task per call
                         completion = await self.provider.complete(
-                            messages, max_tokens=limit, temperature=temp, grammar=grammar, on_token=on_token, seed=seed
+                            messages, max_tokens=limit, temperature=temp, grammar=grammar, on_token=on_token, seed=seed,
+                            answer=prepared.native if prepared is not None else None,
                         )
                     if not completion.latency_s:
                         completion.latency_s = time.perf_counter() - start
+                if prepared is not None:
+                    completion = prepared.finish(completion)
                 completion.usage.cost_usd = self.spec.cost(completion.usage)
                 return completion, attempts
             except asyncio.TimeoutError:
                 error = ProviderError(f"timed out after {self.spec.timeout_s:g}s", retryable=True)
             except ProviderError as exc:
                 error = exc
+            except AnswerFormatError as exc:  # e.g. invalid JSON for a JSON response_format: sample again
+                error = ProviderError(str(exc), retryable=True, code="invalid_answer_format")
             except Exception as exc:  # a provider bug or an unmapped SDK error: fail the step, not the run
                 log.exception("worker %s: unexpected error from provider %s", self.name, self.spec.provider)
                 error = ProviderError(f"unexpected {type(exc).__name__}: {exc}")
             if not error.retryable or attempts > self.spec.max_retries:
-                raise WorkerCallError(self.name, str(error), attempts) from error
+                raise WorkerCallError(self.name, str(error), attempts, error.code) from error
             if error.retry_after is not None and error.retry_after > self.spec.max_retry_after_s:
                 raise WorkerCallError(
                     self.name,

@@ -32,10 +32,19 @@ class Usage(BaseModel):
         )
 
 
+class ToolCall(BaseModel):
+    """A call of a caller-offered tool, in OpenAI's terms (``arguments`` is JSON text)."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
 class Completion(BaseModel):
     """What one worker call returns, whatever the provider."""
 
     text: str
+    tool_calls: list[ToolCall] = Field(default_factory=list)  # the caller's tools, when the call was offered them
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
     finish_reason: Optional[str] = None
@@ -58,8 +67,11 @@ class StepRecord(BaseModel):
     visible: list[int] = Field(default_factory=list)
     messages: list[dict[str, Any]] = Field(default_factory=list)  # the exact context sent
     output: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: Optional[str] = None
     status: StepStatus = "pending"
     error: Optional[str] = None
+    error_code: Optional[str] = None  # e.g. context_length_exceeded (the server answers 400 for it)
     attempts: int = 0
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
@@ -104,6 +116,7 @@ class Run(BaseModel):
     plan: Optional[PlanRecord] = None
     steps: list[StepRecord] = Field(default_factory=list)
     final_answer: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)  # the final step asks the caller to run these
     status: RunStatus = "running"
     limits_hit: list[str] = Field(default_factory=list)
     error: Optional[str] = None

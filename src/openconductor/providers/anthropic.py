@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
+from ..answer_format import AnswerFormat
 from ..pool import Provider, PoolConfigError, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
 from .common import TRANSPORT_ERRORS, api_key, split_system, status_error, transport_error
@@ -39,6 +40,8 @@ def _usage(usage: Any) -> Usage:
 
 
 class AnthropicProvider(Provider):
+    native = frozenset({"stop"})  # tools and JSON formats are prompted (answer_format.prepare)
+
     def __init__(self, spec: WorkerSpec):
         if anthropic is None:
             raise PoolConfigError(f"worker {spec.name!r}: provider 'anthropic' needs the SDK: pip install 'openconductor[anthropic]'")
@@ -53,7 +56,7 @@ class AnthropicProvider(Provider):
             self._client = anthropic.AsyncAnthropic(**kwargs)
         return self._client
 
-    def params(self, messages: list[dict[str, str]], max_tokens: int) -> dict[str, Any]:
+    def params(self, messages: list[dict[str, str]], max_tokens: int, answer: Optional[AnswerFormat] = None) -> dict[str, Any]:
         system, turns = split_system(messages)
         if not turns:
             raise ProviderError(f"worker {self.spec.name!r}: the Messages API needs at least one user message")
@@ -67,15 +70,18 @@ class AnthropicProvider(Provider):
         o = self.spec.options
         if "stop_sequences" in o:
             params["stop_sequences"] = list(o["stop_sequences"])
+        if answer is not None and answer.stop:
+            params["stop_sequences"] = answer.stop
         if o.get("extra_body"):
             params["extra_body"] = dict(o["extra_body"])
         return params
 
-    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
+    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None,
+                       answer: Optional[AnswerFormat] = None) -> Completion:
         # The Messages API takes no grammar, seed or temperature (see the module docstring).
         start = time.perf_counter()
         try:
-            params = self.params(messages, max_tokens)
+            params = self.params(messages, max_tokens, answer)
             client = self.client()
             if on_token is None:
                 message = await client.messages.create(**params)

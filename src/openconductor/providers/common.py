@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import time
 from email.utils import parsedate_to_datetime
 from typing import Iterable, Mapping, Optional
@@ -84,15 +85,26 @@ def api_key(spec: WorkerSpec, default_env: Optional[str], *fallback_envs: str) -
     raise ProviderError(f"worker {spec.name!r}: the environment variable {names} (its API key) is not set")
 
 
+# How OpenAI, vLLM, llama.cpp's server, Anthropic and Gemini word a prompt over the model's context.
+CONTEXT_OVERFLOW = re.compile(
+    r"context_length_exceeded|maximum context length|context window|exceeds? the (?:available )?context|prompt is too long"
+    r"|input token count .* exceeds|exceed_context_size|too many tokens|reduce the length of the (?:messages|prompt)",
+    re.IGNORECASE,
+)
+
+
 def status_error(status: int, message: str, headers: Optional[Mapping[str, str]] = None, retry_after: Optional[float] = None) -> ProviderError:
-    """An HTTP error status as a ProviderError: 429/5xx/408 retryable, Retry-After honoured."""
+    """An HTTP error status as a ProviderError: 429/5xx/408 retryable, Retry-After honoured; a prompt over
+    the model's context is coded ``context_length_exceeded`` (the caller must shorten it: no retry helps)."""
     if retry_after is None:
         retry_after = retry_after_seconds(headers)
+    overflow = status in (400, 413, 422) and CONTEXT_OVERFLOW.search(message or "") is not None
     return ProviderError(
         f"HTTP {status}: {message}",
-        retryable=status in RETRYABLE_STATUS,
+        retryable=status in RETRYABLE_STATUS and not overflow,
         status=status,
         retry_after=retry_after,
+        code="context_length_exceeded" if overflow else None,
     )
 
 

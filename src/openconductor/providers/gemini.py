@@ -14,6 +14,7 @@ import contextlib
 import time
 from typing import Any, Optional
 
+from ..answer_format import AnswerFormat
 from ..pool import Provider, PoolConfigError, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
 from .common import TRANSPORT_ERRORS, api_key, split_system, status_error, transport_error
@@ -80,7 +81,10 @@ class GeminiProvider(Provider):
             self._client = genai.Client(api_key=key, http_options=genai_types.HttpOptions(**options))
         return self._client
 
-    def config(self, system: str, max_tokens: int, temperature: float, seed: Optional[int]) -> "genai_types.GenerateContentConfig":
+    native = frozenset({"stop"})  # tools and JSON formats are prompted (answer_format.prepare)
+
+    def config(self, system: str, max_tokens: int, temperature: float, seed: Optional[int],
+               answer: Optional[AnswerFormat] = None) -> "genai_types.GenerateContentConfig":
         o = self.spec.options
         config: dict[str, Any] = {"temperature": temperature, "max_output_tokens": max_tokens}
         if system:
@@ -95,15 +99,22 @@ class GeminiProvider(Provider):
             config["stop_sequences"] = list(o["stop_sequences"])
         if "thinking_budget" in o:
             config["thinking_config"] = genai_types.ThinkingConfig(thinking_budget=int(o["thinking_budget"]))
+        if answer is not None:
+            config.update(answer.penalties())
+            if answer.top_p is not None:
+                config["top_p"] = answer.top_p
+            if answer.stop:
+                config["stop_sequences"] = answer.stop
         return genai_types.GenerateContentConfig(**config)
 
-    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
+    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None,
+                       answer: Optional[AnswerFormat] = None) -> Completion:
         start = time.perf_counter()
         try:
             system, turns = split_system(messages)
             if not turns:
                 raise ProviderError(f"worker {self.spec.name!r}: Gemini needs at least one user message")
-            request = dict(model=self.spec.model, contents=to_contents(turns), config=self.config(system, max_tokens, temperature, seed))
+            request = dict(model=self.spec.model, contents=to_contents(turns), config=self.config(system, max_tokens, temperature, seed, answer))
             models = self.client().aio.models
             if on_token is None:
                 last = await models.generate_content(**request)

@@ -22,6 +22,7 @@ from typing import Callable, Optional
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..answer_format import AnswerFormat, content_schema
 from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
 from .common import parse_options
@@ -177,9 +178,14 @@ class LocalGGUFOptions(BaseModel):
 
 
 class LocalGGUFProvider(Provider):
-    """In-process llama.cpp; options in ``LocalGGUFOptions``."""
+    """In-process llama.cpp; options in ``LocalGGUFOptions``.
+
+    A request's JSON format is decoded under llama.cpp's JSON-schema constraint; its tools are
+    prompted (the small chat templates have no tool format) under the same constraint.
+    """
 
     supports_grammar = True
+    native = frozenset({"json_schema", "stop"})
 
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
@@ -197,7 +203,8 @@ class LocalGGUFProvider(Provider):
         self.threads_batch = options.threads_batch or options.threads
         self.owner = "" if options.shared else spec.name
 
-    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
+    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None,
+                       answer: Optional[AnswerFormat] = None) -> Completion:
         server = await asyncio.to_thread(
             _server, self.path, self.spec.concurrency, self.ctx_per_slot, self.threads, self.threads_batch, self.owner
         )
@@ -213,14 +220,23 @@ class LocalGGUFProvider(Provider):
         else:
             body["prompt"] = completion_prompt(messages)
             body["stop"] = COMPLETION_STOP
+        if answer is not None:
+            body.update(answer.penalties())
+            if answer.top_p is not None:
+                body["top_p"] = answer.top_p
+            if answer.stop:
+                body["stop"] = body.get("stop", []) + answer.stop
+            if answer.json_format is not None:
+                body["json_schema"] = content_schema(answer.json_format)
         start = time.perf_counter()
         result = await asyncio.to_thread(self._call, server, body, on_token)
         if "error" in result:
             err = result["error"]
             message = f"llama.cpp: {err.get('message', err)}"
-            if err.get("type") == "exceed_context_size_error":
+            overflow = err.get("type") == "exceed_context_size_error"
+            if overflow:
                 message += f" (the input is too long for worker {self.spec.name!r}: shorten it, or raise options.n_ctx in the pool file)"
-            raise ProviderError(message, status=err.get("code"))
+            raise ProviderError(message, status=err.get("code"), code="context_length_exceeded" if overflow else None)
         choice = result["choices"][0]
         text = choice["message"]["content"] if self.chat else choice["text"]
         usage = result.get("usage", {})

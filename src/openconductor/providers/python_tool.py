@@ -218,7 +218,8 @@ class PythonToolProvider(Provider):
         code, _ = self.code(messages)
         return None if code is None else {"code": code}
 
-    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
+    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None,
+                       answer=None) -> Completion:  # a tool has no answer format: its output is what it ran or found
         from ..sandbox import SandboxError, run_python
 
         code, origin = self.code(messages)

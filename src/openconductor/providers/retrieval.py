@@ -184,7 +184,8 @@ class RetrievalProvider(Provider):
         """The replay store's key: the query decides the output."""
         return {"query": self.query(messages)}
 
-    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
+    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None,
+                       answer=None) -> Completion:  # a tool has no answer format: its output is what it ran or found
         started = time.perf_counter()
         try:
             index = await asyncio.to_thread(self.index)

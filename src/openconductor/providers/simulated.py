@@ -9,12 +9,44 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib
+import json
 import random
 import time
 from typing import Callable, Optional
 
+from ..answer_format import AnswerFormat, new_call_id
 from ..pool import Provider, ProviderError, TokenCallback, WorkerSpec
-from ..records import Completion, Usage
+from ..records import Completion, ToolCall, Usage
+
+# A worker's context holds this once the caller has run a tool (see server/requests.render_question).
+TOOL_RESULT_MARK = "Tool result"
+
+
+def schema_instance(schema: dict, text: str):
+    """A value of ``schema``'s shape filled with ``text`` (simulated JSON output; not a general generator)."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type", "object")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: schema_instance(props[k], text) for k in schema.get("required", list(props))} if props else {"answer": text}
+    return {"string": text, "integer": len(text.split()), "number": float(len(text.split())), "boolean": True, "array": []}.get(kind, text)
+
+
+def _reply(answer: AnswerFormat, text: str, prompt: str) -> tuple[str, list[ToolCall], dict]:
+    """The simulated final step: it calls the first offered tool until a tool result is in its context."""
+    tools = answer.offered_tools
+    if tools and (TOOL_RESULT_MARK not in prompt or answer.tool_choice == "required"):
+        args = {k: schema_instance(v, "simulated") for k, v in tools[0].parameters.get("properties", {}).items()}
+        return "", [ToolCall(id=new_call_id(), name=tools[0].name, arguments=json.dumps(args))], {"finish_reason": "tool_calls"}
+    if answer.json_format is not None:
+        return json.dumps(schema_instance((answer.json_format.json_schema or {"type": "object"}), text)), [], {}
+    for stop in answer.stop:
+        if stop in text:
+            return text[: text.index(stop)], [], {"finish_reason": "stop"}
+    return text, [], {}
 
 # world name -> fn(spec, messages, rng) -> text
 RESPONDERS: dict[str, Callable[[WorkerSpec, list[dict], random.Random], str]] = {}
@@ -31,7 +63,10 @@ def register_responder(name: str):
 class SimulatedProvider(Provider):
     """Options: latency_s, jitter_s, fail_rate, fail_first (the first N calls fail), failure
     (error | retryable | timeout | empty), world, world_module (a module to import that registers
-    the world, e.g. openconductor.train.world), seed."""
+    the world, e.g. openconductor.train.world), seed. Given a request's tools it calls the first one
+    (arguments filled from its schema) until a tool result is in its context."""
+
+    native = frozenset({"tools", "json_schema", "stop"})
 
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
@@ -56,7 +91,8 @@ class SimulatedProvider(Provider):
         key = f"{self.seed}|{seed}|{self.spec.name}|{messages!r}".encode()
         return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
 
-    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
+    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None,
+                       answer: Optional[AnswerFormat] = None) -> Completion:
         self.calls += 1
         start = time.perf_counter()
         rng = self._rng(messages, seed)
@@ -75,12 +111,19 @@ class SimulatedProvider(Provider):
             digest = hashlib.sha256(repr(messages).encode()).hexdigest()[:8]
             text = f"{self.spec.name} answer {digest}"
         words = text.split(" ")
+        finish = "length" if len(words) > max_tokens else "stop"
         text = " ".join(words[:max_tokens])
+        calls: list[ToolCall] = []
+        if answer is not None:
+            text, calls, extra = _reply(answer, text, "".join(str(m.get("content", "")) for m in messages))
+            finish = extra.get("finish_reason", finish)
+            words = text.split(" ") if text else []
         if on_token is not None:
             for i, word in enumerate(words[:max_tokens]):
                 on_token(word if i == 0 else " " + word)
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
-        return Completion(text=text, usage=Usage(input_tokens=prompt_tokens, output_tokens=min(len(words), max_tokens)), latency_s=time.perf_counter() - start, model=self.spec.model or "simulated")
+        return Completion(text=text, tool_calls=calls, usage=Usage(input_tokens=prompt_tokens, output_tokens=min(len(words), max_tokens)),
+                          latency_s=time.perf_counter() - start, model=self.spec.model or "simulated", finish_reason=finish)
 
 
 class RecursionMarker(Provider):

@@ -125,7 +125,9 @@ class TransformersProvider(Provider):
                 model=str(self.spec.model or self.spec.name),
             )
 
-    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
+    async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None,
+                       answer=None) -> Completion:
+        # Nothing of a request's answer format is native here (``native`` is empty): it arrives prepared.
         try:
             completion = await asyncio.to_thread(self._generate, messages, max_tokens, temperature, seed)
         except PoolConfigError:

@@ -1,15 +1,19 @@
-"""The OpenAI-compatible HTTP API and the trace viewer, in one FastAPI app.
+"""The OpenAI-compatible HTTP API and the trace viewer, in one FastAPI app: routes only.
 
 Endpoints: POST /v1/chat/completions, POST /v1/responses, GET /v1/models, GET /v1/traces[/{id}],
-GET /health, GET /metrics, and the viewer page at /. Worker outages: a run that ends without any
-answer is a 502 error object (streaming: an error event, then [DONE]); a run that ends with an answer
-but not cleanly is a 200 whose `conductor.status` says so.
+GET /health, GET /metrics, and the viewer page at /. What a request means is in ``requests``, how a run
+is admitted and launched in ``gateway``, the answers in ``builders`` and the streams in ``streams``.
+Worker outages: a run that ends without any answer is a 502 error object (streaming: an error event,
+then [DONE]); a prompt over the workers' context is a 400 ``context_length_exceeded``; a run that ends
+with an answer but not cleanly is a 200 whose ``conductor.status`` says so.
 """
 
 from __future__ import annotations
 
 import json
-import time
+import logging
+import os
+import re
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
@@ -17,33 +21,22 @@ from typing import Any, AsyncIterator, Optional
 
 from fastapi import FastAPI, Request as HTTPRequest
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from openai.types import Model
-from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessage
-from openai.types.chat.chat_completion import Choice
-from openai.types.chat.chat_completion_chunk import Choice as ChunkChoice, ChoiceDelta
-from openai.types.completion_usage import CompletionUsage
-from openai.types.responses import Response as ResponsesResponse, ResponseOutputMessage, ResponseOutputText, ResponseUsage
-from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
-from pydantic import ValidationError
+from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..records import Run, StepRecord
-from ..traces import TraceNotFound, TraceStore
-from .auth import AuthError, KeyRing, KeyState, RateLimited
+from ..traces import SQLTraceStore, TraceNotFound, record_json
 from .config import ServerConfig
-from .metrics import Metrics
-from .runs import AnswerFilter, Preset, Request, RunHandle, Runtime
-from .schemas import APIError, ChatCompletionRequest, ResponsesRequest, apply_request_limits, render_question, validation_message
+from .errors import APIError, validation_message
+from .gateway import CHAT, RESPONSES, Endpoint, Gateway
 
 STATIC = Path(str(resources.files("openconductor").joinpath("server/static")))
+log = logging.getLogger(__name__)
 
 
-# --------------------------------------------------------------------------------------------- helpers
-
-
-async def read_json(request: HTTPRequest, max_bytes: int) -> Any:
-    """The body as JSON, refusing more than ``max_bytes`` before and while reading (413)."""
+async def read_json(request: HTTPRequest, max_bytes: int) -> dict[str, Any]:
+    """The body as a JSON object, refusing more than ``max_bytes`` before and while reading (413)."""
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -65,90 +58,63 @@ async def read_json(request: HTTPRequest, max_bytes: int) -> Any:
         raise APIError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(data, dict):
         raise APIError(400, "the request body must be a JSON object", code="invalid_json")
+    if b"\\ud" in body or b"\\uD" in body:  # escaped surrogates: a lone one cannot be stored, sent or encoded
+        data = _scrub(data)
     return data
 
 
-def parse_model(cls, data: dict):
-    try:
-        return cls.model_validate(data)
-    except ValidationError as exc:
-        message, param = validation_message(exc.errors())
-        raise APIError(400, message, code="invalid_request", param=param) from None
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a str holds a valid pair as one character
 
 
-def usage_breakdown(run: Run) -> dict[str, Any]:
-    """Token and cost openness, straight from Run.totals."""
-    t = run.totals
-    return {
-        "conductor_tokens": t.conductor_usage.total_tokens,
-        "worker_tokens": t.worker_usage.total_tokens,
-        "per_worker": {name: {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "cost_usd": u.cost_usd}
-                       for name, u in t.per_worker.items()},
-        "worker_calls": t.calls,
-        "cost_usd": t.usage.cost_usd,
-    }
+def _scrub(value: Any) -> Any:
+    """Lone surrogates (JSON escapes like \\ud800 with no pair) become U+FFFD, as invalid UTF-8 would."""
+    if isinstance(value, str):
+        return LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    return value
 
 
-def chat_usage(run: Run) -> CompletionUsage:
-    u = run.totals.usage
-    return CompletionUsage(prompt_tokens=u.input_tokens, completion_tokens=u.output_tokens, total_tokens=u.total_tokens,
-                           **usage_breakdown(run))
+def sse(events: AsyncIterator[Any], frame) -> EventSourceResponse:
+    """Typed stream items framed as SSE (sse-starlette also notices a client that went away)."""
+
+    async def framed():
+        async for item in events:
+            if isinstance(item, APIError):
+                yield {"data": json.dumps(item.body())}
+                continue
+            yield frame(item)
+        if frame is _chat_frame:
+            yield {"data": "[DONE]"}
+
+    return EventSourceResponse(framed(), sep="\n", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}, ping=15)
 
 
-def step_summary(step: StepRecord, depth: int = 0) -> dict[str, Any]:
-    return {
-        "index": step.index, "depth": depth, "worker": step.worker_name, "worker_id": step.worker,
-        "status": step.status, "error": step.error, "tokens": step.usage.total_tokens,
-        "cost_usd": step.usage.cost_usd, "latency_s": round(step.latency_s, 4), "output": step.output,
-    }
+def _chat_frame(chunk) -> dict:
+    return {"data": chunk.model_dump_json(exclude_unset=True)}
 
 
-def run_extension(run: Run, preset: Preset, event: str = "run_finished") -> dict[str, Any]:
-    return {
-        "event": event, "trace_id": run.id, "trace_url": f"/v1/traces/{run.id}", "status": run.status,
-        "error": run.error, "limits_hit": run.limits_hit, "preset": preset.name, "version": preset.spec.version,
-        "policy": run.policy, "steps": len(run.steps), "wall_s": round(run.totals.wall_s, 4),
-        "workflow": [{"worker": s.worker_name, "subtask": s.subtask, "access": s.access} for s in run.steps],
-    }
+def _responses_frame(event: dict) -> dict:
+    return {"event": event["type"], "data": json.dumps(event)}
 
 
-def outcome(run: Run) -> tuple[bool, str]:
-    """(has an answer, finish_reason). A run without an answer is an upstream failure (502)."""
-    if run.final_answer:
-        return True, "length" if run.status == "limit" else "stop"
-    if run.status == "limit":
-        return True, "length"  # the budget ran out before any step answered: an empty, truncated answer
-    return False, "stop"
-
-
-def upstream_error(run: Run) -> APIError:
-    return APIError(502, f"the workflow ended with status {run.status!r} and no answer: {run.error or 'every worker call failed'}",
-                    type="upstream_error", code=f"run_{run.status}", extra={"trace_id": run.id, "run_status": run.status})
-
-
-def sse(data: Any) -> str:
-    return f"data: {data}\n\n"
-
-
-# ------------------------------------------------------------------------------------------------ app
-
-
-def create_app(config: ServerConfig, store: Optional[TraceStore] = None) -> FastAPI:
-    runtime = Runtime(config, store)
-    keys = KeyRing(config)
-    metrics = Metrics()
-    max_body = config.server.max_body_bytes
+def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> FastAPI:
+    gateway = Gateway(config, store)
+    runtime, metrics, max_body = gateway.runtime, gateway.metrics, config.server.max_body_bytes
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
-        await runtime.start()
+        await gateway.start()
         try:
             yield
         finally:
-            await runtime.stop()
+            await gateway.stop()
 
-    app = FastAPI(title="openconductor", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.runtime, app.state.metrics, app.state.keys = runtime, metrics, keys
+    app = FastAPI(title="openconductor", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.gateway = gateway
+    app.state.runtime, app.state.metrics, app.state.keys = runtime, metrics, gateway.keys
     app.add_middleware(metrics.middleware_class())
 
     # --------------------------------------------------------------------------------- error shapes
@@ -169,257 +135,37 @@ def create_app(config: ServerConfig, store: Optional[TraceStore] = None) -> Fast
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
         return JSONResponse(APIError(exc.status_code, str(exc.detail), type=kind, code=str(exc.status_code)).body(), status_code=exc.status_code)
 
-    def authenticate(request: HTTPRequest) -> KeyState:
-        try:
-            return keys.authenticate(request.headers.get("authorization"))
-        except AuthError as exc:
-            raise APIError(401, str(exc), code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}) from None
+    @app.exception_handler(Exception)
+    async def _bug(_req, exc: Exception):  # always a JSON error object, never a plain-text 500
+        log.exception("unhandled error")
+        metrics.error("server_error")
+        return JSONResponse(APIError(500, f"internal error: {type(exc).__name__}", type="server_error", code="server_error").body(),
+                            status_code=500)
 
-    def admit(key: KeyState) -> None:
-        try:
-            key.acquire()
-        except RateLimited as exc:
-            raise APIError(429, str(exc), type="rate_limit_error", code="rate_limit_exceeded",
-                           headers={"Retry-After": str(exc.retry_after)}) from None
+    # -------------------------------------------------------------------------------- the two APIs
 
-    def accept(key: KeyState, model: str, turns: list[tuple[str, str]], options, seed, user, metadata) -> Request:
-        preset = runtime.resolve(model)
-        if preset is None:
-            raise APIError(404, f"the model {model!r} does not exist; GET /v1/models lists the presets "
-                                f"({', '.join(runtime.presets)})", code="model_not_found", param="model")
-        ceiling = preset.limits.tightened(key.limits)
-        limits = apply_request_limits(ceiling, options)
-        meta = {"api_key": key.name, "preset": preset.name, "version": preset.spec.version, "model": model,
-                **({"user": user} if user else {}), **(metadata or {})}
-        return Request(preset, model, render_question(turns), limits, seed=seed, metadata=meta)
+    async def serve_api(endpoint: Endpoint, request: HTTPRequest) -> Response:
+        key = gateway.authenticate(request.headers.get("authorization"))
+        accepted, handle = await gateway.open(key, endpoint, await read_json(request, max_body))
+        if accepted.stream:
+            return sse(gateway.events(endpoint, accepted, handle), _chat_frame if endpoint is CHAT else _responses_frame)
+        answer = await gateway.answer(endpoint, accepted, handle)
+        return Response(answer.model_dump_json(exclude_unset=True), media_type="application/json",
+                        headers={"X-Conductor-Trace-Id": handle.run.id if handle.run else ""})
 
-    def launch(key: KeyState, accepted: Request, stream: bool) -> RunHandle:
-        admit(key)
-        try:
-            handle = runtime.launch(accepted, stream=stream)
-        except BaseException:
-            key.release()
-            raise
-        handle.task.add_done_callback(lambda _task: key.release())  # however the run ends
-        return handle
-
-    def record_run(run: Run, preset: Preset, endpoint: str) -> None:
-        metrics.run(run, preset.name, endpoint)
-
-    # -------------------------------------------------------------------------------- chat completions
-
-    async def start(request: HTTPRequest, schema: type[ChatCompletionRequest] | type[ResponsesRequest]) -> tuple[Any, RunHandle]:
-        """What both endpoints do first: authenticate, validate the body, admit the request, launch its run."""
-        key = authenticate(request)
-        body = parse_model(schema, await read_json(request, max_body))
-        accepted = accept(key, body.model, body.turns(), body.conductor, body.seed, body.user, body.metadata)
-        return body, launch(key, accepted, body.stream)
-
-    def event_stream(events: AsyncIterator[str]) -> StreamingResponse:
-        return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-
-    @app.post("/v1/chat/completions")
+    @app.post(CHAT.path)
     async def chat_completions(request: HTTPRequest):
-        body, handle = await start(request, ChatCompletionRequest)
-        if body.stream:
-            return event_stream(chat_stream(handle))
-        accepted = handle.request
-        run = await handle.wait()
-        preset = accepted.preset
-        record_run(run, preset, "chat")
-        answered, finish = outcome(run)
-        if not answered:
-            raise upstream_error(run)
-        completion = ChatCompletion(
-            id=f"chatcmpl-{run.id}", object="chat.completion", created=int(run.created_at), model=accepted.model_id,
-            system_fingerprint=preset.fingerprint, usage=chat_usage(run),
-            choices=[Choice(index=0, finish_reason=finish, message=ChatCompletionMessage(role="assistant", content=run.final_answer))],
-            conductor=run_extension(run, preset),
-        )
-        return Response(completion.model_dump_json(exclude_unset=True), media_type="application/json",
-                        headers={"X-Conductor-Trace-Id": run.id})
+        return await serve_api(CHAT, request)
 
-    async def chat_stream(handle: RunHandle) -> AsyncIterator[str]:
-        accepted = handle.request
-        preset = accepted.preset
-        created = int(time.time())
-        answer = AnswerFilter()
-        streamed: list[str] = []
-        held_final: Optional[dict] = None
-        try:
-            await handle.started.wait()
-            run = handle.run
-            assert run is not None
-            cid = f"chatcmpl-{run.id}"
-
-            def chunk(delta: Optional[dict] = None, finish: Optional[str] = None, conductor: Optional[dict] = None,
-                      usage: Optional[CompletionUsage] = None, choices: bool = True) -> str:
-                fields: dict[str, Any] = dict(id=cid, object="chat.completion.chunk", created=created, model=accepted.model_id,
-                                              system_fingerprint=preset.fingerprint,
-                                              choices=[ChunkChoice(index=0, delta=ChoiceDelta(**(delta or {})), finish_reason=finish)] if choices else [])
-                if usage is not None:
-                    fields["usage"] = usage
-                if conductor is not None:
-                    fields["conductor"] = conductor
-                return sse(ChatCompletionChunk(**fields).model_dump_json(exclude_unset=True))
-
-            yield chunk({"role": "assistant", "content": ""}, conductor={"event": "run_started", "trace_id": run.id,
-                        "trace_url": f"/v1/traces/{run.id}", "preset": preset.name, "version": preset.spec.version})
-            async for event in handle.events():
-                if event.type == "plan" and event.run.depth == 0:
-                    yield chunk(conductor={"event": "plan", "fallback": run.plan.fallback if run.plan else None,
-                                           "workflow": [{"index": s.index, "worker": s.worker_name, "subtask": s.subtask, "access": s.access} for s in run.steps]})
-                elif event.type == "step_started" and event.step is not None:
-                    yield chunk(conductor={"event": "step_started", "index": event.step.index, "depth": event.run.depth,
-                                           "worker": event.step.worker_name})
-                elif event.type == "step_finished" and event.step is not None:
-                    summary = {"event": "step_finished", **step_summary(event.step, event.run.depth)}
-                    if event.is_final_step:
-                        held_final = summary  # announced after the answer's tokens, whatever order they came in
-                    else:
-                        yield chunk(conductor=summary)
-                elif event.type == "step_token" and event.is_final_step:
-                    piece = answer.feed(event.text)
-                    if piece:
-                        streamed.append(piece)
-                        yield chunk({"content": piece})
-                elif event.type == "step_retry" and event.step is not None:
-                    # A failed attempt's tokens are void; content already sent cannot be taken back, so
-                    # extension-aware clients are told to discard it (streamed_matches_final says so too).
-                    final = event.is_final_step
-                    yield chunk(conductor={"event": "step_retry", "index": event.step.index, "depth": event.run.depth,
-                                           "worker": event.step.worker_name, "error": event.text,
-                                           "discard_streamed_content": final and bool(streamed)})
-                    if final:
-                        answer = AnswerFilter()
-            run = await handle.wait()
-            piece = answer.finish()
-            if piece:
-                streamed.append(piece)
-                yield chunk({"content": piece})
-            if held_final is not None:
-                yield chunk(conductor=held_final)
-            record_run(run, preset, "chat")
-            answered, finish = outcome(run)
-            text = "".join(streamed)
-            if not answered:
-                error = upstream_error(run)
-                metrics.error(error.code or error.type)
-                yield sse(json.dumps(error.body()))
-                yield sse("[DONE]")
-                return
-            if not text and run.final_answer:
-                # Nothing streamed (the last step was a recursive round, or it failed and an earlier
-                # answer stands): send the final answer in one piece.
-                yield chunk({"content": run.final_answer})
-                text = run.final_answer
-            yield chunk({}, finish=finish)
-            extension = run_extension(run, preset)
-            extension["final_answer"] = run.final_answer
-            extension["streamed_matches_final"] = text == run.final_answer
-            yield chunk(choices=False, usage=chat_usage(run), conductor=extension)
-            yield sse("[DONE]")
-        finally:
-            handle.cancel()  # no-op when finished; a client that went away cancels its run
-
-    # ---------------------------------------------------------------------------------- responses API
-
-    @app.post("/v1/responses")
+    @app.post(RESPONSES.path)
     async def responses(request: HTTPRequest):
-        body, handle = await start(request, ResponsesRequest)
-        if body.stream:
-            return event_stream(responses_stream(handle))
-        accepted = handle.request
-        run = await handle.wait()
-        record_run(run, accepted.preset, "responses")
-        answered, _ = outcome(run)
-        if not answered:
-            raise upstream_error(run)
-        payload = build_response(run, accepted, "completed").model_dump_json(exclude_unset=True)
-        return Response(payload, media_type="application/json", headers={"X-Conductor-Trace-Id": run.id})
-
-    def build_response(run: Run, accepted: Request, status: str, text: Optional[str] = None) -> ResponsesResponse:
-        preset = accepted.preset
-        done = status == "completed"
-        incomplete = done and run.status == "limit"
-        content = run.final_answer if text is None else text
-        u = run.totals.usage
-        fields: dict[str, Any] = dict(
-            id=f"resp_{run.id}", object="response", created_at=run.created_at, model=accepted.model_id,
-            status="incomplete" if incomplete else status, parallel_tool_calls=False, tool_choice="auto", tools=[],
-            output=[ResponseOutputMessage(id=f"msg_{run.id}", type="message", role="assistant",
-                                          status="incomplete" if incomplete else status,
-                                          content=[ResponseOutputText(type="output_text", text=content, annotations=[])])] if done else [],
-            conductor=run_extension(run, preset) if done else {"event": "run_started", "trace_id": run.id},
-        )
-        if incomplete:
-            fields["incomplete_details"] = {"reason": "max_output_tokens"}
-        if done:
-            fields["usage"] = ResponseUsage(
-                input_tokens=u.input_tokens, output_tokens=u.output_tokens, total_tokens=u.total_tokens,
-                input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
-                output_tokens_details=OutputTokensDetails(reasoning_tokens=0), **usage_breakdown(run))
-        return ResponsesResponse(**fields)
-
-    async def responses_stream(handle: RunHandle) -> AsyncIterator[str]:
-        accepted = handle.request
-        answer = AnswerFilter()
-        streamed: list[str] = []
-        seq = 0
-
-        def event(kind: str, **fields) -> str:
-            nonlocal seq
-            seq += 1
-            return f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': seq, **fields})}\n\n"
-
-        try:
-            await handle.started.wait()
-            run = handle.run
-            assert run is not None
-            item_id = f"msg_{run.id}"
-            yield event("response.created", response=build_response(run, accepted, "in_progress").model_dump(mode="json", exclude_unset=True))
-            yield event("response.output_item.added", output_index=0,
-                        item={"id": item_id, "type": "message", "role": "assistant", "status": "in_progress", "content": []})
-            yield event("response.content_part.added", item_id=item_id, output_index=0, content_index=0,
-                        part={"type": "output_text", "text": "", "annotations": []})
-            async for ev in handle.events():
-                if ev.type == "step_retry" and ev.is_final_step:
-                    answer = AnswerFilter()  # the retried attempt streams its answer again
-                if ev.type == "step_token" and ev.is_final_step:
-                    piece = answer.feed(ev.text)
-                    if piece:
-                        streamed.append(piece)
-                        yield event("response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=piece, logprobs=[])
-            run = await handle.wait()
-            piece = answer.finish()
-            if piece:
-                streamed.append(piece)
-                yield event("response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=piece, logprobs=[])
-            record_run(run, accepted.preset, "responses")
-            answered, _ = outcome(run)
-            if not answered:
-                error = upstream_error(run)
-                metrics.error(error.code or error.type)
-                yield event("error", code=error.code, message=error.message, param=None)
-                return
-            text = "".join(streamed)
-            if not text and run.final_answer:
-                text = run.final_answer
-                yield event("response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=text, logprobs=[])
-            yield event("response.output_text.done", item_id=item_id, output_index=0, content_index=0, text=text, logprobs=[])
-            yield event("response.content_part.done", item_id=item_id, output_index=0, content_index=0,
-                        part={"type": "output_text", "text": text, "annotations": []})
-            final = build_response(run, accepted, "completed", text=text)
-            yield event("response.output_item.done", output_index=0, item=final.output[0].model_dump(mode="json", exclude_unset=True))
-            yield event("response.completed", response=final.model_dump(mode="json", exclude_unset=True))
-        finally:
-            handle.cancel()
+        return await serve_api(RESPONSES, request)
 
     # ------------------------------------------------------------------------------ models and traces
 
     @app.get("/v1/models")
     async def list_models(request: HTTPRequest):
-        authenticate(request)
+        gateway.authenticate(request.headers.get("authorization"))
         data = []
         for preset in runtime.presets.values():
             for model_id in (preset.name, preset.pinned_id):
@@ -433,10 +179,10 @@ def create_app(config: ServerConfig, store: Optional[TraceStore] = None) -> Fast
 
     @app.get("/v1/traces")
     async def list_traces(request: HTTPRequest, limit: int = 50):
-        key = authenticate(request)
+        key = gateway.authenticate(request.headers.get("authorization"))
         if not 1 <= limit <= 500:
             raise APIError(400, "limit must be between 1 and 500", param="limit", code="invalid_limit")
-        rows = runtime.list_runs(limit, api_key=None if key.reads_all_traces else key.name)
+        rows = await runtime.list_runs(limit, api_key=None if key.reads_all_traces else key.name)
         for row in rows:
             live = runtime.live(row["id"])
             if live is not None:  # fresher than the store between saves
@@ -446,23 +192,29 @@ def create_app(config: ServerConfig, store: Optional[TraceStore] = None) -> Fast
 
     @app.get("/v1/traces/{run_id}")
     async def get_trace(run_id: str, request: HTTPRequest):
-        key = authenticate(request)
+        key = gateway.authenticate(request.headers.get("authorization"))
         try:
-            run = runtime.get_run(run_id)
+            run = await runtime.get_run(run_id)
             if not key.reads_all_traces and run.metadata.get("api_key") != key.name:
                 raise TraceNotFound(run_id)  # another key's run: as if it did not exist
         except TraceNotFound:
             raise APIError(404, f"no trace with id {run_id!r} for this key", type="not_found_error", code="trace_not_found", param="run_id") from None
-        return Response(run.model_dump_json(), media_type="application/json")
+        return Response(record_json(run), media_type="application/json")
 
     # ------------------------------------------------------------------------------- ops and viewer
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "presets": {p.name: p.pinned_id for p in runtime.presets.values()}, "running": len(runtime.running)}
+        return {"status": "ok", "presets": {p.name: p.pinned_id for p in runtime.presets.values()}, "running": len(runtime.running),
+                "pid": os.getpid()}
 
     @app.get("/metrics")
-    async def prometheus():
+    async def prometheus(request: HTTPRequest):
+        if config.server.metrics != "public":
+            key = gateway.authenticate(request.headers.get("authorization"))
+            if config.server.metrics == "operator" and not key.reads_all_traces:
+                raise APIError(403, f"key {key.name!r} may not read /metrics; it needs traces = \"all\" (an operator's key)",
+                               type="permission_error", code="forbidden")
         return Response(metrics.render(), media_type=metrics.content_type)
 
     @app.get("/", include_in_schema=False)
@@ -477,3 +229,18 @@ def create_app(config: ServerConfig, store: Optional[TraceStore] = None) -> Fast
         return FileResponse(path)
 
     return app
+
+
+CONFIG_ENV = "OPENCONDUCTOR_SERVER_CONFIG"
+OVERRIDES_ENV = "OPENCONDUCTOR_SERVER_OVERRIDES"
+
+
+def app_from_env() -> FastAPI:
+    """The app for each of several server processes (``conductor serve --workers N``): uvicorn imports
+    this factory in every process; the config file is named by $OPENCONDUCTOR_SERVER_CONFIG and the
+    command line's [server] overrides are in $OPENCONDUCTOR_SERVER_OVERRIDES (JSON)."""
+    from .config import default_config, load_server_config, with_server_overrides
+
+    path = os.environ.get(CONFIG_ENV)
+    config = load_server_config(path) if path else default_config()
+    return create_app(with_server_overrides(config, json.loads(os.environ.get(OVERRIDES_ENV) or "{}")))

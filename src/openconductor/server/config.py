@@ -3,6 +3,9 @@ API keys (stored as sha256 digests, or read from an environment variable) with t
 
     [server]
     max_body_bytes = 1_000_000
+    traces = "postgresql://conductor@db/traces"   # or a SQLite file; default: the user's SQLite store
+    counters = "redis://cache:6379/0"              # rate, concurrency and quota counters shared by replicas
+    workers = 2                                    # server processes on this machine
 
     [auth]
     required = true
@@ -54,8 +57,25 @@ class ServerSection(BaseModel):
     host: str = "127.0.0.1"
     port: int = 8000
     max_body_bytes: int = Field(1_000_000, gt=0)
-    traces: Optional[str] = None  # trace store path; default: the user's store (OPENCONDUCTOR_TRACES)
+    # The trace store: a SQLite file path or a postgresql:// URL (replicas share one); default: the
+    # user's SQLite store ($OPENCONDUCTOR_TRACES). Put a password in PGPASSWORD or ~/.pgpass, not here.
+    traces: Optional[str] = None
+    # Where per-key rate, concurrency and daily-quota counters live: in this process (default), or a
+    # redis:// URL that every process and replica shares (needed for workers > 1 or replicas).
+    counters: Optional[str] = None
+    workers: int = Field(1, ge=1, le=64)  # server processes on this machine (one port, shared by the kernel)
     live_runs_kept: int = Field(200, gt=0)  # finished runs kept in memory for the viewer
+    # Runs left `running` by a process that died are marked interrupted at start-up and this often.
+    sweep_every_s: float = Field(15.0, gt=0)
+    # GET /metrics: "public", "key" (any API key) or "operator" (a key with traces = "all").
+    metrics: Literal["public", "key", "operator"] = "public"
+
+    @field_validator("counters")
+    @classmethod
+    def _counters(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("give a redis://, rediss:// or unix:// URL (or leave it out for in-process counters)")
+        return value
 
 
 class AuthSection(BaseModel):
@@ -78,6 +98,10 @@ class KeySpec(BaseModel):
     requests_per_minute: float = Field(60, gt=0)
     burst: Optional[int] = Field(None, gt=0)  # bucket size; default: requests_per_minute / 6, at least 1
     limits: Limits = Field(default_factory=Limits)  # the ceiling a request may lower, never raise
+    # Daily quotas (UTC days) over all of the key's requests, shared by replicas through `counters`;
+    # a request's budget is lowered to what is left, and a spent quota answers 429 insufficient_quota.
+    tokens_per_day: Optional[int] = Field(None, gt=0)
+    cost_usd_per_day: Optional[float] = Field(None, gt=0)
     # Which traces the key may read: "own" (runs it started) or "all" (an operator's key).
     traces: Literal["own", "all"] = "own"
 
@@ -220,3 +244,14 @@ def default_config() -> ServerConfig:
             },
         }
     )
+
+
+def with_server_overrides(config: ServerConfig, overrides: dict[str, Any]) -> ServerConfig:
+    """``config`` with [server] fields replaced (command-line flags such as --traces), validated."""
+    if not overrides:
+        return config
+    try:
+        server = ServerSection.model_validate({**config.server.model_dump(), **overrides})
+    except ValidationError as exc:
+        raise ServerConfigError(f"command line: {_problems(exc)}") from exc
+    return config.model_copy(update={"server": server})

@@ -33,19 +33,32 @@ class Metrics:
         self.worker_tokens = Counter("openconductor_worker_tokens_total", "Worker tokens, by worker", ["preset", "worker"], registry=r)
         self.cost = Counter("openconductor_cost_usd_total", "Cost in USD", ["preset"], registry=r)
         self.steps = Counter("openconductor_workflow_steps_total", "Workflow steps run", ["preset"], registry=r)
+        self._children: dict[tuple, object] = {}
 
     def error(self, kind: str) -> None:
-        self.errors.labels(kind).inc()
+        self._child(self.errors, kind).inc()
+
+    def api_error(self, error) -> None:
+        """An ``errors.APIError`` answered inside a stream (raised ones are counted by the app's handler)."""
+        self.error(error.code or error.type)
+
+    def _child(self, metric, *labels: str):
+        """A labelled child, looked up once (``labels()`` locks and validates on every call)."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def run(self, run: Run, preset: str, endpoint: str) -> None:
         t = run.totals
-        self.runs.labels(preset, endpoint, run.status).inc()
-        self.tokens.labels(preset, "conductor").inc(t.conductor_usage.total_tokens)
-        self.tokens.labels(preset, "worker").inc(t.worker_usage.total_tokens)
+        self._child(self.runs, preset, endpoint, run.status).inc()
+        self._child(self.tokens, preset, "conductor").inc(t.conductor_usage.total_tokens)
+        self._child(self.tokens, preset, "worker").inc(t.worker_usage.total_tokens)
         for name, usage in t.per_worker.items():
-            self.worker_tokens.labels(preset, name).inc(usage.total_tokens)
-        self.cost.labels(preset).inc(t.usage.cost_usd)
-        self.steps.labels(preset).inc(len(run.steps))
+            self._child(self.worker_tokens, preset, name).inc(usage.total_tokens)
+        self._child(self.cost, preset).inc(t.worker_usage.cost_usd + t.conductor_usage.cost_usd)
+        self._child(self.steps, preset).inc(len(run.steps))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -76,7 +89,7 @@ class Metrics:
                     await self.app(scope, receive, send_wrapper)
                 finally:
                     metrics.in_flight.dec()
-                    metrics.requests.labels(route, scope["method"], str(status["code"])).inc()
-                    metrics.latency.labels(route).observe(time.perf_counter() - start)
+                    metrics._child(metrics.requests, route, scope["method"], str(status["code"])).inc()
+                    metrics._child(metrics.latency, route).observe(time.perf_counter() - start)
 
         return MetricsMiddleware

@@ -1,35 +1,39 @@
 """Running requests on the presets' pools: live Runs for the viewer, trace saving, event streams.
 
-Each preset holds one live Pool for the server's lifetime (shared connection pools, semaphores), and
-each request gets a light view of it carrying that preset's spec. A run's events go to the trace store
-(written as the run progresses), to the in-memory table of live runs (so the viewer can follow a run),
-and, for streaming requests, to a per-request queue that the SSE response drains.
+Each preset holds one live Pool for the server's lifetime (shared connection pools, semaphores) that
+every request of that preset runs on. A run's events go to the trace store (written as the run
+progresses, on a background thread: the event loop never waits for the database), to the in-memory
+table of live runs (so the viewer can follow a run), and, for streaming requests, to a per-request
+queue that the stream drains. At start-up, and then every ``sweep_every_s``, runs left ``running`` by
+a process that died are marked interrupted.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import hashlib
 import json
 import logging
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
+from ..answer_format import AnswerFormat
 from ..budget import Limits
 from ..executor import Event, solve
 from ..policies import make_policy
+from ..policies.base import Policy
 from ..pool import Pool, PoolConfigError, PoolSpec
 from ..records import Run
 from ..reply import AnswerStream as AnswerFilter  # the streamed answer: executor.clean_answer, token by token
-from ..traces import TraceNotFound, TraceStore
+from ..traces import SQLTraceStore, TraceNotFound, TraceWriter, open_store
 from .config import PresetSpec, ServerConfig
 
 log = logging.getLogger(__name__)
 
 DONE = object()  # end-of-run marker on a stream queue
+TRACE_LINGER_S = 0.05  # a run's saves within this long are written once (a crash loses at most this much)
+DoneHook = Callable[[Optional[Run]], Awaitable[None]]
 
 
 @dataclass
@@ -39,6 +43,7 @@ class Preset:
     pool_spec: PoolSpec
     fingerprint: str  # changes whenever the pool, policy or limits change, even if `version` does not
     pool: Optional[Pool] = None
+    policy: Optional[Policy] = None  # one per preset, like its pool (policies keep no per-request state)
 
     @property
     def pinned_id(self) -> str:
@@ -64,15 +69,18 @@ class Request:
     limits: Limits
     seed: Optional[int] = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    answer: Optional[AnswerFormat] = None  # what the caller asks of the final answer (tools, JSON, stop, sampling)
+    max_output_tokens: Optional[int] = None
 
 
 class RunHandle:
     """A run in flight. ``events()`` yields its executor events (streaming); ``wait()`` its Run."""
 
-    def __init__(self, runtime: "Runtime", request: Request, stream: bool):
+    def __init__(self, runtime: "Runtime", request: Request, stream: bool, on_done: Optional[DoneHook] = None):
         self.runtime = runtime
         self.request = request
         self.stream = stream
+        self.on_done = on_done
         self.queue: Optional[asyncio.Queue] = asyncio.Queue() if stream else None
         self.run: Optional[Run] = None
         self.started = asyncio.Event()
@@ -93,9 +101,9 @@ class RunHandle:
         r = self.request
         pool = self.runtime.pool_for(r.preset)
         try:
-            policy = make_policy(r.preset.spec.policy, **r.preset.spec.policy_options)
+            policy = r.preset.policy or make_policy(r.preset.spec.policy, **r.preset.spec.policy_options)
             run = await solve(r.question, policy, pool, limits=r.limits, on_event=self._on_event, seed=r.seed,
-                            metadata=r.metadata, stream_tokens=self.stream)
+                              metadata=r.metadata, stream_tokens=self.stream, answer=r.answer, max_output_tokens=r.max_output_tokens)
             return run
         except asyncio.CancelledError:
             self._abort("cancelled: the client disconnected before the run finished")
@@ -108,6 +116,8 @@ class RunHandle:
             return self.run
         finally:
             self.runtime.finished(self.run)
+            if self.on_done is not None:  # shielded: a cancelled run still releases its slot
+                await asyncio.shield(self.on_done(self.run))
             if self.queue is not None:
                 self.queue.put_nowait(DONE)
 
@@ -140,9 +150,13 @@ class RunHandle:
 class Runtime:
     """Presets with their live pools, live runs, and the trace store."""
 
-    def __init__(self, config: ServerConfig, store: Optional[TraceStore] = None):
+    def __init__(self, config: ServerConfig, store: Optional[SQLTraceStore] = None):
         self.config = config
-        self.store = store or TraceStore(config.server.traces)
+        self.store = store or open_store(config.server.traces)
+        self.writer = TraceWriter(self.store)
+        self._dirty: dict[str, Run] = {}  # saved since the last flush
+        self._flush_handle: Optional[asyncio.TimerHandle] = None
+        self._sweeper: Optional[asyncio.Task] = None
         self.presets: dict[str, Preset] = {}
         for name, spec in config.models.items():
             pool_spec = config.pool_spec(spec)
@@ -154,17 +168,49 @@ class Runtime:
     async def start(self) -> None:
         for preset in self.presets.values():
             preset.pool = Pool(preset.pool_spec)
-            try:  # build the conductor backend once, so request views of the pool share it
+            try:  # build the conductor backend now, not inside the first request
                 preset.pool.conductor_backend()
             except PoolConfigError:
                 pass
+            try:
+                preset.policy = make_policy(preset.spec.policy, **preset.spec.policy_options)
+            except (TypeError, ValueError):  # a bad option: each request's run reports it
+                log.exception("preset %s: cannot build policy %r", preset.name, preset.spec.policy)
+        await self.sweep()  # runs a crashed server left `running`
+        self._sweeper = asyncio.create_task(self._sweep_forever())
+
+    async def sweep(self) -> list[str]:
+        """Mark runs whose process died as interrupted; beat this process's heartbeat."""
+        try:
+            await asyncio.to_thread(self.store.heartbeat)
+            swept = await asyncio.to_thread(self.store.sweep_interrupted, frozenset(self.running))
+        except Exception:
+            log.exception("could not sweep interrupted runs in %s", self.store.location)
+            return []
+        if swept:
+            log.warning("marked %d run(s) interrupted (their process stopped): %s", len(swept), ", ".join(swept))
+        return swept
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.server.sweep_every_s)
+            await self.sweep()
 
     async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for handle in list(self.handles):
             handle.cancel()
         for preset in self.presets.values():
             if preset.pool is not None:
                 await preset.pool.aclose()
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+        self.flush_saves()
+        await asyncio.to_thread(self._close_store)
+
+    def _close_store(self) -> None:
+        self.writer.close()  # writes what is queued
         self.store.close()
 
     def resolve(self, model: str) -> Optional[Preset]:
@@ -178,8 +224,8 @@ class Runtime:
         assert preset.pool is not None, "Runtime.start() was not called"
         return preset.pool
 
-    def launch(self, request: Request, *, stream: bool) -> RunHandle:
-        handle = RunHandle(self, request, stream)
+    def launch(self, request: Request, *, stream: bool, on_done: Optional[DoneHook] = None) -> RunHandle:
+        handle = RunHandle(self, request, stream, on_done)
         self.handles.add(handle)
         handle.task.add_done_callback(lambda _t: self.handles.discard(handle))
         return handle
@@ -199,22 +245,35 @@ class Runtime:
             self.recent.popitem(last=False)
 
     def save(self, run: Run) -> None:
-        try:
-            self.store.save(run)
-        except Exception:  # the answer matters more than its trace; say so loudly
-            log.exception("could not save trace %s", run.id)
+        """Save ``run`` within ``TRACE_LINGER_S``: saves of a run made meanwhile (its start, its plan, a step)
+        are serialised once, in its latest state; the writer's thread does the writing."""
+        if run.id in self._dirty:
+            self._dirty[run.id] = run
+            return
+        self._dirty[run.id] = run
+        if self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_later(TRACE_LINGER_S, self.flush_saves)
+
+    def flush_saves(self) -> None:
+        self._flush_handle = None
+        dirty, self._dirty = self._dirty, {}
+        for run in dirty.values():
+            try:
+                self.writer.save(run)  # serialises now
+            except Exception:  # the answer matters more than its trace; say so loudly
+                log.exception("could not save trace %s", run.id)
 
     def live(self, run_id: str) -> Optional[Run]:
         return self.running.get(run_id) or self.recent.get(run_id)
 
-    def get_run(self, run_id: str) -> Run:
+    async def get_run(self, run_id: str) -> Run:
         run = self.live(run_id)
         if run is not None:
             return run
-        return self.store.get(run_id)  # raises TraceNotFound
+        return await asyncio.to_thread(self.store.get, run_id)  # raises TraceNotFound
 
-    def list_runs(self, limit: int, api_key: Optional[str] = None) -> list[dict]:
-        return self.store.list(limit, api_key=api_key)
+    async def list_runs(self, limit: int, api_key: Optional[str] = None) -> list[dict]:
+        return await asyncio.to_thread(self.store.list, limit, api_key=api_key)
 
 
 __all__ = ["AnswerFilter", "DONE", "Preset", "Request", "RunHandle", "Runtime", "TraceNotFound"]

@@ -14,16 +14,34 @@ import asyncio
 import hashlib
 import json
 import time
+from typing import Optional
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..providers.simulated import TOOL_RESULT_MARK, schema_instance
 
-def create_upstream(latency_s: float = 0.1, token_delay_s: float = 0.0, words: int = 8, fail_status: int = 0) -> Starlette:
-    """``fail_status`` > 0 answers every call with that HTTP status (an outage)."""
-    state = {"calls": 0, "streamed": 0, "fail_status": fail_status, "cut_streams": 0, "cut_model": None}
+
+def _tool_reply(body: dict, prompt: str) -> Optional[list[dict]]:
+    """Like the simulated provider: call the first offered tool until a tool result is in the prompt."""
+    tools = [t["function"] for t in body.get("tools") or [] if t.get("type") == "function"]
+    if not tools or body.get("tool_choice") == "none" or TOOL_RESULT_MARK in prompt:
+        return None
+    tool = tools[0]
+    args = {k: schema_instance(v, "simulated") for k, v in (tool.get("parameters") or {}).get("properties", {}).items()}
+    return [{"id": f"call_sim{hashlib.sha256(prompt.encode()).hexdigest()[:12]}", "type": "function",
+             "function": {"name": tool["name"], "arguments": json.dumps(args)}}]
+
+
+def create_upstream(latency_s: float = 0.1, token_delay_s: float = 0.0, words: int = 8, fail_status: int = 0,
+                    context_words: int = 0) -> Starlette:
+    """``fail_status`` > 0 answers every call with that HTTP status (an outage); ``context_words`` > 0
+    answers a longer prompt with OpenAI's 400 ``context_length_exceeded``. Given ``tools`` it calls the
+    first one until a tool result is in the prompt; given a JSON schema ``response_format`` it answers
+    with an instance of it."""
+    state = {"calls": 0, "streamed": 0, "fail_status": fail_status, "cut_streams": 0, "cut_model": None, "last_body": None}
 
     async def chat(request: Request) -> Response:
         state["calls"] += 1
@@ -31,16 +49,30 @@ def create_upstream(latency_s: float = 0.1, token_delay_s: float = 0.0, words: i
         await asyncio.sleep(latency_s)
         if state["fail_status"]:  # checked after the wait: an outage can begin while a call is in flight
             return JSONResponse({"error": {"message": "simulated outage", "type": "server_error"}}, status_code=state["fail_status"])
+        state["last_body"] = body
         prompt = "".join(str(m.get("content", "")) for m in body["messages"])
+        if context_words and len(prompt.split()) > context_words:
+            return JSONResponse({"error": {"message": f"This model's maximum context length is {context_words} tokens. However, your "
+                                           f"messages resulted in {len(prompt.split())} tokens. Please reduce the length of the messages.",
+                                           "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}},
+                                status_code=400)
         digest = hashlib.sha256(prompt.encode()).hexdigest()
         n = min(words, int(body.get("max_tokens") or words))
         tokens = [body["model"]] + [digest[2 * i: 2 * i + 6] for i in range(n - 1)]
+        calls = _tool_reply(body, prompt)
+        fmt = body.get("response_format") or {}
+        if calls:
+            tokens = []
+        elif fmt.get("type") == "json_schema":
+            tokens = [json.dumps(schema_instance(fmt["json_schema"]["schema"], " ".join(tokens)))]
         text = " ".join(tokens)
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": n, "total_tokens": len(prompt.split()) + n}
         base = {"id": f"chatcmpl-sim{state['calls']}", "created": int(time.time()), "model": body["model"]}
+        finish = "tool_calls" if calls else "stop"
         if not body.get("stream"):
+            message = {"role": "assistant", "content": text or None, **({"tool_calls": calls} if calls else {})}
             return JSONResponse({**base, "object": "chat.completion", "usage": usage, "choices": [
-                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]})
+                {"index": 0, "finish_reason": finish, "message": message}]})
 
         state["streamed"] += 1
         # This stream breaks after 3 tokens (the connection drops), if cuts are pending for its model.
@@ -56,7 +88,13 @@ def create_upstream(latency_s: float = 0.1, token_delay_s: float = 0.0, words: i
                 yield f"data: {json.dumps(chunk)}\n\n"
                 if token_delay_s:
                     await asyncio.sleep(token_delay_s)
-            done = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            for i, call in enumerate(calls or []):  # as OpenAI streams them: id and name first, then the arguments in pieces
+                args = call["function"]["arguments"]
+                for piece in ({"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}},
+                              {"index": i, "function": {"arguments": args[: len(args) // 2]}}, {"index": i, "function": {"arguments": args[len(args) // 2:]}}):
+                    chunk = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"tool_calls": [piece]}, "finish_reason": None}]}
+                    yield f"data: {json.dumps(chunk)}\n\n"
+            done = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
             yield f"data: {json.dumps(done)}\n\n"
             if (body.get("stream_options") or {}).get("include_usage"):
                 yield f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage})}\n\n"

@@ -1,0 +1,122 @@
+"""What the HTTP routes and the in-process client share: keys, counters, the runtime and metrics.
+
+``Gateway.submit`` takes an authenticated key and an ``Accepted`` request, resolves its preset,
+computes its budget (preset limits, the key's ceiling, what the request asks, the key's quota left),
+admits it against the key's counters and launches its run. When the run ends, however it ends, its
+slot is released, its usage charged to the key's quota and its metrics recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable, Optional
+
+from pydantic import BaseModel
+
+from ..records import Run
+from ..traces import SQLTraceStore
+from . import builders
+from .auth import AuthError, Key, KeyRing
+from .config import ServerConfig
+from .counters import Admission, Counters, RateLimited, make_counters
+from .errors import APIError
+from .metrics import Metrics
+from .requests import Accepted, ChatCompletionRequest, ResponsesRequest, apply_request_limits, interpret_chat, interpret_responses, parse
+from .runs import Request, RunHandle, Runtime
+from .streams import chat_stream, responses_stream
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One of the two APIs: its request model, what a request means, its answer and its stream."""
+
+    name: str
+    path: str
+    schema: type[BaseModel]
+    interpret: Callable[[Any], Accepted]
+    answer: Callable[[Run, Request, Accepted], BaseModel]
+    stream: Callable[[RunHandle, Accepted, Callable[[APIError], None]], AsyncIterator[Any]]
+    conversation: str  # the parameter a too-long conversation is blamed on
+
+
+CHAT = Endpoint("chat", "/v1/chat/completions", ChatCompletionRequest, interpret_chat, builders.chat_completion, chat_stream, "messages")
+RESPONSES = Endpoint("responses", "/v1/responses", ResponsesRequest, interpret_responses,
+                     lambda run, request, accepted: builders.response(run, request, accepted, "completed"), responses_stream, "input")
+
+
+class Gateway:
+    def __init__(self, config: ServerConfig, store: Optional[SQLTraceStore] = None, counters: Optional[Counters] = None):
+        self.config = config
+        self.runtime = Runtime(config, store)
+        self.keys = KeyRing(config)
+        self.counters = counters or make_counters(config.server.counters)
+        self.metrics = Metrics()
+
+    async def start(self) -> None:
+        await self.counters.start()
+        await self.runtime.start()
+
+    async def stop(self) -> None:
+        await self.runtime.stop()
+        await self.counters.close()
+
+    def authenticate(self, authorization: Optional[str]) -> Key:
+        try:
+            return self.keys.authenticate(authorization)
+        except AuthError as exc:
+            raise APIError(401, str(exc), code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}) from None
+
+    async def open(self, key: Key, endpoint: Endpoint, body: dict[str, Any]) -> tuple[Accepted, RunHandle]:
+        """Validate a request body, admit it and launch its run (400/404/429 as APIError)."""
+        accepted = endpoint.interpret(parse(endpoint.schema, body))
+        return accepted, await self.submit(key, accepted, endpoint.name)
+
+    def events(self, endpoint: Endpoint, accepted: Accepted, handle: RunHandle) -> AsyncIterator[Any]:
+        """The run as the endpoint's stream (typed items; an APIError item when it has no answer)."""
+        return endpoint.stream(handle, accepted, self.metrics.api_error)
+
+    async def answer(self, endpoint: Endpoint, accepted: Accepted, handle: RunHandle) -> BaseModel:
+        """The run's answer once it ends, or the APIError for a run without one."""
+        run = await handle.wait()
+        if not builders.answered(run):
+            raise builders.run_error(run, endpoint.conversation)
+        return endpoint.answer(run, handle.request, accepted)
+
+    async def submit(self, key: Key, accepted: Accepted, endpoint: str) -> RunHandle:
+        preset = self.runtime.resolve(accepted.model)
+        if preset is None:
+            raise APIError(404, f"the model {accepted.model!r} does not exist; GET /v1/models lists the presets "
+                                f"({', '.join(self.runtime.presets)})", code="model_not_found", param="model")
+        limits = apply_request_limits(preset.limits.tightened(key.limits), accepted.budget)  # 400 before a slot is taken
+        try:
+            admission = await self.counters.acquire(key)
+        except RateLimited as exc:
+            raise APIError(429, str(exc), type="rate_limit_error" if exc.code == "rate_limit_exceeded" else "insufficient_quota",
+                           code=exc.code, headers={"Retry-After": str(exc.retry_after)}) from None
+        try:
+            if admission.tokens_left is not None or admission.cost_left is not None:
+                limits = limits.tightened(admission.limits())
+            metadata = {"api_key": key.name, "preset": preset.name, "version": preset.spec.version, "model": accepted.model,
+                        "endpoint": endpoint}
+            if accepted.user:
+                metadata["user"] = accepted.user
+            if accepted.client_metadata:
+                metadata["client"] = accepted.client_metadata  # never merged: the server's fields cannot be overwritten
+            request = Request(preset, accepted.model, accepted.question(), limits, seed=accepted.seed, metadata=metadata,
+                              answer=None if accepted.answer.is_empty() else accepted.answer, max_output_tokens=accepted.max_output_tokens)
+            return self.runtime.launch(request, stream=accepted.stream,
+                                       on_done=lambda run: self._finished(run, admission, preset.name, endpoint))
+        except BaseException:
+            await self.counters.release(admission, None)
+            raise
+
+    async def _finished(self, run: Optional[Run], admission: Admission, preset: str, endpoint: str) -> None:
+        try:
+            await self.counters.release(admission, run.totals.usage if run is not None else None)
+        except Exception:  # a lost release only delays the slot until its lease expires (Redis)
+            log.exception("could not release the slot of key %s", admission.key.name)
+        if run is not None:
+            self.metrics.run(run, preset, endpoint)
