@@ -14,7 +14,7 @@ from openconductor.pool import Pool, load_pool
 from openconductor.train import world
 from openconductor.train.config import RewardSettings, TrainConfigError, load_train_config
 from openconductor.train.data import build_rows, load_items, sample_subset
-from openconductor.train.reward import WorkflowReward, blend, score_completion, subset_pool
+from openconductor.train.reward import WorkflowReward, blend, score_completion
 from openconductor.workflow import Step, Workflow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,15 +186,6 @@ def test_pool_randomization_renumbers_and_shows_only_the_subset():
     for _ in range(50):
         sub = sample_subset(6, 2, 5, rng)
         assert 2 <= len(sub) <= 5 and all(0 <= i < 6 for i in sub)
-
-
-async def test_subset_pool_view_shares_workers_and_renumbers():
-    spec = load_pool(POOL)
-    async with Pool(spec) as pool:
-        view = subset_pool(pool, [4, 2])
-        assert view.names == ["gpt-5-minimal", "gemini-2.5-pro"]
-        assert view[0] is pool[4]  # same worker object: same concurrency semaphore
-        assert view.spec.workers[1].name == "gemini-2.5-pro"
 
 
 def test_recursion_rows_are_their_own_prompts():

@@ -15,6 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from ..pool import Provider, PoolConfigError, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
 from .common import TRANSPORT_ERRORS, api_key, split_system, status_error, transport_error
@@ -38,7 +40,19 @@ def _usage(usage: Any) -> Usage:
     return Usage(input_tokens=prompt, output_tokens=getattr(usage, "output_tokens", 0) or 0)
 
 
+class AnthropicOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    stop_sequences: Optional[list[str]] = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into the request body as is
+
+
 class AnthropicProvider(Provider):
+    Options = AnthropicOptions
+    key_envs = ("ANTHROPIC_API_KEY",)
+    requires = ("anthropic",)
+    extra = "anthropic"
+
     def __init__(self, spec: WorkerSpec):
         if anthropic is None:
             raise PoolConfigError(f"worker {spec.name!r}: provider 'anthropic' needs the SDK: pip install 'openconductor[anthropic]'")
@@ -47,7 +61,7 @@ class AnthropicProvider(Provider):
 
     def client(self) -> "anthropic.AsyncAnthropic":
         if self._client is None:
-            kwargs: dict[str, Any] = dict(api_key=api_key(self.spec, "ANTHROPIC_API_KEY"), max_retries=0, timeout=self.spec.timeout_s)
+            kwargs: dict[str, Any] = dict(api_key=api_key(self.spec, self.key_variables(self.spec)), max_retries=0, timeout=self.spec.timeout_s)
             if self.spec.base_url:
                 kwargs["base_url"] = self.spec.base_url
             self._client = anthropic.AsyncAnthropic(**kwargs)
@@ -64,11 +78,11 @@ class AnthropicProvider(Provider):
         )
         if system:
             params["system"] = system
-        o = self.spec.options
-        if "stop_sequences" in o:
-            params["stop_sequences"] = list(o["stop_sequences"])
-        if o.get("extra_body"):
-            params["extra_body"] = dict(o["extra_body"])
+        o = self.options
+        if o.stop_sequences is not None:
+            params["stop_sequences"] = list(o.stop_sequences)
+        if o.extra_body:
+            params["extra_body"] = dict(o.extra_body)
         return params
 
     async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import platformdirs
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
@@ -154,10 +155,20 @@ def completion_prompt(messages: list[dict]) -> str:
 COMPLETION_STOP = ["\n\n", "<Subtask", "Your assigned subtask", "Question:"]
 
 
-class LocalGGUFProvider(Provider):
-    """Options: n_ctx (per slot, default 4096), threads (default: all cores), chat (override)."""
+class LocalGGUFOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
+    n_ctx: int = Field(4096, gt=0)  # context per slot (the worker's concurrency is the slot count)
+    threads: Optional[int] = Field(None, gt=0)  # default: all cores
+    chat: Optional[bool] = None  # override: use the chat template (default: the packaged model's setting)
+    path: Optional[str] = None  # a .gguf file, instead of ``model``
+
+
+class LocalGGUFProvider(Provider):
     supports_grammar = True
+    Options = LocalGGUFOptions
+    requires = ("xllamacpp",)
+    extra = "local"
 
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
@@ -167,10 +178,11 @@ class LocalGGUFProvider(Provider):
             raise PoolConfigError(
                 f"worker {spec.name!r} needs in-process llama.cpp: `pip install 'openconductor[local]'` (xllamacpp)"
             ) from None
-        self.path, chat = resolve_model(spec.options.get("path", spec.model))
-        self.chat = bool(spec.options.get("chat", chat))
-        self.ctx_per_slot = int(spec.options.get("n_ctx", 4096))
-        self.threads = int(spec.options.get("threads", os.cpu_count() or 2))
+        o = self.options
+        self.path, chat = resolve_model(o.path or spec.model)
+        self.chat = chat if o.chat is None else o.chat
+        self.ctx_per_slot = o.n_ctx
+        self.threads = o.threads or os.cpu_count() or 2
 
     async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None) -> Completion:
         server = await asyncio.to_thread(_server, self.path, self.spec.concurrency, self.ctx_per_slot, self.threads)

@@ -7,27 +7,44 @@ Retries are ours (``Worker.call``), so the SDK's own are off; errors are mapped 
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Any, Optional
 
 import openai
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..pool import Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
 from .common import RETRYABLE_STATUS, TRANSPORT_ERRORS, api_key, retry_after_seconds, status_error, transport_error  # noqa: F401
 
 
+class OpenAIOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into the request body as is
+    # The server takes a GBNF ``grammar`` field (llama.cpp's server does): the LM conductor constrains its plans there.
+    grammar: bool = False
+
+
 class OpenAICompatProvider(Provider):
-    """Options: ``extra_body`` (sent as is), ``grammar`` (true: the server takes a GBNF ``grammar``
-    field, as llama.cpp's server does, so the LM conductor constrains its plans there)."""
+    Options = OpenAIOptions
+    key_envs = ("OPENAI_API_KEY",)
+    requires = ("openai",)
 
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
-        self.supports_grammar = bool(spec.options.get("grammar", False))
+        self.supports_grammar = self.options.grammar
         self._client: Optional[openai.AsyncOpenAI] = None
+
+    @classmethod
+    def key_variables(cls, spec: WorkerSpec) -> tuple[str, ...]:
+        # A custom base_url (vLLM, Ollama, llama.cpp server) may be keyless; api.openai.com is not.
+        if spec.base_url and not spec.api_key_env:
+            return ()
+        return super().key_variables(spec)
 
     def client(self) -> openai.AsyncOpenAI:
         if self._client is None:
-            key = api_key(self.spec, None if self.spec.base_url else "OPENAI_API_KEY") or "not-needed"
+            key = api_key(self.spec, self.key_variables(self.spec)) or "not-needed"
             self._client = openai.AsyncOpenAI(
                 base_url=self.spec.base_url, api_key=key, max_retries=0, timeout=self.spec.timeout_s
             )
@@ -39,7 +56,7 @@ class OpenAICompatProvider(Provider):
             params["top_p"] = self.spec.top_p
         if seed is not None:
             params["seed"] = seed
-        extra = dict(self.spec.options.get("extra_body", {}))
+        extra = dict(self.options.extra_body)
         if grammar is not None:
             extra["grammar"] = grammar  # the field llama.cpp's server reads (GBNF)
         if extra:

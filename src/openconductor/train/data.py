@@ -19,11 +19,11 @@ from typing import Optional
 
 from ..executor import solve
 from ..policies.base import Previous
+from ..policies.baselines import GivenWorkflow
 from ..policies.lm import conductor_messages
 from ..pool import Pool, PoolSpec
 from ..workflow import Step, Workflow
 from .config import TrainConfig, TrainConfigError
-from .reward import FixedPolicy, subset_pool
 
 
 @dataclass(frozen=True)
@@ -81,10 +81,10 @@ async def _draft_answers(spec: PoolSpec, items: list[Item], indices: list[list[i
     async with Pool(spec) as pool:
 
         async def one(item: Item, shown: list[int]) -> str:
-            view = subset_pool(pool, shown)
+            view = pool.view(shown)
             worker = rng.randrange(len(shown))
             wf = Workflow((Step(worker, "Solve the overall task and give the final answer.", ()),))
-            run = await solve(item.question, FixedPolicy(wf, ""), view, seed=seed)
+            run = await solve(item.question, GivenWorkflow(wf, name="draft"), view, seed=seed)
             return run.final_answer
 
         return list(await asyncio.gather(*(one(i, s) for i, s in zip(items, indices))))
