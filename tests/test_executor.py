@@ -288,3 +288,70 @@ async def test_a_retried_step_announces_the_retry_so_viewers_drop_void_tokens():
         run = await solve("q", GivenWorkflow(Workflow((Step(0, "a", ()),))), pool, on_event=lambda e: events.append(e.type))
     assert run.steps[0].status == "ok" and run.steps[0].attempts == 2
     assert events.index("step_retry") < events.index("step_token") < events.index("step_finished")
+
+
+# ------------------------------------------------------------------------ plan failures never escape
+
+
+async def test_a_pool_without_a_conductor_backend_ends_plan_failed_not_raising():
+    from openconductor.policies import make_policy
+
+    async with pool_of(sim("a")) as pool:
+        run = await solve("q", make_policy("conductor"), pool)
+    assert run.status == "plan_failed" and run.steps == []
+    assert "declares no conductor backend" in run.error and run.plan.errors[0].startswith("policy_error: ")
+
+
+async def test_a_router_trained_on_other_workers_ends_plan_failed_not_raising():
+    np = pytest.importorskip("numpy")
+    from openconductor.policies.router import LearnedRouter, RouterModel
+
+    model = RouterModel(["elsewhere"], np.zeros((1, 384)), np.zeros(1), train_questions=1, train_accuracy={"elsewhere": 1.0})
+    async with pool_of(sim("a")) as pool:
+        run = await solve("q", LearnedRouter(model), pool)
+    assert run.status == "plan_failed" and "none is in pool" in run.error
+
+
+async def test_a_recursive_round_whose_policy_raises_keeps_the_answer():
+    class Planner(Policy):
+        name = "planner"
+
+        async def plan(self, request):
+            if request.previous is not None:
+                raise ValueError("cannot verify")
+            wf = Workflow((Step(0, "solve", ()), Step(1, "verify", "all")))
+            return Plan(wf, PlanRecord(policy=self.name, workflow=wf.to_dict()))
+
+    async with pool_of(sim("a"), WorkerSpec(name="me", provider="conductor")) as pool:
+        run = await solve("q", Planner(), pool)
+    assert run.status == "ok" and run.steps[1].nested.status == "plan_failed"
+    assert run.final_answer == run.steps[0].output
+
+
+# -------------------------------------------------------------------------------------- cancellation
+
+
+async def test_a_cancelled_run_is_closed_as_cancelled_with_its_finished_steps(tmp_path):
+    from openconductor.traces import TraceStore
+
+    store = TraceStore(tmp_path / "t.sqlite3")
+    wf = Workflow((Step(0, "fast", ()), Step(1, "slow", (0,)), Step(0, "never", (1,))))
+    first_done = asyncio.Event()
+
+    def on_event(event):
+        store.handler()(event)
+        if event.type == "step_finished" and event.step.index == 0:
+            first_done.set()
+
+    async with pool_of(sim("fast"), sim("slow", latency=30.0)) as pool:
+        task = asyncio.create_task(solve("q", GivenWorkflow(wf), pool, on_event=on_event))
+        await first_done.wait()
+        await asyncio.sleep(0.05)  # step 1 is now running
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    saved = store.get(store.list(1)[0]["id"])
+    assert saved.status == "cancelled" and store.list(1)[0]["status"] == "cancelled"
+    assert [s.status for s in saved.steps] == ["ok", "skipped", "skipped"]
+    assert saved.steps[0].output and saved.final_answer == saved.steps[0].output
+    assert "cancelled" in saved.steps[1].error and saved.totals.calls == 1

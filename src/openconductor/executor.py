@@ -19,7 +19,7 @@ from typing import Awaitable, Callable, Literal, Optional, Union
 from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous
 from .pool import Pool, WorkerCallError
-from .records import Run, StepRecord, Totals, Usage
+from .records import PlanRecord, Run, StepRecord, Totals, Usage
 from .workflow import Workflow
 
 # ---------------------------------------------------------------------------------------------- events
@@ -128,17 +128,51 @@ async def solve(
     metadata: Optional[dict] = None,
     stream_tokens: bool = True,
 ) -> Run:
-    """Plan and run one question end to end. Never raises for worker or plan failures: the Run says."""
+    """Plan and run one question end to end. Never raises for worker or plan failures: the Run says.
+
+    Cancelled (Ctrl-C, a client that went away), the run ends ``cancelled`` with the steps that had
+    finished, ``run_finished`` is emitted (so the trace store keeps it), and the cancellation goes on.
+    """
     start = time.perf_counter()
     ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed, stream_tokens=stream_tokens)
     run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names, metadata=metadata or {})
     await _emit(on_event, Event("run_started", run))
-    plan = await policy.plan(PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed))
-    ctx.budget.charge(plan.record.usage)
-    await _run_round(ctx, run, plan)
+    try:
+        plan = await _plan(ctx, PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed))
+        await _run_round(ctx, run, plan)
+    except asyncio.CancelledError:
+        _cancelled(ctx, run)
+        run.totals.wall_s = time.perf_counter() - start
+        await asyncio.shield(_emit(on_event, Event("run_finished", run)))
+        raise
     run.totals.wall_s = time.perf_counter() - start
     await _emit(on_event, Event("run_finished", run))
     return run
+
+
+async def _plan(ctx: Context, request: PlanRequest) -> Plan:
+    """The policy's plan, charged to the budget. A policy that cannot plan raises ValueError (a pool
+    without a conductor backend, a router without its model, an unknown worker): that becomes a
+    failed plan, as an unparseable one does, so the run ends ``plan_failed`` and says why."""
+    try:
+        plan = await ctx.policy.plan(request)
+    except ValueError as exc:
+        plan = Plan(None, PlanRecord(policy=ctx.policy.name, errors=[f"policy_error: {exc}"]))
+    ctx.budget.charge(plan.record.usage)
+    return plan
+
+
+def _cancelled(ctx: Context, run: Run) -> None:
+    """Close a run that was cancelled: finished steps keep their output, unfinished ones say why."""
+    run.status, run.error = "cancelled", "cancelled before the run finished"
+    for step in run.steps:
+        if step.nested is not None and step.nested.status == "running":
+            _cancelled(ctx, step.nested)
+        if step.status in ("pending", "running"):
+            step.status, step.error = "skipped", "cancelled before this step finished"
+    run.final_answer = final_answer(run.steps)
+    run.limits_hit = list(ctx.limits_hit)
+    run.totals = _totals(run, 0.0)
 
 
 async def _run_round(ctx: Context, run: Run, plan: Plan) -> None:
@@ -292,7 +326,8 @@ async def _recurse(ctx: Context, run: Run, record: StepRecord) -> None:
         return
     nested = Run(question=ctx.question, policy=ctx.policy.name, pool=run.pool, workers=run.workers, depth=run.depth + 1)
     record.nested = nested
-    plan = await ctx.policy.plan(
+    plan = await _plan(
+        ctx,
         PlanRequest(
             ctx.question,
             ctx.pool,
@@ -300,9 +335,8 @@ async def _recurse(ctx: Context, run: Run, record: StepRecord) -> None:
             previous=Previous(answer=previous_answer, steps=visible, instruction=record.subtask),
             depth=run.depth + 1,
             seed=ctx.seed,
-        )
+        ),
     )
-    ctx.budget.charge(plan.record.usage)
     if plan.workflow is not None and plan.workflow.is_accept:
         nested.plan, nested.status, nested.final_answer = plan.record, "ok", previous_answer
         nested.totals = _totals(nested, 0.0)
