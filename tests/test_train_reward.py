@@ -223,12 +223,12 @@ def test_paper_defaults():
 
 
 def test_pool_file_registers_its_world_and_bad_world_module_is_typed():
-    from openconductor.pool import ProviderError, WorkerSpec
+    from openconductor.pool import PoolConfigError, WorkerSpec
     from openconductor.providers.simulated import SimulatedProvider
 
     spec = load_pool(POOL)
     assert all(w.options["world_module"] == "openconductor.train.world" for w in spec.workers)
-    with pytest.raises(ProviderError, match="cannot import world_module"):
+    with pytest.raises(PoolConfigError, match="cannot import world_module"):
         SimulatedProvider(WorkerSpec(name="x", provider="simulated", options={"world": "w", "world_module": "no.such.module"}))
 
 

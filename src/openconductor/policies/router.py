@@ -146,6 +146,13 @@ class LearnedRouter(Policy):
         self.model = model if isinstance(model, RouterModel) else RouterModel.load(model)
         self.name = "router"
 
+    def fingerprint(self, pool) -> dict:
+        import hashlib
+
+        m = self.model
+        digest = hashlib.sha256(json.dumps(m.workers).encode() + m.weights.tobytes() + m.bias.tobytes()).hexdigest()[:16]
+        return {**super().fingerprint(pool), "model": digest}
+
     async def plan(self, request: PlanRequest) -> Plan:
         spec = request.pool.spec
         names = [w.name for w in spec.workers]

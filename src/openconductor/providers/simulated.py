@@ -15,7 +15,7 @@ from typing import Callable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..pool import Provider, ProviderError, TokenCallback, WorkerSpec
+from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
 
 # world name -> fn(spec, messages, rng) -> text
@@ -64,9 +64,9 @@ class SimulatedProvider(Provider):
             try:
                 importlib.import_module(o.world_module)  # registers its responder(s)
             except ImportError as exc:
-                raise ProviderError(f"simulated worker {spec.name!r}: cannot import world_module {o.world_module!r}: {exc}") from exc
+                raise PoolConfigError(f"simulated worker {spec.name!r}: cannot import world_module {o.world_module!r}: {exc}") from exc
         if self.world is not None and self.world not in RESPONDERS:
-            raise ProviderError(f"simulated worker {spec.name!r}: unknown world {self.world!r}; known: {sorted(RESPONDERS)}")
+            raise PoolConfigError(f"simulated worker {spec.name!r}: unknown world {self.world!r}; known: {sorted(RESPONDERS)}")
         self.calls = 0
 
     def _rng(self, messages: list[dict], seed: Optional[int]) -> random.Random:
