@@ -47,6 +47,14 @@ class TraceNotFound(KeyError):
     pass
 
 
+class AmbiguousTrace(TraceNotFound):
+    """A prefix that matches several runs; ``candidates`` are their list rows (newest first)."""
+
+    def __init__(self, message: str, candidates: list[dict]):
+        super().__init__(message)
+        self.candidates = candidates
+
+
 class TraceStore:
     def __init__(self, path: Optional[str | Path] = None):
         self.path = Path(path) if path is not None else default_trace_path()
@@ -68,19 +76,26 @@ class TraceStore:
             self._db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
 
     def get(self, run_id: str) -> Run:
+        """The run with this id, or with the one id that starts with it (as with git hashes)."""
+        pattern = run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         with self._lock:
             row = self._db.execute("SELECT record FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row is None:
-                # A unique prefix works too, as with git hashes.
-                rows = self._db.execute("SELECT record FROM runs WHERE id LIKE ? LIMIT 2", (run_id + "%",)).fetchall()
-                row = rows[0] if len(rows) == 1 else None
-        if row is None:
-            raise TraceNotFound(f"no trace with id {run_id!r} in {self.path}")
-        return Run.model_validate_json(row[0])
+            ids = [] if row is not None else [r[0] for r in self._db.execute(
+                "SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY created_at DESC LIMIT 11", (pattern,))]
+            if len(ids) == 1:
+                row = self._db.execute("SELECT record FROM runs WHERE id = ?", (ids[0],)).fetchone()
+        if row is not None:
+            return Run.model_validate_json(row[0])
+        if len(ids) > 1:
+            count = f"{len(ids)}" if len(ids) <= 10 else "more than 10 (the 10 newest below)"
+            raise AmbiguousTrace(f"{run_id!r} starts {count} trace ids", self.list(limit=10, ids=ids[:10]))
+        raise TraceNotFound(f"no trace with id {run_id!r} in {self.path}")
 
-    def list(self, limit: int = 20, offset: int = 0, *, api_key: Optional[str] = None) -> list[dict]:
-        """Newest first; with ``api_key``, only runs whose metadata names that server key."""
+    def list(self, limit: int = 20, offset: int = 0, *, api_key: Optional[str] = None, ids: Optional[list[str]] = None) -> list[dict]:
+        """Newest first; with ``api_key``, only runs whose metadata names that server key; with ``ids``, only those."""
         where, args = ("WHERE json_extract(record, '$.metadata.api_key') = ?", (api_key,)) if api_key is not None else ("", ())
+        if ids is not None:
+            where, args = f"WHERE id IN ({','.join('?' * len(ids))})", tuple(ids)
         with self._lock:
             cursor = self._db.execute(
                 "SELECT id, created_at, question, policy, pool, status, final_answer, steps, calls, tokens, cost_usd, wall_s "
