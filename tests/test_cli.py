@@ -284,3 +284,23 @@ def test_a_router_policy_without_its_extra_is_an_error_naming_it(tmp_path, monke
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, result.output
     assert "policy 'router:" in words(result.output) and "pip install 'openconductor[router]'" in words(result.output)
+
+
+def test_ctrl_c_during_eval_keeps_the_finished_runs_and_the_same_command_resumes(tmp_path):
+    env = dict(os.environ, OPENCONDUCTOR_TRACES=str(tmp_path / "traces.sqlite3"), PYTHONPATH=os.pathsep.join(sys.path))
+    args = [sys.executable, "-m", "openconductor", "eval", "-t", "basic_arithmetic", "--limit", "1", "--pool", str(sim_pool(tmp_path, 60.0)),
+            "-p", "single:fast", "-p", "single:slow", "--out", str(tmp_path / "out"), "--no-cache"]
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    results = tmp_path / "out" / "results.jsonl"
+    try:
+        deadline = time.monotonic() + 60
+        while not (results.exists() and results.read_text().count("\n") == 1):
+            assert time.monotonic() < deadline, "no run finished"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err
+    assert f"cancelled: 1 run(s) finished in this invocation and are in {results}" in words(err)
+    assert [json.loads(line)["policy"] for line in results.read_text().splitlines()] == ["single:fast"]

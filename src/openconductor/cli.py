@@ -18,7 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .clikit import console, err, fail, load_pool_or_default, lowered_limits
+from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits
 from .executor import Event, solve
 from .policies import make_policy, policy_names
 from .pool import Pool, PoolConfigError
@@ -204,21 +204,13 @@ def ask(
 
 
 def cancelled(run: Optional[Run], store: Optional[TraceStore]) -> NoReturn:
-    """Say what Ctrl-C left behind, then exit 130 at once.
-
-    ``os._exit``: an in-process model generating in a worker thread cannot be interrupted, and a normal
-    exit would wait for it; the trace is already on disk (SQLite commits each save).
-    """
+    """Say what Ctrl-C left behind (solve() has closed the run as cancelled and saved it), then exit 130."""
     if run is None:
-        err.print("cancelled before the run started", highlight=False)
-    else:
-        done = sum(1 for s in run.steps if s.status == "ok")
-        what = f"{done} of {len(run.steps)} step(s) had finished" if run.plan is not None else "the conductor was still planning"
-        where = f"saved as cancelled: conductor trace {run.id[:8]}" if store else "not saved (--no-trace)"
-        err.print(f"cancelled: {what}; the run is {where}", highlight=False)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(130)
+        exit_cancelled("cancelled before the run started")
+    done = sum(1 for s in run.steps if s.status == "ok")
+    what = f"{done} of {len(run.steps)} step(s) had finished" if run.plan is not None else "the conductor was still planning"
+    where = f"saved as cancelled: conductor trace {run.id[:8]}" if store else "not saved (--no-trace)"
+    exit_cancelled(f"cancelled: {what}; the run is {where}")
 
 
 TRACE_TIME = "%m-%d %H:%M"

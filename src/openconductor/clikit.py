@@ -24,6 +24,19 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def exit_cancelled(message: str) -> NoReturn:
+    """After Ctrl-C: say what was kept, then exit 130 at once. ``os._exit``: an in-process model
+    generating in a worker thread cannot be interrupted, and a normal exit would wait for it to finish;
+    what was kept is already on disk (SQLite and results.jsonl are written as work finishes)."""
+    import os
+    import sys
+
+    err.print(message, highlight=False)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)
+
+
 def needs_extra(extra: str, exc: ImportError) -> NoReturn:
     """Fail with the install command for a missing optional dependency."""
     fail(f"this command needs the {extra} extra ({exc.name or exc} is not installed): pip install 'openconductor[{extra}]'")

@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .clikit import console, fail, load_pool_or_default, lowered_limits, require
+from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits, require
 
 
 def _task_options(pairs: list[str]) -> dict:
@@ -115,6 +115,9 @@ def eval_command(
             )
     except (GraderUnavailable, DatasetMissing, EvalError, PoolConfigError) as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        exit_cancelled(f"cancelled: {seen['n']} run(s) finished in this invocation and are in {out / 'results.jsonl'}; "
+                       "the same command resumes from there")
     meta = {
         "pool": spec.name, "workers": [w.name for w in spec.workers], "tasks": {t.name: t.source for t in tasks},
         "policies": [l for l, _ in policies], "repeats": repeats, "seed": seed, "task_seed": task_seed,
