@@ -9,7 +9,7 @@ from openconductor.budget import Limits
 from openconductor.executor import build_messages, clean_answer, solve
 from openconductor.policies import Plan, PlanRequest, Policy
 from openconductor.policies.baselines import GivenWorkflow
-from openconductor.pool import Pool, PoolSpec, WorkerSpec
+from openconductor.pool import Pool, PoolSpec, WorkerCallError, WorkerSpec
 from openconductor.providers.simulated import register_responder
 from openconductor.records import PlanRecord, StepRecord
 from openconductor.workflow import Step, Workflow
@@ -355,3 +355,18 @@ async def test_a_cancelled_run_is_closed_as_cancelled_with_its_finished_steps(tm
     assert [s.status for s in saved.steps] == ["ok", "skipped", "skipped"]
     assert saved.steps[0].output and saved.final_answer == saved.steps[0].output
     assert "cancelled" in saved.steps[1].error and saved.totals.calls == 1
+
+
+async def test_an_in_process_model_that_timed_out_is_not_retried():
+    from openconductor.providers.local_gguf import LocalGGUFProvider
+    from openconductor.providers.transformers_local import TransformersProvider
+
+    assert LocalGGUFProvider.retry_timeouts is False and TransformersProvider.retry_timeouts is False
+    slow = WorkerSpec(name="slow", provider="simulated", options={"latency_s": 1.0}, timeout_s=0.05, max_retries=2)
+    async with pool_of(slow) as pool:
+        worker = pool[0]
+        with pytest.raises(WorkerCallError, match=r"after 3 attempt\(s\): timed out"):
+            await worker.call([{"role": "user", "content": "q"}])  # a remote-like provider: retried
+        worker.provider.retry_timeouts = False  # as the in-process providers declare
+        with pytest.raises(WorkerCallError, match=r"after 1 attempt\(s\): timed out .*in-process model is not retried"):
+            await worker.call([{"role": "user", "content": "q"}])

@@ -247,6 +247,9 @@ class Provider:
     """
 
     supports_grammar = False
+    # False for in-process models: a timed-out generation keeps running in its thread, so a retry
+    # would only compete with it for the same CPU (and the same slots).
+    retry_timeouts = True
     Options: ClassVar[type[BaseModel]] = NoOptions
     key_envs: ClassVar[tuple[str, ...]] = ()
     requires: ClassVar[tuple[str, ...]] = ()
@@ -425,7 +428,9 @@ class Worker:
                 completion.usage.cost_usd = self.spec.cost(completion.usage)
                 return completion, attempts
             except asyncio.TimeoutError:
-                error = ProviderError(f"timed out after {self.spec.timeout_s:g}s", retryable=True)
+                retry = self.provider.retry_timeouts
+                error = ProviderError(f"timed out after {self.spec.timeout_s:g}s" + ("" if retry else
+                                      " (an in-process model is not retried: the timed-out generation still runs; raise timeout_s)"), retryable=retry)
             except ProviderError as exc:
                 error = exc
             except Exception as exc:  # a provider bug or an unmapped SDK error: fail the step, not the run

@@ -166,6 +166,7 @@ class LocalGGUFOptions(BaseModel):
 
 class LocalGGUFProvider(Provider):
     supports_grammar = True
+    retry_timeouts = False
     Options = LocalGGUFOptions
     requires = ("xllamacpp",)
     extra = "local"

@@ -4,8 +4,7 @@
 its base model with peft. A conductor exported by ``conductor train`` also carries
 ``openconductor.json`` (how its prompt was built); ``trained_conductor`` turns that into the pool
 settings and policy options that make the runtime prompt it exactly as it was trained.
-Options: ``device`` (default "cpu", or "cuda"), ``dtype`` ("float32" | "bfloat16" | "float16"),
-``threads`` (torch threads).
+Options: ``TransformersOptions``.
 """
 
 from __future__ import annotations
@@ -92,6 +91,7 @@ class TransformersProvider(Provider):
     """Generates with a transformers model in a worker thread (one generation at a time per model)."""
 
     Options = TransformersOptions
+    retry_timeouts = False
     requires = ("torch", "transformers")
     extra = "train"
 
