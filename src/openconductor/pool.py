@@ -181,7 +181,7 @@ def load_pool(path: str | Path) -> PoolSpec:
     data = read_config(path, PoolConfigError, what="pool file")
 
     def where(loc: tuple) -> str:
-        # workers.2.options -> worker 'gpt' (workers.2).options: the name is what a user searches for
+        # workers.2.options -> worker 'gpt' (workers.2.options): the name is what a user searches for
         dotted = ".".join(str(p) for p in loc)
         workers = data.get("workers")
         if len(loc) >= 2 and loc[0] == "workers" and isinstance(loc[1], int) and isinstance(workers, list) and loc[1] < len(workers):

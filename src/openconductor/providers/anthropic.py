@@ -6,8 +6,8 @@ endpoints (429/5xx/529/timeouts retryable, Retry-After honoured).
 
 No sampling parameters are sent: the Messages API version the SDK (2.x) speaks rejects
 ``temperature``/``top_p``/``top_k`` with a 400, and the SDK no longer takes them. A proxy or an older
-API version that wants them can get them through ``options.extra_body``. Options: ``stop_sequences``,
-``extra_body`` (merged into the request body as is, e.g. ``thinking``).
+API version that wants them can get them through ``options.extra_body``. Options: ``AnthropicOptions``
+(e.g. ``extra_body = { thinking = ... }``).
 """
 
 from __future__ import annotations

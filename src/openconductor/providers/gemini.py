@@ -4,8 +4,7 @@ System messages become ``system_instruction``; assistant turns become ``model`` 
 retries are off (its default when no ``HttpRetryOptions`` is given): ``Worker.call`` retries, and
 errors map to ProviderError as for every provider. A 429's wait comes from the Retry-After header or,
 as Google sends it, from the ``google.rpc.RetryInfo`` detail (``"retryDelay": "7s"``).
-``base_url`` goes to ``HttpOptions(base_url=...)``. Options: ``api_version`` (default the SDK's),
-``top_k``, ``stop_sequences``, ``thinking_budget``.
+``base_url`` goes to ``HttpOptions(base_url=...)``. Options: ``GeminiOptions``.
 """
 
 from __future__ import annotations
