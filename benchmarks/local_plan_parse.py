@@ -32,6 +32,7 @@ async def main(n: int, seed: int, timeout: float) -> None:
     task = load_task("basic_arithmetic", limit=n, seed=seed)
     policy = make_policy("conductor")
     codes: collections.Counter[str] = collections.Counter()
+    reasons: collections.Counter[str] = collections.Counter()  # what the parser said, e.g. "missing list(s)"
     resampled = fallbacks = 0
     seconds = []
     async with Pool(spec) as pool:
@@ -42,6 +43,7 @@ async def main(n: int, seed: int, timeout: float) -> None:
             record = plan.record
             errors = [e.split(":", 1)[0] for e in record.errors]
             codes.update(errors)
+            reasons.update(e.split(":", 2)[1].strip() if e.count(":") >= 2 else e for e in record.errors)
             resampled += record.attempts > 1
             fallbacks += record.fallback is not None
             print(f"question {i:>2}: attempts {record.attempts}  rejected {errors or '-'}  fallback {record.fallback or '-'}  "
@@ -50,6 +52,7 @@ async def main(n: int, seed: int, timeout: float) -> None:
           f"max_attempts {spec.conductor.max_attempts}), {n} plans, median {statistics.median(seconds):.0f} s per plan")
     print(f"plans that needed a resample: {resampled} of {n}; plans that fell back: {fallbacks} of {n}")
     print(f"rejected attempts by error: {dict(codes) or 'none'}")
+    print(f"rejected attempts by parser message: {dict(reasons) or 'none'}")
 
 
 if __name__ == "__main__":
