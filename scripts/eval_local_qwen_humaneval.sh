@@ -7,7 +7,7 @@
 # Resumable; with the response cache a re-run replays for free.
 # Usage: bash scripts/eval_local_qwen_humaneval.sh [OUT_DIR] [N_TEST] [N_TRAIN]
 set -euo pipefail
-OUT=${1:-docs/evaluation/local-qwen-humaneval}
+OUT=${1:-runs/local-qwen-humaneval}
 N_TEST=${2:-40}
 N_TRAIN=${3:-20}
 PY=${PYTHON:-python}

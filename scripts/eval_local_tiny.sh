@@ -6,7 +6,7 @@
 # Resumable: re-running skips finished runs; with the response cache it replays for free.
 # Usage: bash scripts/eval_local_tiny.sh [OUT_DIR] [N_TEST] [N_TRAIN]
 set -euo pipefail
-OUT=${1:-docs/evaluation/local-tiny}
+OUT=${1:-runs/local-tiny}
 N_TEST=${2:-30}
 N_TRAIN=${3:-30}
 PY=${PYTHON:-python}

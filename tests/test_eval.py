@@ -194,6 +194,93 @@ def test_cli_eval_bad_input(tmp_path):
     assert option.exit_code == 2 and "key=value" in option.output
 
 
+# ------------------------------------------------------------------- an --out folder of another setup
+
+
+def _skills(spec, beta: float):
+    """The same pool (same name, same worker names) with beta's skill changed: other numbers, same labels."""
+    workers = [w.model_copy(update={"options": {**w.options, "skill": beta}}) if w.name == "beta" else w for w in spec.workers]
+    return spec.model_copy(update={"workers": workers})
+
+
+async def test_resuming_into_a_folder_of_another_pool_is_refused(tmp_path, pool_spec, task):
+    policies = parse_policy_specs(["single:*"], pool_spec)
+    await run_eval([task], policies, pool_spec, tmp_path / "out")
+    other = _skills(pool_spec, 1.0)
+    with pytest.raises(EvalError, match=r"holds results of another setup.*the pool: 'sim-eval' there, 'sim-eval' now \(same name, other workers"):
+        await run_eval([task], parse_policy_specs(["single:*"], other), other, tmp_path / "out")
+    assert len(load_records(tmp_path / "out" / RESULTS_FILE)) == 12  # nothing was mixed in
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ("task", "question(s) of task 'basic_arithmetic' differ"),
+    ("seed", "seed: 0 there, 5 now"),
+    ("limits", "limits:"),
+    ("conductor", "policy 'conductor' is set up differently"),
+])
+async def test_resuming_with_other_questions_settings_or_policy_setup_is_refused(tmp_path, pool_spec, task, change, fragment):
+    await run_eval([task], parse_policy_specs(["conductor"], pool_spec), pool_spec, tmp_path / "out")
+    spec, kwargs, tasks = pool_spec, {}, [task]
+    if change == "task":  # same ids ("1-0", ...), other numbers
+        tasks = [load_task("basic_arithmetic", limit=6, seed=1, **{**ARITH, "max_digits": 2})]
+    elif change == "seed":
+        kwargs["seed"] = 5
+    elif change == "limits":
+        kwargs["limits"] = spec.limits.model_copy(update={"max_calls": 2})
+    else:
+        spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"max_steps": 1})})
+    with pytest.raises(EvalError, match=re.escape(fragment)):
+        await run_eval(tasks, parse_policy_specs(["conductor"], spec), spec, tmp_path / "out", **kwargs)
+
+
+async def test_the_same_setup_extends_with_more_questions_policies_and_repeats(tmp_path, pool_spec):
+    small = load_task("basic_arithmetic", limit=3, seed=1, **ARITH)
+    await run_eval([small], parse_policy_specs(["single:alpha"], pool_spec), pool_spec, tmp_path / "out")
+    big = load_task("basic_arithmetic", limit=6, seed=1, **ARITH)
+    records = await run_eval([big], parse_policy_specs(["single:alpha", "moa"], pool_spec), pool_spec, tmp_path / "out", repeats=2)
+    assert len(records) == 6 * 2 * 2
+    setup = json.loads((tmp_path / "out" / "setup.json").read_text())
+    assert sorted(setup["policies"]) == ["moa", "single:alpha"] and len(setup["questions"]["basic_arithmetic"]) == 6
+
+
+async def test_a_results_folder_without_a_setup_is_refused_and_fresh_moves_it_aside(tmp_path, pool_spec, task):
+    from openconductor.evaluation import start_fresh
+
+    policies = parse_policy_specs(["single:alpha"], pool_spec)
+    out = tmp_path / "out"
+    await run_eval([task], policies, pool_spec, out)
+    (out / "setup.json").unlink()  # as an older openconductor left it
+    with pytest.raises(EvalError, match="without a setup.json .* pass --fresh"):
+        await run_eval([task], policies, pool_spec, out)
+    moved = start_fresh(out)
+    assert (moved / RESULTS_FILE).exists() and not (out / RESULTS_FILE).exists()
+    assert len(await run_eval([task], policies, pool_spec, out)) == 6
+
+
+def test_cli_eval_into_a_folder_of_another_pool_says_so_and_fresh_starts_over(tmp_path):
+    other = tmp_path / "other.toml"
+    other.write_text(SIM_POOL.read_text().replace("skill = 0.0", "skill = 1.0"))
+    base = ["eval", "--task", "basic_arithmetic", "--limit", "2", "-p", "single:*", "--out", str(tmp_path / "out"), "--no-cache"]
+    base += [arg for key, value in ARITH.items() for arg in ("--task-option", f"{key}={json.dumps(value)}")]
+    runner = CliRunner()
+    assert runner.invoke(app, base + ["--pool", str(SIM_POOL)]).exit_code == 0
+    assert "| single:beta | 2 | 0.0 ± 0.0 |" in (tmp_path / "out" / "table.md").read_text()
+    refused = runner.invoke(app, base + ["--pool", str(other)])
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2 and "holds results of another setup" in said and "pass --fresh" in said
+    fresh = runner.invoke(app, base + ["--pool", str(other), "--fresh"])
+    assert fresh.exit_code == 0, fresh.output
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "| single:beta | 2 | 100.0 ± 0.0 |" in table  # the new pool's numbers, not the old ones
+    assert any(p.name.startswith("replaced-") for p in (tmp_path / "out").iterdir())
+
+
+def test_cli_eval_rejects_zero_or_negative_max_calls(tmp_path):
+    for value in ("0", "-1"):
+        result = CliRunner().invoke(app, ["eval", "-t", "basic_arithmetic", "--pool", str(SIM_POOL), "--max-calls", value, "--out", str(tmp_path)])
+        assert result.exit_code == 2 and f"--max-calls {value}: should be greater than or equal to 1" in " ".join(result.output.split())
+
+
 # ------------------------------------------------------------------------------------------ router
 
 
@@ -272,3 +359,10 @@ def test_cli_eval_on_the_real_local_pool(tmp_path):
     assert all(r.tokens > 0 and r.calls >= 1 and r.run_id for r in records)
     store = TraceStore()
     assert all(store.get(r.run_id).question == r.question for r in records)
+
+
+def test_cli_eval_with_an_unknown_simulated_world_is_an_error_not_a_traceback(tmp_path):
+    pool = tmp_path / "p.toml"
+    pool.write_text('[[workers]]\nname = "w"\nprovider = "simulated"\noptions = { world = "no-such-world" }\n')
+    result = CliRunner().invoke(app, ["eval", "-t", "basic_arithmetic", "--limit", "1", "-p", "single", "--pool", str(pool), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "unknown world 'no-such-world'" in " ".join(result.output.split())

@@ -9,7 +9,7 @@ from openconductor.budget import Limits
 from openconductor.executor import build_messages, clean_answer, solve
 from openconductor.policies import Plan, PlanRequest, Policy
 from openconductor.policies.baselines import GivenWorkflow
-from openconductor.pool import Pool, PoolSpec, WorkerSpec
+from openconductor.pool import Pool, PoolSpec, WorkerCallError, WorkerSpec
 from openconductor.providers.simulated import register_responder
 from openconductor.records import PlanRecord, StepRecord
 from openconductor.workflow import Step, Workflow
@@ -347,3 +347,85 @@ def test_echo_detection_spares_answers_and_short_spans():
     assert not echoes_prompt("Calculate 2 + 3", messages)  # a short span is not flagged
     assert echoes_prompt("Calculate 2 + 3. End with 'Final answer: <answer>'.", messages)
     assert echoes_prompt("Sure.\n</Overall task>", messages) and echoes_prompt(PREAMBLE[:70], messages)
+
+
+# ------------------------------------------------------------------------ plan failures never escape
+
+
+async def test_a_pool_without_a_conductor_backend_ends_plan_failed_not_raising():
+    from openconductor.policies import make_policy
+
+    async with pool_of(sim("a")) as pool:
+        run = await solve("q", make_policy("conductor"), pool)
+    assert run.status == "plan_failed" and run.steps == []
+    assert "declares no conductor backend" in run.error and run.plan.errors[0].startswith("policy_error: ")
+
+
+async def test_a_router_trained_on_other_workers_ends_plan_failed_not_raising():
+    np = pytest.importorskip("numpy")
+    from openconductor.policies.router import LearnedRouter, RouterModel
+
+    model = RouterModel(["elsewhere"], np.zeros((1, 384)), np.zeros(1), train_questions=1, train_accuracy={"elsewhere": 1.0})
+    async with pool_of(sim("a")) as pool:
+        run = await solve("q", LearnedRouter(model), pool)
+    assert run.status == "plan_failed" and "none is in pool" in run.error
+
+
+async def test_a_recursive_round_whose_policy_raises_keeps_the_answer():
+    class Planner(Policy):
+        name = "planner"
+
+        async def plan(self, request):
+            if request.previous is not None:
+                raise ValueError("cannot verify")
+            wf = Workflow((Step(0, "solve", ()), Step(1, "verify", "all")))
+            return Plan(wf, PlanRecord(policy=self.name, workflow=wf.to_dict()))
+
+    async with pool_of(sim("a"), WorkerSpec(name="me", provider="conductor")) as pool:
+        run = await solve("q", Planner(), pool)
+    assert run.status == "ok" and run.steps[1].nested.status == "plan_failed"
+    assert run.final_answer == run.steps[0].output
+
+
+# -------------------------------------------------------------------------------------- cancellation
+
+
+async def test_a_cancelled_run_is_closed_as_cancelled_with_its_finished_steps(tmp_path):
+    from openconductor.traces import TraceStore
+
+    store = TraceStore(tmp_path / "t.sqlite3")
+    wf = Workflow((Step(0, "fast", ()), Step(1, "slow", (0,)), Step(0, "never", (1,))))
+    first_done = asyncio.Event()
+
+    def on_event(event):
+        store.handler()(event)
+        if event.type == "step_finished" and event.step.index == 0:
+            first_done.set()
+
+    async with pool_of(sim("fast"), sim("slow", latency=30.0)) as pool:
+        task = asyncio.create_task(solve("q", GivenWorkflow(wf), pool, on_event=on_event))
+        await first_done.wait()
+        await asyncio.sleep(0.05)  # step 1 is now running
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    saved = store.get(store.list(1)[0]["id"])
+    assert saved.status == "cancelled" and store.list(1)[0]["status"] == "cancelled"
+    assert [s.status for s in saved.steps] == ["ok", "skipped", "skipped"]
+    assert saved.steps[0].output and saved.final_answer == saved.steps[0].output
+    assert "cancelled" in saved.steps[1].error and saved.totals.calls == 1
+
+
+async def test_an_in_process_model_that_timed_out_is_not_retried():
+    from openconductor.providers.local_gguf import LocalGGUFProvider
+    from openconductor.providers.transformers_local import TransformersProvider
+
+    assert LocalGGUFProvider.retry_timeouts is False and TransformersProvider.retry_timeouts is False
+    slow = WorkerSpec(name="slow", provider="simulated", options={"latency_s": 1.0}, timeout_s=0.05, max_retries=2)
+    async with pool_of(slow) as pool:
+        worker = pool[0]
+        with pytest.raises(WorkerCallError, match=r"after 3 attempt\(s\): timed out"):
+            await worker.call([{"role": "user", "content": "q"}])  # a remote-like provider: retried
+        worker.provider.retry_timeouts = False  # as the in-process providers declare
+        with pytest.raises(WorkerCallError, match=r"after 1 attempt\(s\): timed out .*in-process model is not retried"):
+            await worker.call([{"role": "user", "content": "q"}])

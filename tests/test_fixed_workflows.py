@@ -27,7 +27,7 @@ async def test_a_named_workflow_runs_its_steps_by_worker_name():
         run = await solve("q", make_policy("fixed", workflow="b-then-a"), pool)
     assert run.status == "ok" and run.policy == "fixed:b-then-a"
     assert [(s.worker_name, s.subtask, s.access) for s in run.steps] == [("b", "Draft it.", []), ("a", "Finish it.", "all")]
-    assert run.plan.workflow["reasoning"] == "b drafts, a finishes"
+    assert run.plan.workflow.reasoning == "b drafts, a finishes"
 
 
 async def test_a_workflow_file_is_resolved_against_the_pool_and_accepts_in_verification(tmp_path):

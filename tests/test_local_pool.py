@@ -40,7 +40,7 @@ def test_ask_on_the_real_local_pool_writes_a_trace(tmp_path):
     listed = conductor("traces", "--json", env=env)
     assert json.loads(listed.stdout.splitlines()[0])["id"] == run["id"]
     table = conductor("traces", env=env)
-    assert run["id"] in table.stdout
+    assert run["id"][:8] in table.stdout  # the list shows ids as `conductor trace` takes them: 8-character prefixes
     shown = conductor("trace", run["id"][:8], "--json", env=env)
     assert json.loads(shown.stdout)["final_answer"] == run["final_answer"]
 

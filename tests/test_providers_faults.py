@@ -13,7 +13,7 @@ from fault_server import Fault, FaultServer
 from openconductor.executor import solve
 from openconductor.policies.base import make_policy
 from openconductor.policies.lm import LMConductor
-from openconductor.pool import Pool, PoolSpec, ProviderError, WorkerSpec, load_pool
+from openconductor.pool import Pool, PoolConfigError, PoolSpec, WorkerSpec, load_pool
 from openconductor.providers.common import retry_after_seconds
 from openconductor.providers.gemini import retry_delay
 
@@ -184,29 +184,38 @@ async def test_retries_exhausted_is_a_failed_step_not_an_exception(server, provi
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-async def test_missing_api_key_is_a_clear_step_error(server, provider, monkeypatch):
+def test_missing_api_key_is_found_when_the_pool_loads(server, provider, monkeypatch):
     monkeypatch.delenv("OC_FAULT_UNSET_KEY", raising=False)
-    async with one_worker_pool(worker_spec(provider, server, api_key_env="OC_FAULT_UNSET_KEY")) as pool:
+    with pytest.raises(PoolConfigError, match=rf"OC_FAULT_UNSET_KEY \(worker 'remote-{provider}'\)"):
+        one_worker_pool(worker_spec(provider, server, api_key_env="OC_FAULT_UNSET_KEY"))
+    assert server.log == []  # nothing was sent without a key
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_key_unset_after_the_pool_loaded_is_a_clear_step_error(server, provider, monkeypatch):
+    async with one_worker_pool(worker_spec(provider, server)) as pool:
+        monkeypatch.delenv(KEY_ENV)
         run = await solve("q", make_policy("single"), pool)
     step = run.steps[0]
     assert run.status == "error" and step.attempts == 1
-    assert "OC_FAULT_UNSET_KEY" in step.error and "not set" in step.error
-    assert server.log == []  # nothing was sent without a key
+    assert KEY_ENV in step.error and "not set" in step.error
+    assert server.log == []
 
 
 @pytest.mark.parametrize(
     "provider, envs",
     [("anthropic", ["ANTHROPIC_API_KEY"]), ("gemini", ["GEMINI_API_KEY", "GOOGLE_API_KEY"]), ("openai", ["OPENAI_API_KEY"])],
 )
-async def test_default_key_env_is_named_when_unset(server, provider, envs, monkeypatch):
+def test_default_key_env_is_named_when_unset(server, provider, envs, monkeypatch):
     for env in envs:
         monkeypatch.delenv(env, raising=False)
     spec = worker_spec(provider, server, api_key_env=None)
     if provider == "openai":
         spec.base_url = None  # a custom base_url may be keyless; api.openai.com is not (no request is made)
-    async with one_worker_pool(spec) as pool:
-        with pytest.raises(ProviderError, match=" or ".join(envs)):
-            await pool[0].provider.complete([{"role": "user", "content": "hi"}], max_tokens=8, temperature=0)
+    with pytest.raises(PoolConfigError, match=" or ".join(envs)):
+        one_worker_pool(spec)
+    if provider == "openai":  # the same worker against a custom endpoint needs no key
+        one_worker_pool(spec.model_copy(update={"base_url": server.url + "/v1"}))
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

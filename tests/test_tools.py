@@ -192,10 +192,11 @@ async def test_a_fork_bomb_and_a_memory_hog_are_contained():
 
 
 def test_bad_python_options_are_a_pool_config_error():
-    with pytest.raises(PoolConfigError, match=r"worker 'py' \(python\): options.wall_s"):
-        make_provider(WorkerSpec(name="py", provider="python", options={"wall_s": 0}))
-    with pytest.raises(PoolConfigError, match="options.shell: Extra inputs are not permitted"):
-        make_provider(WorkerSpec(name="py", provider="python", options={"shell": True}))
+    # Options are checked where the worker is declared (the pool file), before any provider exists.
+    with pytest.raises(ValueError, match=r"wall_s: Input should be greater than 0 \(provider 'python' takes options: wall_s"):
+        WorkerSpec(name="py", provider="python", options={"wall_s": 0})
+    with pytest.raises(ValueError, match="shell: Extra inputs are not permitted"):
+        WorkerSpec(name="py", provider="python", options={"shell": True})
     with pytest.raises(PoolConfigError, match="sandbox settings file .* does not exist"):
         make_provider(WorkerSpec(name="py", provider="python", options={"sandbox": "/nonexistent/sandbox.toml"}))
 

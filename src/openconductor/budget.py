@@ -10,18 +10,22 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from .records import Usage
 
 
 class Limits(BaseModel):
+    """Per-request ceilings. ``None`` means no ceiling; zero is allowed only for ``max_depth`` (no
+    recursive round). A run needs at least one worker call, one token and some money, so 0 for
+    the others is rejected rather than read as "unlimited"; negative values are always rejected."""
+
     model_config = ConfigDict(extra="forbid")
 
-    max_depth: int = 1  # recursive conductor rounds below the top one
-    max_calls: int = 20  # worker calls per request, all rounds together
-    max_tokens: Optional[int] = None  # worker + conductor tokens per request
-    max_cost_usd: Optional[float] = None
+    max_depth: int = Field(1, ge=0)  # recursive conductor rounds below the top one
+    max_calls: int = Field(20, ge=1)  # worker calls per request, all rounds together
+    max_tokens: Optional[int] = Field(None, ge=1)  # worker + conductor tokens per request
+    max_cost_usd: Optional[float] = Field(None, gt=0)
 
     def tightened(self, other: "Limits") -> "Limits":
         """The stricter of two limit sets (a request may lower its key's ceiling, never raise it)."""

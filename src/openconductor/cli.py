@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Group
 from rich.live import Live
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .budget import Limits
-from .clikit import console, fail, load_pool_or_default
+from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits
 from .executor import Event, solve
 from .policies import make_policy, policy_names
 from .pool import Pool, PoolConfigError
 from .records import Run
-from .traces import TraceNotFound, TraceStore
+from .traces import AmbiguousTrace, TraceNotFound, TraceStore
 
 app = typer.Typer(help="openconductor: an LM conductor that plans workflows over a pool of LLMs.", no_args_is_help=True)
 
@@ -69,7 +70,7 @@ class LiveView:
         parts = []
         if run.plan.fallback:
             parts.append(Text(f"conductor fallback: {run.plan.fallback}", style="yellow"))
-        parts.append(Text(f"workflow ({len(run.steps)} steps) — {run.plan.workflow and run.plan.workflow.get('reasoning', '')}", style="bold"))
+        parts.append(Text(f"workflow ({len(run.steps)} steps) — {run.plan.workflow.reasoning if run.plan.workflow else ''}", style="bold"))
         for step in run.steps:
             parts.append(step_panel(step, self.partial.get((0, step.index), "")))
         return Group(*parts)
@@ -111,28 +112,57 @@ def summary(run: Run) -> Table:
 # ------------------------------------------------------------------------------------------- commands
 
 
+def read_question(question: Optional[str]) -> str:
+    """The question: the argument; else text piped or redirected into stdin; else the sample question.
+
+    An empty or blank question is an error (it would run a whole workflow on nothing). Only a pipe or
+    a file counts as input: a terminal or /dev/null (cron, CI) leaves the sample question.
+    """
+    if question is None and _stdin_has_input():
+        question = sys.stdin.read()
+        if not question.strip():
+            fail("stdin held no question: pipe some text (echo 'What is 2+2?' | conductor ask) or pass it as an argument")
+    if question is None:
+        return SAMPLE_QUESTION
+    if not question.strip():
+        fail('the question is empty: conductor ask "What is 17 * 23?" (or leave it out for a sample question)')
+    return question.strip()
+
+
+def _stdin_has_input() -> bool:
+    import stat
+
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):  # no real stdin (closed, or replaced in tests)
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
 @app.command()
 def ask(
-    question: str = typer.Argument(SAMPLE_QUESTION, help="The question (a sample one if omitted)."),
+    question: Optional[str] = typer.Argument(None, help="The question; read from stdin when piped; a sample question if neither.", show_default=False),
     pool_file: Optional[Path] = typer.Option(None, "--pool", help="Pool file (TOML/YAML). Default: the offline local pool."),
     policy: str = typer.Option("conductor", help=f"Policy: {', '.join(policy_names())}."),
     worker: Optional[str] = typer.Option(None, help="Worker for single/self-reflection, aggregator for moa."),
     rounds: int = typer.Option(2, help="Revision rounds for self-reflection."),
-    max_calls: Optional[int] = typer.Option(None, help="Cap on worker calls (lowers the pool's limit)."),
-    max_tokens: Optional[int] = typer.Option(None, help="Cap on tokens for the whole request."),
-    max_cost: Optional[float] = typer.Option(None, help="Cap on cost in USD for the whole request."),
+    max_calls: Optional[int] = typer.Option(None, help="Cap on worker calls, at least 1 (lowers the pool's limit; never raises it)."),
+    max_tokens: Optional[int] = typer.Option(None, help="Cap on tokens for the whole request, at least 1."),
+    max_cost: Optional[float] = typer.Option(None, help="Cap on cost in USD for the whole request, above 0."),
     seed: Optional[int] = typer.Option(None, help="Sampling seed (reproducible runs on local models)."),
     as_json: bool = typer.Option(False, "--json", help="Print one machine-readable Run and nothing else."),
     trace: bool = typer.Option(True, help="Save the run to the trace store."),
     conductor_dir: Optional[Path] = typer.Option(None, "--conductor", help="A trained conductor checkpoint dir (conductor train's final/) as the conductor backend."),
 ):
     """Plan a workflow for QUESTION and run it on the pool."""
+    question = read_question(question)
     spec, conductor_options = load_pool_or_default(pool_file, conductor_dir)
-    limits = spec.limits.tightened(Limits(max_calls=max_calls or spec.limits.max_calls, max_tokens=max_tokens, max_cost_usd=max_cost, max_depth=spec.limits.max_depth))
+    limits = lowered_limits(spec.limits, max_calls=max_calls, max_tokens=max_tokens, max_cost_usd=max_cost)
     chosen = build_policy(policy, worker, rounds)
     if conductor_options and policy == "conductor":
         chosen = make_policy("conductor", **conductor_options)
     store = TraceStore() if trace else None
+    latest: dict[str, Run] = {}  # the run so far, for the Ctrl-C message
 
     async def go() -> Run:
         handlers = [store.handler()] if store else []
@@ -141,6 +171,7 @@ def ask(
             handlers.append(view.on_event)
 
         def on_event(event: Event) -> None:
+            latest["run"] = event.run if event.run.depth == 0 else latest.get("run", event.run)
             for h in handlers:
                 h(event)
 
@@ -155,10 +186,15 @@ def ask(
                 return await solve(question, chosen, pool, limits=limits, on_event=on_event, seed=seed)
         except PoolConfigError as exc:
             fail(str(exc))
+        except asyncio.CancelledError:  # Ctrl-C: solve() has closed the run as cancelled and saved it
+            cancelled(latest.get("run"), store)
 
     if not as_json:
         console.print(f"[bold]question:[/] {question}\n[dim]pool {spec.name}: {', '.join(w.name for w in spec.workers)} · policy {chosen.name}[/]")
-    run = asyncio.run(go())
+    try:
+        run = asyncio.run(go())
+    except KeyboardInterrupt:  # before the run started
+        cancelled(latest.get("run"), store)
     if as_json:
         sys.stdout.write(run.model_dump_json() + "\n")
     else:
@@ -167,37 +203,69 @@ def ask(
     raise typer.Exit(0 if run.status in ("ok", "limit") else 1)
 
 
+def cancelled(run: Optional[Run], store: Optional[TraceStore]) -> NoReturn:
+    """Say what Ctrl-C left behind (solve() has closed the run as cancelled and saved it), then exit 130."""
+    if run is None:
+        exit_cancelled("cancelled before the run started")
+    done = sum(1 for s in run.steps if s.status == "ok")
+    what = f"{done} of {len(run.steps)} step(s) had finished" if run.plan is not None else "the conductor was still planning"
+    where = f"saved as cancelled: conductor trace {run.id[:8]}" if store else "not saved (--no-trace)"
+    exit_cancelled(f"cancelled: {what}; the run is {where}")
+
+
+TRACE_TIME = "%m-%d %H:%M"
+
+
 @app.command()
 def traces(
-    limit: int = typer.Option(20, help="How many recent runs."),
+    limit: int = typer.Option(20, min=1, help="How many recent runs."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
 ):
-    """List recent runs from the trace store."""
+    """List recent runs from the trace store (newest first)."""
     store = TraceStore()
     rows = store.list(limit)
     if as_json:
         sys.stdout.writelines(json.dumps(row) + "\n" for row in rows)
         return
-    table = Table("when", "policy", "status", "steps", "calls", "tokens", "s", "question")
-    table.add_column("id", no_wrap=True, min_width=16)
-    for row in rows:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["created_at"]))
-        table.add_row(when, row["policy"], row["status"], str(row["steps"]), str(row["calls"]), str(row["tokens"]), f"{row['wall_s']:.1f}", row["question"][:60], row["id"])
+    if not rows:
+        console.print(f"no runs yet in {store.path}; run one with: conductor ask \"What is 17 * 23?\"", markup=False)
+        return
+    # Readable at 80 columns: the question takes what the fixed columns leave; wider terminals get more.
+    fixed = ["id", "when", "status", "steps"] + (["policy", "tokens", "s"] if console.width >= 110 else [])
+    cells = [
+        {"id": row["id"][:8], "when": time.strftime(TRACE_TIME, time.localtime(row["created_at"])), "status": row["status"],
+         "steps": str(row["steps"]), "policy": row["policy"][:16], "tokens": str(row["tokens"]), "s": f"{row['wall_s']:.0f}"}
+        for row in rows
+    ]
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    widths = {name: max(len(name), *(len(c[name]) for c in cells)) for name in fixed}
+    for name in fixed:
+        table.add_column(name, no_wrap=True, min_width=widths[name], justify="right" if name in ("steps", "tokens", "s") else "left")
+    # An explicit width: left to share, rich would squeeze a narrow column out before cutting the question.
+    table.add_column("question", no_wrap=True, overflow="ellipsis", max_width=max(12, console.width - sum(widths.values()) - 2 * len(fixed)))
+    for row, c in zip(rows, cells):
+        table.add_row(*(c[name] for name in fixed), " ".join(row["question"].split()))
     console.print(table)
-    console.print(f"[dim]{store.path}[/]")
+    console.print(f"[dim]{len(rows)} most recent in {store.path}; details: conductor trace ID[/]")
 
 
 @app.command("trace")
-def show_trace(run_id: str, as_json: bool = typer.Option(False, "--json", help="Print the whole Run as JSON.")):
+def show_trace(
+    run_id: str = typer.Argument(..., help="A run id or a unique prefix of one (as `conductor traces` shows)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole Run as JSON."),
+):
     """Show one run: its workflow, every step's context and output, totals."""
     try:
         run = TraceStore().get(run_id)
+    except AmbiguousTrace as exc:
+        lines = [f"  {c['id']}  {time.strftime(TRACE_TIME, time.localtime(c['created_at']))}  {c['status']}  {c['question'][:50]}" for c in exc.candidates]
+        fail(f"{exc.args[0]}; give more of the id:\n" + "\n".join(lines))
     except TraceNotFound as exc:
         fail(str(exc.args[0]))
     if as_json:
         sys.stdout.write(run.model_dump_json(indent=2) + "\n")
         return
-    console.print(f"[bold]question:[/] {run.question}\n[dim]policy {run.policy} · pool {run.pool}[/]")
+    console.print(f"[bold]question:[/] {run.question}\n[dim]policy {run.policy} · pool {run.pool} · status {run.status}[/]")
     if run.plan:
         console.print(Panel(run.plan.raw or "", title="conductor output", border_style="blue"))
         for error in run.plan.errors:
@@ -210,13 +278,58 @@ def show_trace(run_id: str, as_json: bool = typer.Option(False, "--json", help="
 
 @app.command()
 def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; default: the offline local pool.")):
-    """Show a pool as the conductor sees it, with each worker's settings."""
-    spec, _ = load_pool_or_default(pool_file)
-    table = Table("id", "name", "provider", "model", "max_tokens", "concurrency", "$/1M in", "$/1M out")
-    for i, w in enumerate(spec.workers):
-        table.add_row(str(i), w.name, w.provider, w.model, str(w.max_tokens), str(w.concurrency), f"{w.price_input_per_m:g}", f"{w.price_output_per_m:g}")
-    console.print(table)
-    console.print(f"limits: {json.dumps(spec.limits.model_dump())}")
+    """Show a pool as the conductor sees it: workers, the conductor backend, limits, missing keys."""
+    from .pool import missing_requirements
+
+    spec, _ = load_pool_or_default(pool_file, check=False)
+    c = spec.conductor
+    console.print(f"[bold]pool {escape(spec.name)}[/]: {len(spec.workers)} workers, shown to the conductor as {c.show}")
+    for i, w in enumerate(spec.workers):  # plain lines, not a table: readable at 80 columns
+        role = (" [cyan](conductor)[/]" if c.worker == w.name else " [cyan](strongest)[/]" if i == spec.strongest_index()
+                else " [cyan](the conductor itself: a recursive round)[/]" if w.provider == "conductor" else "")
+        console.print(f"[bold]{i:>2}  {escape(w.name)}[/]{role}  {escape(w.provider)} / {escape(w.model or '-')}")
+        console.print(f"    max_tokens {w.max_tokens} · concurrency {w.concurrency} · ${w.price_input_per_m:g} / ${w.price_output_per_m:g} per 1M tokens in / out", highlight=False)
+        if w.description:
+            console.print(f"    [dim]{escape(w.description)}[/]")
+    if c.worker is not None:
+        backend = f"worker {c.worker!r}"
+    elif c.backend is not None:
+        backend = f"{c.backend.name} ({c.backend.provider} / {c.backend.model or '-'})"
+    else:
+        backend = "none declared (only baseline policies can run: --policy single|moa|self-reflection)"
+    console.print(f"conductor: {backend}; at most {c.max_steps} steps, {c.max_attempts} attempt(s), fallback {c.fallback}", markup=False, highlight=False)
+    limits = ", ".join(f"{k} {'none' if v is None else v}" for k, v in spec.limits.model_dump().items())
+    console.print(f"limits per request: {limits}", markup=False, highlight=False)
+    missing = missing_requirements(spec)
+    for m in missing:
+        label = "missing key" if m.kind == "key" else "missing package"
+        console.print(f"[yellow]{label}:[/] {escape(m.what)} for {escape(', '.join(m.workers))}: {escape(m.fix)}")
+    if not missing:
+        console.print("[green]ready:[/] every key and package this pool needs is here")
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        console.print(f"openconductor {package_version()}", markup=False)
+        raise typer.Exit()
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from . import __version__
+
+    try:
+        return version("openconductor")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return __version__
+
+
+@app.callback()
+def main_options(
+    version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True, help="Print the version and exit."),
+):
+    """openconductor: an LM conductor that plans workflows over a pool of LLMs."""
 
 
 def main() -> None:  # pragma: no cover
@@ -231,3 +344,28 @@ from .train.cli import register as _register_train  # noqa: E402
 app.command("serve")(_serve)
 _register_train(app)  # train, plot, train-eval
 _register_eval(app)  # eval, tasks, router-train
+
+# One example per command, shown at the end of its --help (a test checks every command has one).
+EXAMPLES = {
+    "ask": ['conductor ask "What is 17 * 23?"', 'echo "Prove that sqrt(2) is irrational." | conductor ask --pool examples/pools/openai.toml',
+            'conductor ask "..." --policy moa --max-calls 6 --json'],
+    "traces": ["conductor traces --limit 5"],
+    "trace": ["conductor trace 3f2a"],
+    "pool": ["conductor pool examples/pools/mixed.toml"],
+    "serve": ["conductor serve --port 8000", "conductor serve --config examples/server.toml"],
+    "train": ["conductor train examples/train_cpu_smollm2.toml --set grpo.max_steps=10"],
+    "plot": ["conductor plot runs/cpu-smollm2"],
+    "train-eval": ["conductor train-eval examples/train_cpu_smollm2.toml --conductor trained=runs/cpu-smollm2/final"],
+    "eval": ["conductor eval --task gsm8k --limit 20 --policy conductor --policy 'single:*' --pool my_pool.toml --out eval-gsm8k"],
+    "tasks": ["conductor tasks"],
+    "router-train": ["conductor router-train eval-gsm8k/results.jsonl --out router.npz"],
+}
+
+
+def command_name(info) -> str:
+    return info.name or info.callback.__name__.replace("_", "-")
+
+
+for _info in app.registered_commands:
+    _info.epilog = "Example" + ("s" if len(EXAMPLES[command_name(_info)]) > 1 else "") + ":\n\n" + "\n\n".join(
+        f"  {escape(line)}" for line in EXAMPLES[command_name(_info)])

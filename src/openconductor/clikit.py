@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
+    from .budget import Limits
     from .pool import PoolSpec
 
 console = Console()
@@ -21,6 +22,19 @@ def fail(message: str, code: int = 2) -> NoReturn:
     ``pip install 'openconductor[serve]'`` must not be read as rich markup."""
     err.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)
+
+
+def exit_cancelled(message: str) -> NoReturn:
+    """After Ctrl-C: say what was kept, then exit 130 at once. ``os._exit``: an in-process model
+    generating in a worker thread cannot be interrupted, and a normal exit would wait for it to finish;
+    what was kept is already on disk (SQLite and results.jsonl are written as work finishes)."""
+    import os
+    import sys
+
+    err.print(message, highlight=False)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)
 
 
 def needs_extra(extra: str, exc: ImportError) -> NoReturn:
@@ -39,17 +53,43 @@ def require(extra: str, *modules: str) -> None:
             needs_extra(extra, exc)
 
 
-def load_pool_or_default(path: Optional[Path], conductor_dir: Optional[Path] = None) -> tuple["PoolSpec", dict]:
+def load_pool_or_default(path: Optional[Path], conductor_dir: Optional[Path] = None, *, check: bool = True) -> tuple["PoolSpec", dict]:
     """The pool file (or the packaged local pool), with a trained conductor checkpoint as its conductor
-    backend when ``conductor_dir`` is given. Returns (pool spec, the conductor policy's extra options)."""
-    from .pool import PoolConfigError, load_default_pool, load_pool
+    backend when ``conductor_dir`` is given. Returns (pool spec, the conductor policy's extra options).
+    With ``check``, a missing API key or SDK fails here, before any work starts (``pool.check_pool``)."""
+    from .pool import PoolConfigError, check_pool, load_default_pool, load_pool
 
     try:
         spec = load_pool(path) if path else load_default_pool()
-        if conductor_dir is None:
-            return spec, {}
-        from .providers.transformers_local import trained_conductor
+        options: dict = {}
+        if conductor_dir is not None:
+            from .providers.transformers_local import trained_conductor
 
-        return trained_conductor(spec, conductor_dir)
+            spec, options = trained_conductor(spec, conductor_dir)
+        if check:
+            check_pool(spec)
+        return spec, options
     except PoolConfigError as exc:
         fail(str(exc))
+
+
+# The flag each limit is set by, for messages.
+LIMIT_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-tokens", "max_cost_usd": "--max-cost", "max_depth": "--max-depth"}
+
+
+def lowered_limits(ceiling: "Limits", **asked: Optional[float]) -> "Limits":
+    """The pool's limits lowered by a command's ``--max-*`` flags (None: flag not given); a value the
+    ``Limits`` model rejects (0 or negative calls, ...) fails naming the flag."""
+    from pydantic import ValidationError
+
+    from .budget import Limits
+
+    given = {k: v for k, v in asked.items() if v is not None}
+    try:
+        requested = Limits(**{**ceiling.model_dump(), **given})
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        name = str(e["loc"][0])
+        fail(f"{LIMIT_FLAGS.get(name, name)} {e['input']}: {e['msg'].removeprefix('Input ').lower()} "
+             f"(leave it out to keep the pool's limit, {getattr(ceiling, name)})")
+    return ceiling.tightened(requested)

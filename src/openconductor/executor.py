@@ -20,7 +20,7 @@ from .answer_format import AnswerFormat, AnswerFormatError, check_json
 from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous
 from .pool import TOOL_PROVIDERS, Pool, WorkerCallError
-from .records import Run, StepRecord, Totals, Usage
+from .records import PlanRecord, Run, StepRecord, Totals, Usage
 from .reply import answer_text as clean_answer  # the final answer is the reply as a user sees it
 from .workflow import Workflow
 
@@ -176,17 +176,49 @@ async def solve(
 
     ``answer`` (tools, JSON format, stop, sampling) goes to the final step's call only;
     ``max_output_tokens`` caps every worker call's output, so the final answer's too.
+    Cancelled (Ctrl-C, a client that went away), the run ends ``cancelled`` with the steps that had
+    finished, ``run_finished`` is emitted (so the trace store keeps it), and the cancellation goes on.
     """
     start = time.perf_counter()
     ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed, stream_tokens=stream_tokens,
                   answer=answer, max_output_tokens=max_output_tokens)
     run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names, metadata=metadata or {})
     await _emit(on_event, Event("run_started", run))
-    plan = await policy.plan(PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed, budget=ctx.budget))
-    await _run_round(ctx, run, plan)
+    try:
+        plan = await _plan(ctx, PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed, budget=ctx.budget))
+        await _run_round(ctx, run, plan)
+    except asyncio.CancelledError:
+        _cancelled(ctx, run)
+        run.totals.wall_s = time.perf_counter() - start
+        await asyncio.shield(_emit(on_event, Event("run_finished", run)))
+        raise
     run.totals.wall_s = time.perf_counter() - start
     await _emit(on_event, Event("run_finished", run))
     return run
+
+
+async def _plan(ctx: Context, request: PlanRequest) -> Plan:
+    """The policy's plan (the policy reserves its model calls on ``request.budget``). A policy that cannot plan raises ValueError (a pool
+    without a conductor backend, a router without its model, an unknown worker): that becomes a
+    failed plan, as an unparseable one does, so the run ends ``plan_failed`` and says why."""
+    try:
+        plan = await ctx.policy.plan(request)
+    except ValueError as exc:
+        plan = Plan(None, PlanRecord(policy=ctx.policy.name, errors=[f"policy_error: {exc}"]))
+    return plan
+
+
+def _cancelled(ctx: Context, run: Run) -> None:
+    """Close a run that was cancelled: finished steps keep their output, unfinished ones say why."""
+    run.status, run.error = "cancelled", "cancelled before the run finished"
+    for step in run.steps:
+        if step.nested is not None and step.nested.status == "running":
+            _cancelled(ctx, step.nested)
+        if step.status in ("pending", "running"):
+            step.status, step.error = "skipped", "cancelled before this step finished"
+    run.final_answer = final_answer(run.steps)
+    run.limits_hit = list(ctx.limits_hit)
+    run.totals = _totals(run, 0.0)
 
 
 async def _run_round(ctx: Context, run: Run, plan: Plan, final: bool = True) -> None:
@@ -367,7 +399,8 @@ async def _recurse(ctx: Context, run: Run, record: StepRecord, final: bool = Fal
         return
     nested = Run(question=ctx.question, policy=ctx.policy.name, pool=run.pool, workers=run.workers, depth=run.depth + 1)
     record.nested = nested
-    plan = await ctx.policy.plan(
+    plan = await _plan(
+        ctx,
         PlanRequest(
             ctx.question,
             ctx.pool,
@@ -376,7 +409,7 @@ async def _recurse(ctx: Context, run: Run, record: StepRecord, final: bool = Fal
             depth=run.depth + 1,
             seed=ctx.seed,
             budget=ctx.budget,
-        )
+        ),
     )
     if plan.workflow is not None and plan.workflow.is_accept:
         nested.plan, nested.status, nested.final_answer = plan.record, "ok", previous_answer

@@ -24,35 +24,29 @@ A pool file looks like::
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
+import os
 import random
 import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .answer_format import AnswerFormat, AnswerFormatError, prepare
 from .budget import Limits
+from .configfile import problems, read_config
 from .policies.fixed import FixedWorkflowSpec
 from .records import Completion, Usage
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    import tomli as tomllib  # type: ignore
 
 if TYPE_CHECKING:
     from .cache import ResponseCache
 
 log = logging.getLogger(__name__)
 
-ProviderName = Literal[
-    "openai", "anthropic", "gemini", "local_gguf", "transformers", "simulated", "conductor", "python", "retrieval"
-]
 # Pool members that run a tool instead of a language model (no tokens; never a "strongest" default).
 TOOL_PROVIDERS = frozenset({"python", "retrieval"})
 
@@ -61,11 +55,14 @@ class PoolConfigError(ValueError):
     """A pool file that cannot be used; the message names the file and the field."""
 
 
+FALLBACK_HELP = '"strongest", "none" or "worker:<name>"'
+
+
 class WorkerSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    provider: ProviderName
+    provider: str  # a registered provider: openai | anthropic | gemini | local_gguf | transformers | simulated | conductor | ...
     model: str = ""
     base_url: Optional[str] = None
     api_key_env: Optional[str] = None
@@ -80,8 +77,21 @@ class WorkerSpec(BaseModel):
     price_input_per_m: float = 0.0
     price_output_per_m: float = 0.0
     description: str = ""
-    # Provider-specific settings (e.g. n_ctx for local models, latency/skill for simulated ones).
+    # Provider-specific settings, checked against the provider's own ``Options`` model (see ``provider_options``).
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, name: str) -> str:
+        provider_class(name)  # raises naming the registered ones
+        return name
+
+    @field_validator("options")
+    @classmethod
+    def _provider_options(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "provider" in info.data:  # else the provider itself was the error
+            provider_options(info.data["provider"], options)  # raises naming the bad option
+        return options
 
     def cost(self, usage: Usage) -> float:
         return (usage.input_tokens * self.price_input_per_m + usage.output_tokens * self.price_output_per_m) / 1e6
@@ -92,13 +102,26 @@ class ConductorSpec(BaseModel):
 
     worker: Optional[str] = None  # name of a pool worker that runs the conductor prompt
     backend: Optional[WorkerSpec] = None  # or a backend that is not itself a worker
-    max_steps: int = 5
-    max_attempts: int = 3  # parse failures are resampled this many times in all
-    fallback: str = "strongest"  # "strongest" | "worker:<name>" | "none"
+    max_steps: int = Field(5, ge=1)
+    max_attempts: int = Field(3, ge=1)  # parse failures are resampled this many times in all
+    # What runs when every attempt failed: "strongest" (the pool's strongest worker alone), "none" (the
+    # run ends plan_failed) or "worker:<name>" (that worker alone; the name is checked against the pool).
+    fallback: str = "strongest"
     show: Literal["ids", "names", "descriptions"] = "ids"
     fine_grained_access: bool = True  # allow index lists besides "all"/[]
     temperature: float = 0.7
     max_tokens: int = 768
+
+    @field_validator("fallback")
+    @classmethod
+    def _fallback_form(cls, value: str) -> str:
+        if value in ("strongest", "none") or (value.startswith("worker:") and value[len("worker:"):].strip()):
+            return value
+        raise ValueError(f"fallback must be {FALLBACK_HELP}, got {value!r}")
+
+    @property
+    def fallback_worker(self) -> Optional[str]:
+        return self.fallback[len("worker:"):].strip() if self.fallback.startswith("worker:") else None
 
 
 class PoolSpec(BaseModel):
@@ -121,9 +144,13 @@ class PoolSpec(BaseModel):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"worker names must be unique; repeated: {', '.join(dupes)}")
-        for ref in (self.conductor.worker, self.strongest):
+        for field, ref in (("conductor.worker", self.conductor.worker), ("strongest", self.strongest),
+                           ("conductor.fallback", self.conductor.fallback_worker)):
             if ref is not None and ref not in names:
-                raise ValueError(f"unknown worker {ref!r}; the pool has {', '.join(names)}")
+                raise ValueError(f"{field}: unknown worker {ref!r}; the pool has {', '.join(names)}")
+        fallback = self.conductor.fallback_worker
+        if fallback is not None and self.workers[self.index(fallback)].provider == "conductor":
+            raise ValueError(f"conductor.fallback: {fallback!r} is the conductor itself; fall back to a worker that answers")
         for name, workflow in self.workflows.items():
             workflow.check_workers(names, f"workflows.{name}")
         return self
@@ -151,23 +178,35 @@ class PoolSpec(BaseModel):
         if conductor.worker and conductor.worker not in names:
             backend = self.workers[self.index(conductor.worker)]
             conductor = conductor.model_copy(update={"worker": None, "backend": backend})
+        if conductor.fallback_worker is not None and conductor.fallback_worker not in names:
+            conductor = conductor.model_copy(update={"fallback": "strongest"})
         return self.model_copy(update={"workers": workers, "strongest": strongest, "conductor": conductor})
+
+    def all_workers(self) -> list[WorkerSpec]:
+        """Every worker the pool runs: its members and, if declared apart, the conductor backend."""
+        return self.workers + ([self.conductor.backend] if self.conductor.backend is not None else [])
 
 
 def load_pool(path: str | Path) -> PoolSpec:
     path = Path(path)
-    if not path.exists():
-        raise PoolConfigError(f"pool file not found: {path}")
-    text = path.read_text()
+    data = read_config(path, PoolConfigError, what="pool file")
+
+    def where(loc: tuple) -> str:
+        # workers.2.options -> worker 'gpt' (workers.2.options): the name is what a user searches for
+        dotted = ".".join(str(p) for p in loc)
+        workers = data.get("workers")
+        if len(loc) >= 2 and loc[0] == "workers" and isinstance(loc[1], int) and isinstance(workers, list) and loc[1] < len(workers):
+            name = workers[loc[1]].get("name") if isinstance(workers[loc[1]], dict) else None
+            if name:
+                return f"worker {name!r} ({dotted})"
+        if loc[:2] == ("conductor", "backend"):
+            return f"conductor backend ({dotted})"
+        return dotted
+
     try:
-        data = yaml.safe_load(text) if path.suffix in {".yaml", ".yml"} else tomllib.loads(text)
-    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
-        raise PoolConfigError(f"{path}: not valid {'YAML' if path.suffix in {'.yaml', '.yml'} else 'TOML'}: {exc}") from exc
-    try:
-        return PoolSpec.model_validate(data or {})
+        return PoolSpec.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise PoolConfigError(f"{path}: {problems}") from exc
+        raise PoolConfigError(f"{path}: {problems(exc, where)}") from exc
 
 
 def default_pool_path() -> Path:
@@ -206,18 +245,41 @@ class WorkerCallError(RuntimeError):
 TokenCallback = Callable[[str], None]
 
 
+class NoOptions(BaseModel):
+    """A provider that takes no options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 class Provider:
     """One backend kind. Subclasses implement ``complete``; they raise ProviderError on failure.
 
     ``native``: what of a request's ``AnswerFormat`` the backend takes itself ("tools", "json_schema",
     "stop"); ``answer_format.prepare`` adapts the rest (prompted tools, prompted JSON, cut stops).
+    What a subclass declares is checked when a pool loads, before any call: ``Options`` (a pydantic
+    model of its ``options`` table), ``key_envs`` (the environment variables that may hold its API key,
+    tried in order; a worker's ``api_key_env`` replaces them) and ``requires`` (modules it imports,
+    installed by the ``extra``).
     """
 
     supports_grammar = False
     native: frozenset[str] = frozenset()
+    # False for in-process models: a timed-out generation keeps running in its thread, so a retry
+    # would only compete with it for the same CPU (and the same slots).
+    retry_timeouts = True
+    Options: ClassVar[type[BaseModel]] = NoOptions
+    key_envs: ClassVar[tuple[str, ...]] = ()
+    requires: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str] = ""
 
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
+        self.options = self.Options.model_validate(spec.options)
+
+    @classmethod
+    def key_variables(cls, spec: WorkerSpec) -> tuple[str, ...]:
+        """Where this worker's API key must come from (one of them set); empty when it needs none."""
+        return (spec.api_key_env,) if spec.api_key_env else cls.key_envs
 
     async def complete(
         self,
@@ -236,23 +298,91 @@ class Provider:
         return None
 
 
-_PROVIDERS: dict[str, Callable[[WorkerSpec], Provider]] = {}
+# provider name -> a function that returns its class (built-in providers import their module lazily,
+# so a user of remote APIs never loads llama.cpp or torch, and vice versa)
+_PROVIDERS: dict[str, Callable[[], type[Provider]]] = {}
 
 
-def register_provider(name: str):
-    def deco(factory):
-        _PROVIDERS[name] = factory
-        return factory
+def register_provider(name: str, load: Optional[Callable[[], type[Provider]]] = None):
+    """Register a provider class under ``name``: ``@register_provider("x")`` on the class, or
+    ``register_provider("x", load)`` with a function that imports and returns it when first needed."""
+    if load is not None:
+        _PROVIDERS[name] = load
+        return load
+
+    def deco(cls: type[Provider]) -> type[Provider]:
+        _PROVIDERS[name] = lambda: cls
+        return cls
 
     return deco
 
 
-def make_provider(spec: WorkerSpec) -> Provider:
-    from . import providers  # noqa: F401  (registers the built-in providers lazily)
+def provider_class(name: str) -> type[Provider]:
+    from . import providers  # noqa: F401  (registers the built-in providers)
 
-    if spec.provider not in _PROVIDERS:
-        raise PoolConfigError(f"worker {spec.name!r}: no provider named {spec.provider!r}")
-    return _PROVIDERS[spec.provider](spec)
+    if name not in _PROVIDERS:
+        raise PoolConfigError(f"no provider named {name!r}; known: {', '.join(sorted(_PROVIDERS))}")
+    return _PROVIDERS[name]()
+
+
+def provider_options(provider: str, options: dict[str, Any]) -> BaseModel:
+    """``options`` validated by the provider's ``Options`` model (ValueError naming what does not fit)."""
+    cls = provider_class(provider)
+    try:
+        return cls.Options.model_validate(options)
+    except ValidationError as exc:
+        accepted = ", ".join(cls.Options.model_fields) or "none"
+        raise ValueError(f"{problems(exc)} (provider {provider!r} takes options: {accepted})") from None
+
+
+def make_provider(spec: WorkerSpec) -> Provider:
+    return provider_class(spec.provider)(spec)
+
+
+@dataclass
+class Missing:
+    """Something a pool needs that this machine lacks: an API key or a provider's SDK."""
+
+    kind: Literal["key", "sdk"]
+    what: str  # "OPENAI_API_KEY" (or "A or B"), or the module to install
+    fix: str
+    workers: list[str]
+
+
+def missing_requirements(spec: PoolSpec) -> list[Missing]:
+    """Every API key variable that is unset and every provider SDK that is not installed, with the
+    workers that need them (the conductor backend included): a pool is used whole, so all count."""
+    found: dict[tuple[str, str], Missing] = {}
+    for worker in spec.all_workers():
+        cls = provider_class(worker.provider)
+        absent = [m for m in cls.requires if importlib.util.find_spec(m.split(".")[0]) is None or importlib.util.find_spec(m) is None]
+        if absent:
+            fix = f"pip install 'openconductor[{cls.extra}]'" if cls.extra else f"pip install {absent[0]}"
+            found.setdefault(("sdk", absent[0]), Missing("sdk", absent[0], fix, [])).workers.append(worker.name)
+        envs = cls.key_variables(worker)
+        if envs and not any(os.environ.get(env) for env in envs):
+            names = " or ".join(envs)
+            found.setdefault(("key", names), Missing("key", names, f"set {names}", [])).workers.append(worker.name)
+    return list(found.values())
+
+
+def check_pool(spec: PoolSpec) -> None:
+    """Raise one PoolConfigError naming every missing key variable and SDK, and the workers that need them."""
+    missing = missing_requirements(spec)
+    if not missing:
+        return
+
+    def who(m: Missing) -> str:
+        return f"{'worker' if len(m.workers) == 1 else 'workers'} {', '.join(repr(w) for w in m.workers)}"
+
+    keys = [f"{m.what} ({who(m)})" for m in missing if m.kind == "key"]
+    sdks = [f"{m.what} for {who(m)}: {m.fix}" for m in missing if m.kind == "sdk"]
+    parts = []
+    if keys:
+        parts.append(f"API key variable(s) not set: {', '.join(keys)}; export them, or remove those workers from the pool")
+    if sdks:
+        parts.append(f"not installed: {'; '.join(sdks)}")
+    raise PoolConfigError(f"pool {spec.name!r} cannot run here: " + ". ".join(parts))
 
 
 @dataclass
@@ -327,7 +457,9 @@ class Worker:
                 completion.usage.cost_usd = self.spec.cost(completion.usage)
                 return completion, attempts
             except asyncio.TimeoutError:
-                error = ProviderError(f"timed out after {self.spec.timeout_s:g}s", retryable=True)
+                retry = self.provider.retry_timeouts
+                error = ProviderError(f"timed out after {self.spec.timeout_s:g}s" + ("" if retry else
+                                      " (an in-process model is not retried: the timed-out generation still runs; raise timeout_s)"), retryable=retry)
             except ProviderError as exc:
                 error = exc
             except AnswerFormatError as exc:  # e.g. invalid JSON for a JSON response_format: sample again
@@ -352,12 +484,32 @@ class Worker:
 
 
 class Pool:
-    """A pool spec with live providers. Async context manager; closes providers on exit."""
+    """A pool spec with live providers. Async context manager; closes providers on exit.
 
-    def __init__(self, spec: PoolSpec, cache: Optional["ResponseCache"] = None):
-        self.spec = spec
-        self.cache = cache
-        self.workers = [Worker(w, make_provider(w), asyncio.Semaphore(w.concurrency), cache) for w in spec.workers]
+    Construction checks what every worker needs (``check_pool``) and builds every provider, the
+    conductor backend included, so a missing key or SDK is reported before any call.
+    """
+
+    def __init__(self, spec: PoolSpec, cache: Optional["ResponseCache"] = None, *, _view_of: Optional[tuple["Pool", list[int]]] = None):
+        if _view_of is None:
+            check_pool(spec)
+            workers = [self._worker(w, cache) for w in spec.workers]
+            backend = self._worker(spec.conductor.backend, cache) if spec.conductor.backend is not None else None
+        else:  # a view (see ``view``): the parent's live workers, renumbered
+            parent, indices = _view_of
+            workers, backend = [parent.workers[i] for i in indices], parent._conductor_worker()
+        self.spec, self.cache, self.workers = spec, cache, workers
+        self._backend = backend
+        self._owner = _view_of is None  # a view leaves closing the shared workers to its parent
+
+    @staticmethod
+    def _worker(spec: WorkerSpec, cache: Optional["ResponseCache"]) -> Worker:
+        return Worker(spec, make_provider(spec), asyncio.Semaphore(spec.concurrency), cache)
+
+    def view(self, indices: list[int]) -> "Pool":
+        """A renumbered sub-pool (``PoolSpec.subset``) that shares this pool's live workers, so their
+        concurrency limits, clients and cache hold across every view; closing a view closes nothing."""
+        return Pool(self.spec.subset(indices), self.cache, _view_of=(self, list(indices)))
 
     def __len__(self) -> int:
         return len(self.workers)
@@ -369,24 +521,28 @@ class Pool:
     def names(self) -> list[str]:
         return [w.name for w in self.workers]
 
-    def conductor_backend(self) -> Worker:
-        """The worker that runs the LM conductor's prompt."""
+    def _conductor_worker(self) -> Optional[Worker]:
         c = self.spec.conductor
         if c.worker is not None:
             return self.workers[self.spec.index(c.worker)]
-        if c.backend is not None:
-            if not hasattr(self, "_backend"):
-                self._backend = Worker(c.backend, make_provider(c.backend), asyncio.Semaphore(c.backend.concurrency), self.cache)
-            return self._backend
-        raise PoolConfigError(
-            f"pool {self.spec.name!r} declares no conductor backend; add [conductor] worker = \"NAME\" "
-            "or pick a baseline policy (--policy single|moa|self-reflection)"
-        )
+        return self._backend
+
+    def conductor_backend(self) -> Worker:
+        """The worker that runs the LM conductor's prompt."""
+        backend = self._conductor_worker()
+        if backend is None:
+            raise PoolConfigError(
+                f"pool {self.spec.name!r} declares no conductor backend; add [conductor] worker = \"NAME\" "
+                "or pick a baseline policy (--policy single|moa|self-reflection)"
+            )
+        return backend
 
     async def aclose(self) -> None:
+        if not self._owner:
+            return
         for w in self.workers:
             await w.provider.aclose()
-        if hasattr(self, "_backend"):
+        if self._backend is not None:
             await self._backend.provider.aclose()
 
     async def __aenter__(self) -> "Pool":

@@ -10,7 +10,7 @@ import time
 import uuid
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Usage(BaseModel):
@@ -55,7 +55,8 @@ class Completion(BaseModel):
 
 
 StepStatus = Literal["pending", "running", "ok", "error", "skipped"]
-RunStatus = Literal["running", "ok", "limit", "error", "plan_failed"]
+# cancelled: stopped from outside (Ctrl-C, a client that went away); the finished steps are kept.
+RunStatus = Literal["running", "ok", "limit", "error", "plan_failed", "cancelled"]
 
 
 class StepRecord(BaseModel):
@@ -82,10 +83,28 @@ class StepRecord(BaseModel):
     nested: Optional["Run"] = None
 
 
+class PlannedStep(BaseModel):
+    """One step of a workflow as recorded: what ``Workflow.to_dict`` writes and stored traces hold."""
+
+    worker: int  # ordinal id in the pool the conductor was shown
+    subtask: str
+    access: Union[Literal["all"], list[int]] = Field(default_factory=list)
+
+
+class WorkflowRecord(BaseModel):
+    """The workflow a plan chose (``Workflow.from_dict`` reads it back)."""
+
+    reasoning: str = ""
+    steps: list[PlannedStep] = Field(default_factory=list)
+
+
 class PlanRecord(BaseModel):
+    # Policies assign ``workflow = Workflow.to_dict()``: validated on assignment, it is stored typed.
+    model_config = ConfigDict(validate_assignment=True)
+
     policy: str
     raw: str = ""  # the conductor's full text (last attempt)
-    workflow: Optional[dict[str, Any]] = None
+    workflow: Optional[WorkflowRecord] = None
     attempts: int = 0
     errors: list[str] = Field(default_factory=list)  # one per failed attempt, typed code + message
     fallback: Optional[str] = None  # set when a declared fallback replaced the conductor's plan

@@ -81,6 +81,14 @@ class TraceNotFound(KeyError):
     pass
 
 
+class AmbiguousTrace(TraceNotFound):
+    """A prefix that matches several runs; ``candidates`` are their list rows (newest first)."""
+
+    def __init__(self, message: str, candidates: list[dict]):
+        super().__init__(message)
+        self.candidates = candidates
+
+
 # ---------------------------------------------------------------------------------------------- owners
 
 
@@ -218,19 +226,24 @@ class SQLTraceStore(ABC):
     # ------------------------------------------------------------------------------------ reading
 
     def get(self, run_id: str) -> Run:
+        """The run with this id, or with the one id that starts with it (as with git hashes)."""
         rows = self._query("SELECT record FROM runs WHERE id = ?", (run_id,))
-        if not rows:
-            # A unique prefix works too, as with git hashes.
-            prefix = run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            rows = self._query("SELECT record FROM runs WHERE id LIKE ? ESCAPE '\\' LIMIT 2", (prefix,))
-            rows = rows if len(rows) == 1 else []
-        if not rows:
-            raise TraceNotFound(f"no trace with id {run_id!r} in {self.location}")
-        return Run.model_validate_json(rows[0][0])
+        if rows:
+            return Run.model_validate_json(rows[0][0])
+        prefix = run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        ids = [r[0] for r in self._query("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY created_at DESC LIMIT 11", (prefix,))]
+        if len(ids) == 1:
+            return Run.model_validate_json(self._query("SELECT record FROM runs WHERE id = ?", (ids[0],))[0][0])
+        if len(ids) > 1:
+            count = f"{len(ids)}" if len(ids) <= 10 else "more than 10 (the 10 newest below)"
+            raise AmbiguousTrace(f"{run_id!r} starts {count} trace ids", self.list(limit=10, ids=ids[:10]))
+        raise TraceNotFound(f"no trace with id {run_id!r} in {self.location}")
 
-    def list(self, limit: int = 20, offset: int = 0, *, api_key: Optional[str] = None) -> list[dict]:
-        """Newest first; with ``api_key``, only runs whose metadata names that server key."""
+    def list(self, limit: int = 20, offset: int = 0, *, api_key: Optional[str] = None, ids: Optional[list[str]] = None) -> list[dict]:
+        """Newest first; with ``api_key``, only runs whose metadata names that server key; with ``ids``, only those."""
         where, args = ("WHERE api_key = ?", (api_key,)) if api_key is not None else ("", ())
+        if ids is not None:
+            where, args = f"WHERE id IN ({', '.join('?' * len(ids))})", tuple(ids)
         rows = self._query(f"SELECT {', '.join(LISTED)} FROM runs {where} ORDER BY created_at DESC LIMIT ? OFFSET ?", (*args, limit, offset))
         return [dict(zip(LISTED, r)) for r in rows]
 

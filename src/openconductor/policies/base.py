@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..records import PlanRecord, StepRecord
 from ..workflow import Workflow
 
 if TYPE_CHECKING:
     from ..budget import Budget
-    from ..pool import Pool
+    from ..pool import Pool, PoolSpec
 
 
 @dataclass
@@ -46,6 +46,13 @@ class Policy:
 
     async def plan(self, request: PlanRequest) -> Plan:
         raise NotImplementedError
+
+    def fingerprint(self, pool: "PoolSpec") -> dict[str, Any]:
+        """What decides this policy's plans on ``pool`` (eval refuses to resume results made with a
+        different one). By default its class and plain settings; a policy with more state (a model,
+        the pool's conductor settings) adds it."""
+        plain = {k: v for k, v in sorted(vars(self).items()) if isinstance(v, (str, int, float, bool, type(None)))}
+        return {"class": type(self).__name__, **plain}
 
 
 _POLICIES: dict[str, Callable[..., Policy]] = {}

@@ -127,13 +127,16 @@ class RandomWorkflow(Policy):
 class GivenWorkflow(Policy):
     """Returns a workflow decided elsewhere (a sampled completion in training, a replayed trace).
 
-    ``recursive`` answers verification rounds: by default it accepts the previous answer.
+    ``recursive`` answers verification rounds: by default it accepts the previous answer. ``raw`` is
+    the text the workflow was parsed from (recorded as the plan's raw output; default: its rendering).
     """
 
-    def __init__(self, workflow: Workflow, *, name: str = "given", recursive: Optional[Workflow] = None):
-        self.workflow, self.name = workflow, name
+    def __init__(self, workflow: Workflow, *, name: str = "given", recursive: Optional[Workflow] = None, raw: Optional[str] = None):
+        self.workflow, self.name, self.raw = workflow, name, raw
         self.recursive = recursive if recursive is not None else Workflow(())
 
     async def plan(self, request: PlanRequest) -> Plan:
-        workflow = self.recursive if request.previous is not None else self.workflow
-        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_dict()))
+        recursive = request.previous is not None
+        workflow = self.recursive if recursive else self.workflow
+        raw = workflow.render() if recursive or self.raw is None else self.raw
+        return Plan(workflow, PlanRecord(policy=self.name, raw=raw, workflow=workflow.to_dict()))

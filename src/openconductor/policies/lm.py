@@ -225,6 +225,9 @@ class LMConductor(Policy):
         record.usage, record.latency_s = usage, time.perf_counter() - start
         return self._fallback(request, record)
 
+    def fingerprint(self, pool: PoolSpec) -> dict:
+        return {**super().fingerprint(pool), "conductor": pool.conductor.model_dump(mode="json")}
+
     def _fallback(self, request: PlanRequest, record: PlanRecord) -> Plan:
         spec = request.pool.spec
         choice = spec.conductor.fallback
@@ -234,7 +237,8 @@ class LMConductor(Policy):
             return Plan(Workflow(()), record)
         if choice == "none":
             return Plan(None, record)
-        index = spec.index(choice.split(":", 1)[1]) if choice.startswith("worker:") else spec.strongest_index()
+        named = spec.conductor.fallback_worker
+        index = spec.index(named) if named is not None else spec.strongest_index()
         workflow = Workflow((Step(index, "Solve the overall task and give the final answer.", ()),), reasoning="fallback")
         record.fallback = f"single worker {spec.workers[index].name!r} after {record.attempts} failed attempt(s)"
         record.workflow = workflow.to_dict()

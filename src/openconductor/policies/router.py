@@ -143,8 +143,18 @@ class LearnedRouter(Policy):
     def __init__(self, model: Optional[str | Path | RouterModel] = None):
         if model is None:
             raise RouterError("the router policy needs a trained model: --policy router:PATH.npz")
-        self.model = model if isinstance(model, RouterModel) else RouterModel.load(model)
+        try:
+            self.model = model if isinstance(model, RouterModel) else RouterModel.load(model)
+        except ImportError as exc:
+            raise RouterError(f"the router needs `pip install 'openconductor[router]'` ({exc})") from exc
         self.name = "router"
+
+    def fingerprint(self, pool) -> dict:
+        import hashlib
+
+        m = self.model
+        digest = hashlib.sha256(json.dumps(m.workers).encode() + m.weights.tobytes() + m.bias.tobytes()).hexdigest()[:16]
+        return {**super().fingerprint(pool), "model": digest}
 
     async def plan(self, request: PlanRequest) -> Plan:
         spec = request.pool.spec

@@ -1,7 +1,9 @@
 """Providers: one small class per backend kind, registered by name (see ``pool.register_provider``).
 
-Each module is imported only when a worker of that kind is built, so a user of remote APIs never
-loads llama.cpp or torch, and vice versa.
+Each module is imported only when a pool uses that kind, so a user of remote APIs never loads
+llama.cpp or torch, and vice versa. A provider class declares its ``Options`` model, the key
+variables it reads and the modules it needs (see ``pool.Provider``); pools are checked against them
+when they load.
 """
 
 from importlib import import_module
@@ -22,11 +24,11 @@ BUILTIN = {
 
 
 def _lazy(module: str, cls: str):
-    def factory(spec):
-        return getattr(import_module(f"{__name__}.{module}"), cls)(spec)
+    def load():
+        return getattr(import_module(f"{__name__}.{module}"), cls)
 
-    return factory
+    return load
 
 
 for _name, (_module, _cls) in BUILTIN.items():
-    register_provider(_name)(_lazy(_module, _cls))
+    register_provider(_name, _lazy(_module, _cls))

@@ -6,14 +6,16 @@ endpoints (429/5xx/529/timeouts retryable, Retry-After honoured).
 
 No sampling parameters are sent: the Messages API version the SDK (2.x) speaks rejects
 ``temperature``/``top_p``/``top_k`` with a 400, and the SDK no longer takes them. A proxy or an older
-API version that wants them can get them through ``options.extra_body``. Options: ``stop_sequences``,
-``extra_body`` (merged into the request body as is, e.g. ``thinking``).
+API version that wants them can get them through ``options.extra_body``. Options: ``AnthropicOptions``
+(e.g. ``extra_body = { thinking = ... }``).
 """
 
 from __future__ import annotations
 
 import time
 from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..answer_format import AnswerFormat
 from ..pool import Provider, PoolConfigError, ProviderError, TokenCallback, WorkerSpec
@@ -39,8 +41,19 @@ def _usage(usage: Any) -> Usage:
     return Usage(input_tokens=prompt, output_tokens=getattr(usage, "output_tokens", 0) or 0)
 
 
+class AnthropicOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    stop_sequences: Optional[list[str]] = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into the request body as is
+
+
 class AnthropicProvider(Provider):
     native = frozenset({"stop"})  # tools and JSON formats are prompted (answer_format.prepare)
+    Options = AnthropicOptions
+    key_envs = ("ANTHROPIC_API_KEY",)
+    requires = ("anthropic",)
+    extra = "anthropic"
 
     def __init__(self, spec: WorkerSpec):
         if anthropic is None:
@@ -50,7 +63,7 @@ class AnthropicProvider(Provider):
 
     def client(self) -> "anthropic.AsyncAnthropic":
         if self._client is None:
-            kwargs: dict[str, Any] = dict(api_key=api_key(self.spec, "ANTHROPIC_API_KEY"), max_retries=0, timeout=self.spec.timeout_s)
+            kwargs: dict[str, Any] = dict(api_key=api_key(self.spec, self.key_variables(self.spec)), max_retries=0, timeout=self.spec.timeout_s)
             if self.spec.base_url:
                 kwargs["base_url"] = self.spec.base_url
             self._client = anthropic.AsyncAnthropic(**kwargs)
@@ -67,13 +80,13 @@ class AnthropicProvider(Provider):
         )
         if system:
             params["system"] = system
-        o = self.spec.options
-        if "stop_sequences" in o:
-            params["stop_sequences"] = list(o["stop_sequences"])
+        o = self.options
+        if o.stop_sequences is not None:
+            params["stop_sequences"] = list(o.stop_sequences)
         if answer is not None and answer.stop:
             params["stop_sequences"] = answer.stop
-        if o.get("extra_body"):
-            params["extra_body"] = dict(o["extra_body"])
+        if o.extra_body:
+            params["extra_body"] = dict(o.extra_body)
         return params
 
     async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None,

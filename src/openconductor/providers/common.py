@@ -64,19 +64,15 @@ def retry_after_seconds(headers: Optional[Mapping[str, str]]) -> Optional[float]
             return None
 
 
-def api_key(spec: WorkerSpec, default_env: Optional[str], *fallback_envs: str) -> Optional[str]:
-    """The worker's API key from ``spec.api_key_env`` (else ``default_env``, then ``fallback_envs``).
+def api_key(spec: WorkerSpec, envs: Iterable[str]) -> Optional[str]:
+    """The worker's API key from the first of ``envs`` that is set (``Provider.key_variables``).
 
-    Returns None when no variable applies (e.g. a keyless local server); raises a non-retryable
-    ProviderError naming the variable when it applies but is unset, so the step says what to fix.
+    Returns None when no variable applies (e.g. a keyless local server). Pools are checked for unset
+    keys when they load; a key unset since then is a non-retryable ProviderError naming the variable.
     """
-    if spec.api_key_env:
-        envs: Iterable[str] = (spec.api_key_env,)
-    elif default_env is not None:
-        envs = (default_env, *fallback_envs)
-    else:
-        return None
     envs = list(envs)
+    if not envs:
+        return None
     for env in envs:
         key = os.environ.get(env)
         if key:
@@ -113,12 +109,3 @@ def split_system(messages: list[dict[str, str]]) -> tuple[str, list[dict[str, st
     system = "\n\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
     turns = [m for m in messages if m.get("role") != "system"]
     return system, turns
-
-
-def parse_options(model: type[BaseModel], spec: WorkerSpec) -> BaseModel:
-    """A provider's typed options, or a PoolConfigError naming the worker and the field."""
-    try:
-        return model.model_validate(spec.options)
-    except ValidationError as exc:
-        problems = "; ".join(f"options.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise PoolConfigError(f"worker {spec.name!r} ({spec.provider}): {problems}") from None

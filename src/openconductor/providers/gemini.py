@@ -4,8 +4,7 @@ System messages become ``system_instruction``; assistant turns become ``model`` 
 retries are off (its default when no ``HttpRetryOptions`` is given): ``Worker.call`` retries, and
 errors map to ProviderError as for every provider. A 429's wait comes from the Retry-After header or,
 as Google sends it, from the ``google.rpc.RetryInfo`` detail (``"retryDelay": "7s"``).
-``base_url`` goes to ``HttpOptions(base_url=...)``. Options: ``api_version`` (default the SDK's),
-``top_k``, ``stop_sequences``, ``thinking_budget``.
+``base_url`` goes to ``HttpOptions(base_url=...)``. Options: ``GeminiOptions``.
 """
 
 from __future__ import annotations
@@ -13,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import time
 from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict
 
 from ..answer_format import AnswerFormat
 from ..pool import Provider, PoolConfigError, ProviderError, TokenCallback, WorkerSpec
@@ -63,7 +64,21 @@ def _usage(meta: Any) -> Usage:
     return Usage(input_tokens=meta.prompt_token_count or 0, output_tokens=output)
 
 
+class GeminiOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    api_version: Optional[str] = None  # default: the SDK's
+    top_k: Optional[float] = None
+    stop_sequences: Optional[list[str]] = None
+    thinking_budget: Optional[int] = None
+
+
 class GeminiProvider(Provider):
+    Options = GeminiOptions
+    key_envs = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    requires = ("google.genai",)
+    extra = "gemini"
+
     def __init__(self, spec: WorkerSpec):
         if genai is None:
             raise PoolConfigError(f"worker {spec.name!r}: provider 'gemini' needs the SDK: pip install 'openconductor[gemini]'")
@@ -72,12 +87,12 @@ class GeminiProvider(Provider):
 
     def client(self) -> "genai.Client":
         if self._client is None:
-            key = api_key(self.spec, "GEMINI_API_KEY", "GOOGLE_API_KEY")
+            key = api_key(self.spec, self.key_variables(self.spec))
             options: dict[str, Any] = {"timeout": int(self.spec.timeout_s * 1000)}  # milliseconds
             if self.spec.base_url:
                 options["base_url"] = self.spec.base_url
-            if "api_version" in self.spec.options:
-                options["api_version"] = str(self.spec.options["api_version"])
+            if self.options.api_version is not None:
+                options["api_version"] = self.options.api_version
             self._client = genai.Client(api_key=key, http_options=genai_types.HttpOptions(**options))
         return self._client
 
@@ -85,7 +100,7 @@ class GeminiProvider(Provider):
 
     def config(self, system: str, max_tokens: int, temperature: float, seed: Optional[int],
                answer: Optional[AnswerFormat] = None) -> "genai_types.GenerateContentConfig":
-        o = self.spec.options
+        o = self.options
         config: dict[str, Any] = {"temperature": temperature, "max_output_tokens": max_tokens}
         if system:
             config["system_instruction"] = system
@@ -93,12 +108,12 @@ class GeminiProvider(Provider):
             config["top_p"] = self.spec.top_p
         if seed is not None:
             config["seed"] = seed
-        if "top_k" in o:
-            config["top_k"] = float(o["top_k"])
-        if "stop_sequences" in o:
-            config["stop_sequences"] = list(o["stop_sequences"])
-        if "thinking_budget" in o:
-            config["thinking_config"] = genai_types.ThinkingConfig(thinking_budget=int(o["thinking_budget"]))
+        if o.top_k is not None:
+            config["top_k"] = o.top_k
+        if o.stop_sequences is not None:
+            config["stop_sequences"] = list(o.stop_sequences)
+        if o.thinking_budget is not None:
+            config["thinking_config"] = genai_types.ThinkingConfig(thinking_budget=o.thinking_budget)
         if answer is not None:
             config.update(answer.penalties())
             if answer.top_p is not None:

@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..answer_format import AnswerFormat, content_schema
 from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
-from .common import parse_options
 
 
 @dataclass(frozen=True)
@@ -186,6 +185,10 @@ class LocalGGUFProvider(Provider):
 
     supports_grammar = True
     native = frozenset({"json_schema", "stop"})
+    retry_timeouts = False
+    Options = LocalGGUFOptions
+    requires = ("xllamacpp",)
+    extra = "local"
 
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
@@ -195,7 +198,7 @@ class LocalGGUFProvider(Provider):
             raise PoolConfigError(
                 f"worker {spec.name!r} needs in-process llama.cpp: `pip install 'openconductor[local]'` (xllamacpp)"
             ) from None
-        options: LocalGGUFOptions = parse_options(LocalGGUFOptions, spec)  # type: ignore[assignment]
+        options: LocalGGUFOptions = self.options  # type: ignore[assignment]
         self.path, chat = resolve_model(options.path or spec.model)
         self.chat = chat if options.chat is None else options.chat
         self.ctx_per_slot = options.n_ctx

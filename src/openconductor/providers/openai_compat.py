@@ -15,6 +15,7 @@ import time
 from typing import Any, Optional
 
 import aiohttp
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..answer_format import AnswerFormat, NamedTool, new_call_id
 from ..pool import Provider, ProviderError, TokenCallback, WorkerSpec
@@ -70,21 +71,39 @@ def _tool_calls(raw: Optional[list]) -> list[ToolCall]:
             for c in raw or [] if c.get("function")]
 
 
+class OpenAIOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into the request body as is
+    # The server takes a GBNF ``grammar`` field (llama.cpp's server does): the LM conductor constrains its plans there.
+    grammar: bool = False
+
+
 class OpenAICompatProvider(Provider):
-    """Options: ``extra_body`` (merged into each request), ``grammar`` (true: the server takes a GBNF
-    ``grammar`` field, as llama.cpp's server does, so the LM conductor constrains its plans there)."""
+    """Options (``OpenAIOptions``): ``extra_body`` (merged into each request), ``grammar`` (true: the
+    server takes a GBNF ``grammar`` field, as llama.cpp's server does, so the LM conductor constrains its plans there)."""
 
     native = frozenset({"tools", "json_schema", "stop"})
+    Options = OpenAIOptions
+    key_envs = ("OPENAI_API_KEY",)
+    requires = ("aiohttp",)
 
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
-        self.supports_grammar = bool(spec.options.get("grammar", False))
+        self.supports_grammar = self.options.grammar
         self.url = (spec.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
         self._session: Optional[aiohttp.ClientSession] = None
 
+    @classmethod
+    def key_variables(cls, spec: WorkerSpec) -> tuple[str, ...]:
+        # A custom base_url (vLLM, Ollama, llama.cpp server) may be keyless; api.openai.com is not.
+        if spec.base_url and not spec.api_key_env:
+            return ()
+        return super().key_variables(spec)
+
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            key = api_key(self.spec, None if self.spec.base_url else "OPENAI_API_KEY")
+            key = api_key(self.spec, self.key_variables(self.spec))
             headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
             # One connection per concurrent call; idle ones close before a server's usual keep-alive does.
             connector = aiohttp.TCPConnector(limit=self.spec.concurrency, keepalive_timeout=15, ttl_dns_cache=300)
@@ -101,7 +120,7 @@ class OpenAICompatProvider(Provider):
             params["seed"] = seed
         if answer is not None:
             params.update(answer_params(answer))
-        params.update(self.spec.options.get("extra_body", {}))
+        params.update(self.options.extra_body)
         if grammar is not None:
             params["grammar"] = grammar  # the field llama.cpp's server reads (GBNF)
         return params

@@ -32,7 +32,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
-from .common import parse_options
 
 
 class PythonToolOptions(BaseModel):
@@ -190,9 +189,10 @@ def format_output(report: dict, options: PythonToolOptions) -> str:
 class PythonToolProvider(Provider):
     """A pool member that runs code instead of generating text (see the module docstring)."""
 
+    Options = PythonToolOptions
+
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
-        self.options: PythonToolOptions = parse_options(PythonToolOptions, spec)  # type: ignore[assignment]
         from ..sandbox import SandboxError, SandboxLimits, SandboxSettings, load_sandbox_settings
 
         try:

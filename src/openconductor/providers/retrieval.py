@@ -29,7 +29,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion
-from .common import parse_options
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
 
@@ -155,9 +154,12 @@ def format_hits(hits: list[tuple[Passage, float]], limit: int) -> str:
 class RetrievalProvider(Provider):
     """A pool member that searches a local corpus instead of generating text (see the module docstring)."""
 
+    Options = RetrievalOptions
+    requires = ("bm25s",)
+    extra = "tools"
+
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
-        self.options: RetrievalOptions = parse_options(RetrievalOptions, spec)  # type: ignore[assignment]
         if not Path(self.options.corpus).expanduser().exists():
             raise CorpusError(f"worker {spec.name!r}: retrieval corpus not found: {self.options.corpus}")
         try:

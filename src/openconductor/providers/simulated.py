@@ -12,10 +12,12 @@ import importlib
 import json
 import random
 import time
-from typing import Callable, Optional
+from typing import Callable, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..answer_format import AnswerFormat, new_call_id
-from ..pool import Provider, ProviderError, TokenCallback, WorkerSpec
+from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, ToolCall, Usage
 
 # A worker's context holds this once the caller has run a tool (see server/requests.render_question).
@@ -60,31 +62,47 @@ def register_responder(name: str):
     return deco
 
 
+class SimulatedOptions(BaseModel):
+    """A world's responder reads its own options (e.g. the training world's ``skills``), so those are
+    allowed next to the fields below, but only when a ``world`` is set."""
+
+    model_config = ConfigDict(extra="allow")
+
+    latency_s: float = Field(0.0, ge=0)
+    jitter_s: float = Field(0.0, ge=0)
+    fail_rate: float = Field(0.0, ge=0, le=1)
+    fail_first: int = Field(0, ge=0)  # the first N calls fail
+    failure: Literal["error", "retryable", "timeout", "empty"] = "error"
+    world: Optional[str] = None  # a registered responder that decides the text
+    world_module: Optional[str] = None  # imported first: it registers the world (e.g. openconductor.train.world)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _extras_need_a_world(self) -> "SimulatedOptions":
+        if self.model_extra and self.world is None:
+            raise ValueError(f"unknown option(s) {', '.join(sorted(self.model_extra))} (only a world's responder reads extra options; no world is set)")
+        return self
+
+
 class SimulatedProvider(Provider):
-    """Options: latency_s, jitter_s, fail_rate, fail_first (the first N calls fail), failure
-    (error | retryable | timeout | empty), world, world_module (a module to import that registers
-    the world, e.g. openconductor.train.world), seed. Given a request's tools it calls the first one
-    (arguments filled from its schema) until a tool result is in its context."""
+    """Options in ``SimulatedOptions``. Given a request's tools it calls the first one (arguments
+    filled from its schema) until a tool result is in its context."""
 
     native = frozenset({"tools", "json_schema", "stop"})
+    Options = SimulatedOptions
 
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
-        o = spec.options
-        self.latency_s = float(o.get("latency_s", 0.0))
-        self.jitter_s = float(o.get("jitter_s", 0.0))
-        self.fail_rate = float(o.get("fail_rate", 0.0))
-        self.fail_first = int(o.get("fail_first", 0))
-        self.failure = str(o.get("failure", "error"))
-        self.world = o.get("world")
-        self.seed = int(o.get("seed", 0))
-        if o.get("world_module"):
+        o = self.options
+        self.latency_s, self.jitter_s, self.fail_rate, self.fail_first = o.latency_s, o.jitter_s, o.fail_rate, o.fail_first
+        self.failure, self.world, self.seed = o.failure, o.world, o.seed
+        if o.world_module:
             try:
-                importlib.import_module(str(o["world_module"]))  # registers its responder(s)
+                importlib.import_module(o.world_module)  # registers its responder(s)
             except ImportError as exc:
-                raise ProviderError(f"simulated worker {spec.name!r}: cannot import world_module {o['world_module']!r}: {exc}") from exc
+                raise PoolConfigError(f"simulated worker {spec.name!r}: cannot import world_module {o.world_module!r}: {exc}") from exc
         if self.world is not None and self.world not in RESPONDERS:
-            raise ProviderError(f"simulated worker {spec.name!r}: unknown world {self.world!r}; known: {sorted(RESPONDERS)}")
+            raise PoolConfigError(f"simulated worker {spec.name!r}: unknown world {self.world!r}; known: {sorted(RESPONDERS)}")
         self.calls = 0
 
     def _rng(self, messages: list[dict], seed: Optional[int]) -> random.Random:

@@ -4,8 +4,7 @@
 its base model with peft. A conductor exported by ``conductor train`` also carries
 ``openconductor.json`` (how its prompt was built); ``trained_conductor`` turns that into the pool
 settings and policy options that make the runtime prompt it exactly as it was trained.
-Options: ``device`` (default "cpu", or "cuda"), ``dtype`` ("float32" | "bfloat16" | "float16"),
-``threads`` (torch threads).
+Options: ``TransformersOptions``.
 """
 
 from __future__ import annotations
@@ -14,7 +13,9 @@ import asyncio
 import json
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..pool import PoolConfigError, PoolSpec, Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
@@ -78,8 +79,21 @@ def trained_conductor(spec: PoolSpec, path: str | Path) -> tuple[PoolSpec, dict]
     return spec.model_copy(update={"conductor": conductor}), {"examples": bool(prompt.get("examples", True))}
 
 
+class TransformersOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    device: str = "cpu"  # or "cuda", "cuda:1", ...
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    threads: Optional[int] = Field(None, gt=0)  # torch CPU threads
+
+
 class TransformersProvider(Provider):
     """Generates with a transformers model in a worker thread (one generation at a time per model)."""
+
+    Options = TransformersOptions
+    retry_timeouts = False
+    requires = ("torch", "transformers")
+    extra = "train"
 
     def __init__(self, spec: WorkerSpec, *, model=None, tokenizer=None):
         super().__init__(spec)
@@ -95,12 +109,12 @@ class TransformersProvider(Provider):
 
     def _load(self):
         if self._model is None:
-            o = self.spec.options
-            if o.get("threads"):
+            o = self.options
+            if o.threads:
                 import torch
 
-                torch.set_num_threads(int(o["threads"]))
-            self._model, self._tokenizer = load_checkpoint(self.spec.model, device=o.get("device", "cpu"), dtype=o.get("dtype", "float32"))
+                torch.set_num_threads(o.threads)
+            self._model, self._tokenizer = load_checkpoint(self.spec.model, device=o.device, dtype=o.dtype)
         return self._model, self._tokenizer
 
     def _generate(self, messages, max_tokens: int, temperature: float, seed: Optional[int]) -> Completion:

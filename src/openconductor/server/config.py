@@ -35,12 +35,8 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..budget import Limits
-from ..pool import PoolConfigError, PoolSpec, load_default_pool, load_pool
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    import tomli as tomllib  # type: ignore
+from ..configfile import problems, read_config
+from ..pool import PoolConfigError, PoolSpec, check_pool, load_default_pool, load_pool
 
 
 class ServerConfigError(ValueError):
@@ -198,18 +194,9 @@ class ServerConfig(BaseModel):
         return path if path.is_absolute() else self.base_dir / path
 
 
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors())
-
-
 def load_server_config(path: str | Path) -> ServerConfig:
     path = Path(path)
-    if not path.exists():
-        raise ServerConfigError(f"server config not found: {path}")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ServerConfigError(f"{path}: not valid TOML: {exc}") from exc
+    data = read_config(path, ServerConfigError, what="server config")
     return parse_server_config(data, base_dir=path.parent, source=str(path))
 
 
@@ -217,10 +204,11 @@ def parse_server_config(data: dict, *, base_dir: Path = Path("."), source: str =
     try:
         config = ServerConfig.model_validate({**data, "base_dir": base_dir})
     except ValidationError as exc:
-        raise ServerConfigError(f"{source}: {_problems(exc)}") from exc
+        raise ServerConfigError(f"{source}: {problems(exc)}") from exc
     for name, preset in config.models.items():  # fail at start-up, not on the first request
         try:
             spec = config.pool_spec(preset)
+            check_pool(spec)  # keys and SDKs, before the server binds
         except PoolConfigError as exc:
             field = "conductor" if preset.conductor is not None and "checkpoint" in str(exc) else "pool"
             raise ServerConfigError(f"{source}: models.{name}.{field}: {exc}") from exc

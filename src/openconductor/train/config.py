@@ -10,14 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-import yaml
 from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    import tomli as tomllib  # type: ignore
+from ..configfile import problems, read_config
 
 _STRICT = ConfigDict(extra="forbid")
 
@@ -65,6 +61,10 @@ class DataSettings:
     seed: int = 0
     eval_seed: int = 1000  # held-out questions come from a different seed
     domains: list[str] = Field(default_factory=lambda: ["math", "mmlu", "rlpr", "lcb"])
+    # Drop training questions that every worker in the pool answers right alone: any plan then earns
+    # the same reward, so their GRPO groups carry no signal (pass-rate filtering, as in DAPO/Polaris).
+    # Held-out questions are never filtered.
+    skip_solved_by_all: bool = False
     # kind = "jsonl": one {"question", "reference", "task"} object per line (task = a grader kind).
     path: Optional[str] = None
 
@@ -247,14 +247,7 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
 
 def load_train_config(path: str | Path, overrides: Optional[dict[str, Any]] = None) -> TrainConfig:
     path = Path(path)
-    if not path.exists():
-        raise TrainConfigError(f"training config not found: {path}")
-    text = path.read_text()
-    is_yaml = path.suffix in {".yaml", ".yml"}
-    try:
-        data = (yaml.safe_load(text) if is_yaml else tomllib.loads(text)) or {}
-    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
-        raise TrainConfigError(f"{path}: not valid {'YAML' if is_yaml else 'TOML'}: {exc}") from exc
+    data = read_config(path, TrainConfigError, what="training config")
     for dotted, value in (overrides or {}).items():
         node = data
         *parents, leaf = dotted.split(".")
@@ -265,8 +258,7 @@ def load_train_config(path: str | Path, overrides: Optional[dict[str, Any]] = No
     try:
         cfg = TrainConfig(**data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise TrainConfigError(f"{path}: {problems}") from exc
+        raise TrainConfigError(f"{path}: {problems(exc)}") from exc
     except TypeError as exc:
         raise TrainConfigError(f"{path}: {exc}") from exc
     return _check(cfg, path)

@@ -19,11 +19,11 @@ from typing import Optional
 
 from ..executor import solve
 from ..policies.base import Previous
+from ..policies.baselines import GivenWorkflow
 from ..policies.lm import conductor_messages
 from ..pool import Pool, PoolSpec
 from ..workflow import Step, Workflow
 from .config import TrainConfig, TrainConfigError
-from .reward import FixedPolicy, subset_pool
 
 
 @dataclass(frozen=True)
@@ -39,16 +39,18 @@ def load_items(cfg: TrainConfig, *, held_out: bool = False) -> list[Item]:
     if d.kind == "simulated":
         from .world import make_questions
 
-        train = make_questions(d.n_train, d.seed, d.domains)
-        if not held_out:
-            return [Item(q.text, q.reference, "simulated", q.domain) for q in train]
-        # Held-out questions never repeat a training question; they are drawn stratified on which workers
-        # solve them alone (variance reduction: single-worker baselines score their expected accuracy).
         from ..pool import load_pool
-        from .world import Traits
+        from .world import Traits, solo_correct
 
         spec = load_pool(cfg.path(cfg.pool))
         traits = [Traits.from_spec(w) for w in spec.workers if w.provider == "simulated" and w.options.get("skills")]
+        train = make_questions(d.n_train, d.seed, d.domains)
+        if not held_out:
+            if d.skip_solved_by_all and traits:
+                train = [q for q in train if not all(solo_correct(q.text, t) for t in traits)]
+            return [Item(q.text, q.reference, "simulated", q.domain) for q in train]
+        # Held-out questions never repeat a training question (filtered or not); they are drawn stratified
+        # on which workers solve them alone (variance reduction: single workers score their expected accuracy).
         held = make_questions(d.n_eval, d.eval_seed, d.domains, exclude=frozenset(q.text for q in train), stratify=traits or None)
         return [Item(q.text, q.reference, "simulated", q.domain) for q in held]
     path = cfg.path(d.path or "")
@@ -87,10 +89,10 @@ async def _draft_answers(spec: PoolSpec, items: list[Item], indices: list[list[i
     async with Pool(spec) as pool:
 
         async def one(item: Item, shown: list[int]) -> str:
-            view = subset_pool(pool, shown)
+            view = pool.view(shown)
             worker = rng.randrange(len(shown))
             wf = Workflow((Step(worker, "Solve the overall task and give the final answer.", ()),))
-            run = await solve(item.question, FixedPolicy(wf, ""), view, seed=seed)
+            run = await solve(item.question, GivenWorkflow(wf, name="draft"), view, seed=seed)
             return run.final_answer
 
         return list(await asyncio.gather(*(one(i, s) for i, s in zip(items, indices))))

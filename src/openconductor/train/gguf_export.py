@@ -48,41 +48,65 @@ def _hf_name(gguf_name: str) -> str | None:
     return None
 
 
-def export_gguf(model, base_model, source_gguf: Path, target: Path, *, dtype: str = "f16") -> dict:
-    """Write ``target``: ``source_gguf`` with every tensor where ``model`` differs from ``base_model``
-    (both transformers models of the same Llama architecture) replaced. Returns what was replaced."""
+def changed_weights(model, base_model) -> dict:
+    """{transformers name: tensor} of every weight where ``model`` differs from ``base_model``."""
+    import torch
+
+    base = base_model.state_dict()
+    return {k: v.detach() for k, v in model.state_dict().items() if k in base and not torch.equal(v, base[k])}
+
+
+def merged_lora_weights(peft_model) -> dict:
+    """{transformers name: base weight + adapter delta} of every module a LoRA adapter changes, without
+    modifying the model (cheap enough to run every training step)."""
+    import torch
+
+    out = {}
+    with torch.no_grad():
+        for name, module in peft_model.named_modules():
+            if not hasattr(module, "lora_A") or not hasattr(module, "base_layer") or not module.lora_A:
+                continue
+            delta = sum(module.get_delta_weight(adapter) for adapter in module.active_adapters if adapter in module.lora_A)
+            hf = name.removeprefix("base_model.model.") + ".weight"
+            out[hf] = (module.base_layer.weight + delta).detach()
+    return out
+
+
+def export_gguf(changed: dict, config, source_gguf: Path, target: Path, *, dtype: str = "f16") -> dict:
+    """Write ``target``: ``source_gguf`` with the tensors named in ``changed`` ({transformers name: weights}
+    of a Llama model with this ``config``) replaced. Returns what was replaced."""
     import gguf
     import numpy as np
-    import torch
 
     reader = gguf.GGUFReader(str(source_gguf))
     arch = reader.fields["general.architecture"].contents()
     if arch != "llama":
         raise GGUFExportError(f"{source_gguf.name}: architecture {arch!r}; the export supports llama-architecture files (e.g. SmolLM2)")
-    cfg = model.config
-    trained = {k: v.detach().float() for k, v in model.state_dict().items()}
-    base = {k: v.detach().float() for k, v in base_model.state_dict().items()}
     writer = gguf.GGUFWriter(str(target), arch=arch)
     for field in reader.fields.values():
         if field.name.startswith("GGUF.") or field.name == "general.architecture":
             continue  # written by the writer itself
         sub = field.types[1] if field.types[0] == gguf.GGUFValueType.ARRAY and len(field.types) > 1 else None
         writer.add_key_value(field.name, field.contents(), field.types[0], sub_type=sub)
-    replaced = []
+    replaced, known = [], set()
     for tensor in reader.tensors:
         name = _hf_name(tensor.name)
-        if name is not None and name in trained and name in base and not torch.equal(trained[name], base[name]):
-            weights = trained[name].numpy()
+        known.add(name)
+        if name in changed:
+            weights = changed[name].float().cpu().numpy()
             if ".attn_q." in tensor.name:
-                weights = _permute(weights, cfg.num_attention_heads, cfg.num_attention_heads)
+                weights = _permute(weights, config.num_attention_heads, config.num_attention_heads)
             elif ".attn_k." in tensor.name:
-                weights = _permute(weights, cfg.num_attention_heads, cfg.num_key_value_heads)
+                weights = _permute(weights, config.num_attention_heads, config.num_key_value_heads)
             if tuple(reversed(weights.shape)) != tuple(int(x) for x in tensor.shape):
                 raise GGUFExportError(f"{tensor.name}: trained shape {weights.shape} does not fit the file's {list(tensor.shape)}")
             writer.add_tensor(tensor.name, weights.astype(np.float16 if dtype == "f16" else np.float32))
             replaced.append(tensor.name)
         else:
             writer.add_tensor(tensor.name, tensor.data, raw_shape=tensor.data.shape, raw_dtype=tensor.tensor_type)
+    missing = sorted(set(changed) - known)
+    if missing:
+        raise GGUFExportError(f"{len(missing)} trained weight(s) have no place in {source_gguf.name}, e.g. {missing[0]}")
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -17,35 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
 
 from ..executor import solve
-from ..policies.base import Plan, PlanRequest, Policy, Previous
+from ..policies.base import Previous
+from ..policies.baselines import GivenWorkflow
 from ..policies.lm import conductor_messages
 from ..pool import Pool, PoolSpec
-from ..records import PlanRecord, Run
+from ..records import Run
 from ..workflow import Workflow, WorkflowError, parse_and_validate
 from .config import PromptSettings, RewardSettings
 
 log = logging.getLogger(__name__)
-
-
-class FixedPolicy(Policy):
-    """Returns one given workflow: how a sampled completion is run by the ordinary executor."""
-
-    name = "trained-sample"
-
-    def __init__(self, workflow: Workflow, raw: str):
-        self.workflow, self.raw = workflow, raw
-
-    async def plan(self, request: PlanRequest) -> Plan:
-        record = PlanRecord(policy=self.name, raw=self.raw, workflow=self.workflow.to_dict(), attempts=1)
-        return Plan(self.workflow, record)
-
-
-def subset_pool(pool: Pool, indices: list[int]) -> Pool:
-    """A renumbered view of a live pool that shares its workers (and so their concurrency limits)."""
-    view = Pool.__new__(Pool)
-    view.spec = pool.spec.subset(indices)
-    view.workers = [pool.workers[i] for i in indices]
-    return view
 
 
 async def grade_answer(task: str, answer: str, reference: str) -> tuple[bool, float]:
@@ -116,7 +96,7 @@ async def score_completion(
         reward = _graded(settings, well_formed, score)
         return Sample(reward=reward, parsed=True, correct=score >= 1.0, accepted=True, final_answer=previous)
     try:
-        run = await solve(question, FixedPolicy(workflow, text), pool, seed=seed)
+        run = await solve(question, GivenWorkflow(workflow, name="trained-sample", raw=text), pool, seed=seed)
     except Exception as exc:  # never crash training on a worker or executor problem
         log.warning("workflow execution failed: %s", exc)
         return _failed(settings, workflow, f"executor: {exc}")
@@ -255,7 +235,7 @@ class WorkflowReward:
         limit = asyncio.Semaphore(self.settings.max_concurrency)
 
         async def one(i: int) -> Sample:
-            pool = subset_pool(full, list(workers[i])) if workers[i] is not None else full
+            pool = full.view(list(workers[i])) if workers[i] is not None else full
             async with limit:
                 sample = await score_completion(
                     completion_text(completions[i]),

@@ -1,0 +1,64 @@
+"""How often the grammar-constrained conductor of the offline local pool writes a plan that does not parse.
+
+Plans only (no worker runs): the LM conductor on the packaged local pool (SmolLM2-135M under a GBNF
+grammar) plans N reasoning-gym basic_arithmetic questions with the pool's own settings (max_tokens,
+max_attempts, temperature), one seed per question. Prints, per question, the attempts it took and why
+each rejected attempt failed, then the totals.
+
+    PYTHONPATH=src python benchmarks/local_plan_parse.py --n 13
+
+The conductor backend's timeout is raised (``--timeout``) so a slow machine counts parse failures,
+not timeouts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import statistics
+import time
+
+from openconductor import Pool, load_default_pool, make_policy
+from openconductor.policies.base import PlanRequest
+from openconductor.tasks import load_task
+
+
+async def main(n: int, seed: int, timeout: float) -> None:
+    spec = load_default_pool()
+    # A slow (shared) machine should measure parsing, not the backend's timeout.
+    backend = spec.conductor.backend.model_copy(update={"timeout_s": timeout})
+    spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"backend": backend})})
+    task = load_task("basic_arithmetic", limit=n, seed=seed)
+    policy = make_policy("conductor")
+    codes: collections.Counter[str] = collections.Counter()
+    reasons: collections.Counter[str] = collections.Counter()  # what the parser said, e.g. "missing list(s)"
+    resampled = fallbacks = 0
+    seconds = []
+    async with Pool(spec) as pool:
+        for i, q in enumerate(task.questions):
+            start = time.perf_counter()
+            plan = await policy.plan(PlanRequest(task.text(q), pool, max_steps=spec.conductor.max_steps, seed=seed + i))
+            seconds.append(time.perf_counter() - start)
+            record = plan.record
+            errors = [e.split(":", 1)[0] for e in record.errors]
+            codes.update(errors)
+            reasons.update(e.split(":", 2)[1].strip() if e.count(":") >= 2 else e for e in record.errors)
+            resampled += record.attempts > 1
+            fallbacks += record.fallback is not None
+            print(f"question {i:>2}: attempts {record.attempts}  rejected {errors or '-'}  fallback {record.fallback or '-'}  "
+                  f"{seconds[-1]:.0f} s", flush=True)
+    print(f"\nlocal pool conductor ({spec.conductor.backend.model}, grammar-constrained, max_tokens {spec.conductor.max_tokens}, "
+          f"max_attempts {spec.conductor.max_attempts}), {n} plans, median {statistics.median(seconds):.0f} s per plan")
+    print(f"plans that needed a resample: {resampled} of {n}; plans that fell back: {fallbacks} of {n}")
+    print(f"rejected attempts by error: {dict(codes) or 'none'}")
+    print(f"rejected attempts by parser message: {dict(reasons) or 'none'}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=13, help="questions to plan")
+    parser.add_argument("--seed", type=int, default=0, help="task generator seed; question i plans with seed + i")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="the conductor backend's timeout_s (the pool's: 300)")
+    args = parser.parse_args()
+    asyncio.run(main(args.n, args.seed, args.timeout))
