@@ -45,7 +45,8 @@ def plot_run(run_dir: Path, out: Optional[Path] = None, *, window: int = 10) -> 
     if not rows:
         raise PlotError(f"{path} is empty; training has not logged a step yet")
     shares = sorted({k for r in rows for k in r if k.startswith("worker_share/")})
-    fig, axes = plt.subplots(2, 4, figsize=(18, 7.5))
+    domains = sorted({k.split("/", 1)[0] for r in rows for k in r if k.endswith("/steps_per_workflow")})
+    fig, axes = plt.subplots(3, 4, figsize=(18, 11))
     flat = axes.flatten()
     steps = [r["step"] for r in rows]
     for ax, (key, title) in zip(flat, PANELS):
@@ -58,16 +59,41 @@ def plot_run(run_dir: Path, out: Optional[Path] = None, *, window: int = 10) -> 
             ax.legend(fontsize=7)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
-    ax = flat[len(PANELS)]
-    for key in shares:
-        pts = [(s, r.get(key, 0.0)) for s, r in zip(steps, rows)]
-        xs, vals = zip(*pts)
-        ax.plot(xs, _smooth(list(vals), window), lw=1.5, label=key.split("/", 1)[1])
-    ax.set_title(f"worker share of steps (moving avg {window})", fontsize=9)
-    if shares:
+
+    def lines(ax, keys, label, title, default=None):
+        """Moving averages over the steps that logged each key (a domain appears only in some steps)."""
+        for key in keys:
+            pts = [(s, r[key] if key in r else default) for s, r in zip(steps, rows)]
+            pts = [(s, v) for s, v in pts if v is not None]
+            if pts:
+                xs, vals = zip(*pts)
+                ax.plot(xs, _smooth(list(vals), window), lw=1.5, label=label(key))
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        if ax.lines:
+            ax.legend(fontsize=6)
+
+    lines(flat[len(PANELS)], shares, lambda k: k.split("/", 1)[1], f"worker share of steps (moving avg {window})", default=0.0)
+    lines(flat[len(PANELS) + 1], [f"{d}/steps_per_workflow" for d in domains], lambda k: k.split("/")[0],
+          f"steps per workflow, by domain (moving avg {window})")
+    lines(flat[len(PANELS) + 2], [f"{d}/accuracy" for d in domains], lambda k: k.split("/")[0],
+          f"accuracy, by domain (moving avg {window})")
+    # Which worker answers (the final step) on the domain with the largest routing gap, per worker.
+    final = sorted({k for r in rows for k in r if k.startswith("lcb/final_worker/")})
+    lcb_steps = [r for r in rows if "lcb/steps_per_workflow" in r]
+    if final and lcb_steps:
+        ax = flat[len(PANELS) + 3]
+        for key in final:
+            pts = [(r["step"], r.get(key, 0.0)) for r in lcb_steps]
+            xs, vals = zip(*pts)
+            ax.plot(xs, _smooth(list(vals), window), lw=1.5, label=key.rsplit("/", 1)[1])
+        ax.set_title(f"lcb: final-step worker share (moving avg {window})", fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
         ax.legend(fontsize=6)
-    flat[-1].axis("off")
-    flat[-1].text(0.0, 0.5, f"{run_dir.name}\n{len(rows)} logged steps\nsimulated pool numbers are SIMULATED", fontsize=9)
+    used = len(PANELS) + (4 if final and lcb_steps else 3)
+    for ax in flat[used:]:
+        ax.axis("off")
+    fig.suptitle(f"{run_dir.name}: {len(rows)} logged steps (numbers on a simulated pool are SIMULATED)", fontsize=10)
     fig.tight_layout()
     out = Path(out) if out else run_dir / "curves.png"
     fig.savefig(out, dpi=80)
