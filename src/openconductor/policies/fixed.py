@@ -16,6 +16,7 @@ A verification round (a recursive conductor step) accepts the answer it is shown
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Union
 
@@ -28,11 +29,6 @@ from .base import Plan, PlanRequest, Policy, register_policy
 
 if TYPE_CHECKING:
     from ..pool import PoolSpec
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    import tomli as tomllib  # type: ignore
 
 
 class FixedStep(BaseModel):
