@@ -60,10 +60,11 @@ def plot_run(run_dir: Path, out: Optional[Path] = None, *, window: int = 10) -> 
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
 
-    def lines(ax, keys, label, title, default=None):
-        """Moving averages over the steps that logged each key (a domain appears only in some steps)."""
+    def lines(ax, keys, label, title, default=None, among=rows):
+        """Moving averages over the rows (of ``among``) that logged each key (a domain appears only in some
+        steps); ``default`` stands in for a key a row lacks."""
         for key in keys:
-            pts = [(s, r[key] if key in r else default) for s, r in zip(steps, rows)]
+            pts = [(r["step"], r[key] if key in r else default) for r in among]
             pts = [(s, v) for s, v in pts if v is not None]
             if pts:
                 xs, vals = zip(*pts)
@@ -82,14 +83,8 @@ def plot_run(run_dir: Path, out: Optional[Path] = None, *, window: int = 10) -> 
     final = sorted({k for r in rows for k in r if k.startswith("lcb/final_worker/")})
     lcb_steps = [r for r in rows if "lcb/steps_per_workflow" in r]
     if final and lcb_steps:
-        ax = flat[len(PANELS) + 3]
-        for key in final:
-            pts = [(r["step"], r.get(key, 0.0)) for r in lcb_steps]
-            xs, vals = zip(*pts)
-            ax.plot(xs, _smooth(list(vals), window), lw=1.5, label=key.rsplit("/", 1)[1])
-        ax.set_title(f"lcb: final-step worker share (moving avg {window})", fontsize=9)
-        ax.set_xlabel("step", fontsize=8)
-        ax.legend(fontsize=6)
+        lines(flat[len(PANELS) + 3], final, lambda k: k.rsplit("/", 1)[1], f"lcb: final-step worker share (moving avg {window})",
+              default=0.0, among=lcb_steps)
     used = len(PANELS) + (4 if final and lcb_steps else 3)
     for ax in flat[used:]:
         ax.axis("off")
