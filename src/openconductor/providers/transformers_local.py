@@ -56,17 +56,38 @@ def _manifest(path: Path) -> dict:
     return json.loads(file.read_text()) if file.exists() else {}
 
 
-def trained_conductor(spec: PoolSpec, path: str | Path) -> tuple[PoolSpec, dict]:
+def _llamacpp_backend(path: Path, manifest: dict) -> Optional[WorkerSpec]:
+    """The checkpoint's llama.cpp copy (``conductor.gguf``, written by ``conductor train``) as a backend."""
+    file = path / (manifest.get("gguf") or "conductor.gguf")
+    if not file.is_file():
+        return None
+    try:
+        import xllamacpp  # noqa: F401
+    except ImportError:
+        return None
+    return WorkerSpec(name=f"conductor:{path.name}", provider="local_gguf", model=str(file), concurrency=1, timeout_s=600)
+
+
+def trained_conductor(spec: PoolSpec, path: str | Path, *,
+                      engine: Literal["auto", "llama.cpp", "transformers"] = "auto") -> tuple[PoolSpec, dict]:
     """A pool whose conductor backend is the checkpoint at ``path``, and the LMConductor options.
 
     The checkpoint's manifest (if any) says how its prompt was built (few-shot examples, access
     scheme, step cap, how the pool is shown) so the runtime prompts it the way it was trained.
+    ``engine="auto"`` plans with the checkpoint's llama.cpp copy when it has one (grammar-constrained,
+    several times faster on a CPU; its untouched layers stay quantized, so its plans can differ from
+    the transformers model's in rare near-ties), else with transformers.
     """
     path = Path(path).expanduser().resolve()
     if not path.is_dir():
         raise PoolConfigError(f"--conductor: checkpoint dir not found: {path}")
-    prompt = _manifest(path).get("prompt", {})
-    backend = WorkerSpec(name=f"conductor:{path.name}", provider="transformers", model=str(path), concurrency=1, timeout_s=600)
+    manifest = _manifest(path)
+    prompt = manifest.get("prompt", {})
+    backend = _llamacpp_backend(path, manifest) if engine in ("auto", "llama.cpp") else None
+    if backend is None and engine == "llama.cpp":
+        raise PoolConfigError(f"--conductor: {path} has no llama.cpp copy ({path / 'conductor.gguf'}) or xllamacpp is not installed")
+    if backend is None:
+        backend = WorkerSpec(name=f"conductor:{path.name}", provider="transformers", model=str(path), concurrency=1, timeout_s=600)
     conductor = spec.conductor.model_copy(
         update={
             "worker": None,

