@@ -71,8 +71,9 @@ def test_export_is_skipped_not_failed_for_a_non_gguf_base(trained, tmp_path):
     from openconductor.train.gguf_export import export_trained
 
     model, _, _ = trained
+    (tmp_path / "conductor.gguf").write_bytes(b"an older export")
     assert export_trained(model, "HuggingFaceTB/SmolLM2-135M-Instruct", tmp_path) is None
-    assert not (tmp_path / "conductor.gguf").exists()
+    assert not (tmp_path / "conductor.gguf").exists()  # the stale copy is removed, not left to be served
 
 
 def test_ask_plans_with_the_llamacpp_copy_when_a_checkpoint_has_one(trained, tmp_path):
@@ -94,3 +95,6 @@ def test_ask_plans_with_the_llamacpp_copy_when_a_checkpoint_has_one(trained, tmp
     assert spec_ll.conductor.backend.provider == "local_gguf" and spec_ll.conductor.backend.model == str(checkpoint / "conductor.gguf")
     assert spec_ll.conductor.max_steps == 4 and options == {"examples": False}
     assert trained_conductor(spec, checkpoint, engine="transformers")[0].conductor.backend.provider == "transformers"
+    # A later export that wrote no copy (manifest "gguf": null) is not served by a stale file.
+    (checkpoint / MANIFEST).write_text(json.dumps({"prompt": {"max_steps": 4, "examples": False}, "gguf": None}))
+    assert trained_conductor(spec, checkpoint)[0].conductor.backend.provider == "transformers"

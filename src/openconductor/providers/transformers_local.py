@@ -58,6 +58,8 @@ def _manifest(path: Path) -> dict:
 
 def _llamacpp_backend(path: Path, manifest: dict) -> Optional[WorkerSpec]:
     """The checkpoint's llama.cpp copy (``conductor.gguf``, written by ``conductor train``) as a backend."""
+    if "gguf" in manifest and not manifest["gguf"]:
+        return None  # the last export wrote none: a conductor.gguf left there is an older model's
     file = path / (manifest.get("gguf") or "conductor.gguf")
     if not file.is_file():
         return None

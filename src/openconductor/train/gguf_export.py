@@ -122,6 +122,9 @@ def export_trained(model, model_ref: str, target_dir: Path) -> Path | None:
     """Write ``target_dir/conductor.gguf`` for a model trained from ``model_ref`` (``gguf:<package or
     file>``): the base's file with every weight training changed. Returns the file, or None (logged) when
     it cannot be written — the transformers export beside it is still complete, so nothing is lost."""
+    stale = Path(target_dir) / CONDUCTOR_GGUF
+    if stale.exists():
+        stale.unlink()  # an older export's copy must not outlive this one
     if not model_ref.startswith("gguf:"):
         return None
     try:
