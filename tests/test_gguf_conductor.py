@@ -16,16 +16,9 @@ PROMPT = "The capital of France is"
 
 
 def _llamacpp_greedy(path, n: int) -> str:
-    import xllamacpp
+    from openconductor.providers.local_gguf import _server
 
-    params = xllamacpp.CommonParams()
-    params.model.path = str(path)
-    params.n_ctx = 512
-    params.cpuparams.n_threads = 1
-    params.cpuparams_batch.n_threads = 1
-    params.warmup = False
-    params.verbosity = -1
-    reply = xllamacpp.Server(params).handle_completions({"prompt": PROMPT, "max_tokens": n, "temperature": 0})
+    reply = _server(path, 1, 512, 1, 1).handle_completions({"prompt": PROMPT, "max_tokens": n, "temperature": 0})
     return reply["choices"][0]["text"]
 
 

@@ -21,6 +21,7 @@ from ..pool import PoolConfigError, PoolSpec, Provider, ProviderError, TokenCall
 from ..records import Completion, Usage
 
 MANIFEST = "openconductor.json"
+CONDUCTOR_GGUF = "conductor.gguf"  # the llama.cpp copy `conductor train` writes beside the checkpoint
 
 
 def load_checkpoint(path: str | Path, *, device: str = "cpu", dtype: str = "float32"):
@@ -60,7 +61,7 @@ def _llamacpp_backend(path: Path, manifest: dict) -> Optional[WorkerSpec]:
     """The checkpoint's llama.cpp copy (``conductor.gguf``, written by ``conductor train``) as a backend."""
     if "gguf" in manifest and not manifest["gguf"]:
         return None  # the last export wrote none: a conductor.gguf left there is an older model's
-    file = path / (manifest.get("gguf") or "conductor.gguf")
+    file = path / (manifest.get("gguf") or CONDUCTOR_GGUF)
     if not file.is_file():
         return None
     try:
@@ -87,7 +88,7 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *,
     prompt = manifest.get("prompt", {})
     backend = _llamacpp_backend(path, manifest) if engine in ("auto", "llama.cpp") else None
     if backend is None and engine == "llama.cpp":
-        raise PoolConfigError(f"--conductor: {path} has no llama.cpp copy ({path / 'conductor.gguf'}) or xllamacpp is not installed")
+        raise PoolConfigError(f"--conductor: {path} has no llama.cpp copy ({path / CONDUCTOR_GGUF}) or xllamacpp is not installed")
     if backend is None:
         backend = WorkerSpec(name=f"conductor:{path.name}", provider="transformers", model=str(path), concurrency=1, timeout_s=600)
     conductor = spec.conductor.model_copy(

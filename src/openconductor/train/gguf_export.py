@@ -14,6 +14,8 @@ import logging
 import re
 from pathlib import Path
 
+from ..providers.transformers_local import CONDUCTOR_GGUF
+
 log = logging.getLogger(__name__)
 
 _HF_NAME = {
@@ -116,16 +118,15 @@ def export_gguf(changed: dict, config, source_gguf: Path, target: Path, *, dtype
     return {"replaced": replaced, "copied": len(reader.tensors) - len(replaced)}
 
 
-CONDUCTOR_GGUF = "conductor.gguf"
 
 
 def export_trained(model, model_ref: str, target_dir: Path) -> Path | None:
     """Write ``target_dir/conductor.gguf`` for a model trained from ``model_ref`` (``gguf:<package or
     file>``): the base's file with every weight training changed. Returns the file, or None (logged) when
     it cannot be written — the transformers export beside it is still complete, so nothing is lost."""
-    stale = Path(target_dir) / CONDUCTOR_GGUF
-    if stale.exists():
-        stale.unlink()  # an older export's copy must not outlive this one
+    target = Path(target_dir) / CONDUCTOR_GGUF
+    if target.exists():
+        target.unlink()  # an older export's copy must not outlive this one
     if not model_ref.startswith("gguf:"):
         return None
     try:
@@ -142,7 +143,6 @@ def export_trained(model, model_ref: str, target_dir: Path) -> Path | None:
             from .models import resolve_model
 
             changed = changed_weights(model, AutoModelForCausalLM.from_pretrained(resolve_model(model_ref)))
-        target = Path(target_dir) / CONDUCTOR_GGUF
         export_gguf(changed, model.config, source, target)
         return target
     except (ImportError, GGUFExportError, OSError) as exc:

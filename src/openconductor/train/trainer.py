@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..pool import PoolSpec, load_pool
+from ..providers.transformers_local import MANIFEST
 from ..workflow import Step, Workflow
 from .config import TrainConfig
 from .data import build_rows, load_items, prompt_for
@@ -29,8 +30,6 @@ from .models import resolve_model
 from .reward import WorkflowReward
 
 log = logging.getLogger(__name__)
-
-MANIFEST = "openconductor.json"
 
 
 def grpo_args(cfg: TrainConfig):
