@@ -349,6 +349,22 @@ def test_echo_detection_spares_answers_and_short_spans():
     assert echoes_prompt("Sure.\n</Overall task>", messages) and echoes_prompt(PREAMBLE[:70], messages)
 
 
+def test_repeating_an_earlier_agents_response_is_an_answer_not_an_echo():
+    """A verifier that agrees word for word with what it was shown has answered; repeating the question,
+    the preamble or an earlier subtask is still an echo."""
+    from openconductor.executor import echoes_prompt
+
+    answer = "I checked every step of the derivation above. Final answer: 5"
+    workflow = Workflow((Step(0, "Solve it and state the final answer with its units.", ()), Step(0, "Check the answer above.", "all")))
+    earlier = {0: StepRecord(index=0, worker=0, worker_name="a", subtask="Solve it.", access=[], status="ok", output=answer)}
+    messages = build_messages("Calculate 2 + 3 and explain each step carefully.", workflow, 1, earlier)
+    assert answer in messages[0]["content"]
+    assert not echoes_prompt(answer, messages)
+    assert not echoes_prompt("I checked every step of the derivation above.", messages)
+    assert echoes_prompt("Calculate 2 + 3 and explain each step carefully.", messages)
+    assert echoes_prompt("Solve it and state the final answer with its units.", messages)
+
+
 # ------------------------------------------------------------------------ plan failures never escape
 
 

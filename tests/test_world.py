@@ -77,6 +77,22 @@ def test_a_rephrased_subtask_with_the_same_role_has_the_same_outcome(spec):
     assert asyncio.run(answers(first)) == asyncio.run(answers(reworded))
 
 
+def test_a_worker_rechecking_its_own_answer_is_no_failed_step(spec):
+    """Same worker, same role, same answer gives the same text: that is an answer, never an "echo".
+    (It was, and every such multi-step plan scored as a worker failure in training and evaluation.)"""
+    questions = world.make_questions(24, seed=5)
+    chain = Workflow(tuple(Step(2, "Answer the question." if i == 0 else "Check the answer above and fix any error.", () if i == 0 else "all") for i in range(4)))
+
+    async def runs():
+        async with Pool(spec) as pool:
+            return [await solve(q.text, GivenWorkflow(chain), pool) for q in questions]
+
+    done = asyncio.run(runs())
+    assert done[0].steps[2].output == done[0].steps[3].output  # the case in point
+    assert [r.status for r in done] == ["ok"] * len(done)
+    assert all(s.status == "ok" for r in done for s in r.steps)
+
+
 def test_errors_correlate_and_self_checks_help_less_than_cross_checks(traits):
     questions = world.make_questions(2000, seed=5, domains=("math",))
     gemini, claude = traits["gemini-2.5-pro"], traits["claude-sonnet-4"]

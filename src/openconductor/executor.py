@@ -118,14 +118,20 @@ _SCAFFOLD = re.compile(r"</?Overall task>|<Subtask assigned to Agent \d+>|</?Age
 
 
 def echoes_prompt(output: str, messages: list[dict[str, str]]) -> bool:
-    """True when a worker's output repeats its prompt's scaffolding, or is nothing but a span of its prompt."""
+    """True when a worker's output repeats its prompt's scaffolding, or is nothing but a span of what the
+    executor and the conductor wrote into its prompt (preamble, question, subtasks).
+
+    Earlier agents' responses do not count as prompt: a worker that endorses an earlier answer word for
+    word (a verifier agreeing; in the simulated world the same worker in the same role) has answered.
+    """
     text = (output or "").strip()
     if not text:
         return False
     if _SCAFFOLD.search(text):
         return True
     prompt = "\n".join(str(m.get("content", "")) for m in messages)
-    return len(text) >= 40 and text in prompt
+    written = _EARLIER.sub(lambda m: f"{m.group(2)}\x00", prompt)  # each response body out, one separator in
+    return len(text) >= 40 and text in written
 
 
 def final_answer(steps: list[StepRecord]) -> str:
