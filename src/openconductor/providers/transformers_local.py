@@ -37,7 +37,7 @@ def load_checkpoint(path: str | Path, *, device: str = "cpu", dtype: str = "floa
         from peft import PeftModel
 
         base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
-        manifest = _manifest(path)
+        manifest = read_manifest(path)
         base = manifest.get("base_model") or base
         if not base:
             raise PoolConfigError(f"{path}: adapter without a base model (adapter_config.json base_model_name_or_path)")
@@ -52,7 +52,8 @@ def load_checkpoint(path: str | Path, *, device: str = "cpu", dtype: str = "floa
     return model, tokenizer
 
 
-def _manifest(path: Path) -> dict:
+def read_manifest(path: Path) -> dict:
+    """A checkpoint's ``openconductor.json`` (what trained it, on which base, its llama.cpp copy); {} if none."""
     file = path / MANIFEST
     return json.loads(file.read_text()) if file.exists() else {}
 
@@ -84,7 +85,7 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *,
     path = Path(path).expanduser().resolve()
     if not path.is_dir():
         raise PoolConfigError(f"--conductor: checkpoint dir not found: {path}")
-    manifest = _manifest(path)
+    manifest = read_manifest(path)
     prompt = manifest.get("prompt", {})
     backend = _llamacpp_backend(path, manifest) if engine in ("auto", "llama.cpp") else None
     if backend is None and engine == "llama.cpp":

@@ -101,12 +101,12 @@ def export_gguf_command(
 ):
     """Write CHECKPOINT/conductor.gguf so ask/serve plan with llama.cpp."""
     require("train", "torch", "transformers", "peft", "gguf")
-    from ..providers.transformers_local import MANIFEST, _manifest, load_checkpoint
+    from ..providers.transformers_local import MANIFEST, load_checkpoint, read_manifest
     from .gguf_export import export_trained
 
     if not checkpoint.is_dir():
         fail(f"checkpoint dir not found: {checkpoint}")
-    manifest = _manifest(checkpoint)
+    manifest = read_manifest(checkpoint)
     base = base or manifest.get("model")
     if not base or not base.startswith("gguf:"):
         fail(f"{checkpoint}: pass --base gguf:<package or file> (the model it was trained from); got {base!r}")
