@@ -38,6 +38,8 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=8, help="held-out prompts generated at once (larger on a GPU)")
     ap.add_argument("--only", choices=["untrained", "warmup", "final"], action="append", help="conductor rows to run (default: all)")
     ap.add_argument("--no-moa", action="store_true", help="skip the Mixture-of-Agents row")
+    ap.add_argument("--trained", type=Path, default=None, help="checkpoint for the trained row (default: RUN_DIR/final)")
+    ap.add_argument("--out", type=Path, default=None, help="where the rows go (default: RUN_DIR/eval_nN.json)")
     args = ap.parse_args()
     overrides = {}
     for item in args.overrides:
@@ -56,9 +58,10 @@ def main() -> int:
     cfg = load_train_config(args.config, overrides or None)
     only = set(args.only or ["untrained", "warmup", "final"])
     conductors = {"untrained SmolLM2-135M conductor": cfg.model.name} if "untrained" in only else {}
-    for label, sub in (("after format warm-up only", "warmup"), ("after GRPO (trained)", "final")):
-        if sub in only and (args.run_dir / sub).is_dir():
-            conductors[label] = str(args.run_dir / sub)
+    for label, sub, path in (("after format warm-up only", "warmup", args.run_dir / "warmup"),
+                             ("after GRPO (trained)", "final", args.trained or args.run_dir / "final")):
+        if sub in only and path.is_dir():
+            conductors[label] = str(path)
     start = time.time()
     rows = evaluate(cfg, conductors, n=args.n, temperature=args.temperature, batch_size=args.batch_size, chains=tuple(args.chains), moa=not args.no_moa,
                     on_row=lambda r: print(f"  done: {r.system} ({time.time() - start:.0f}s)", file=sys.stderr, flush=True))
@@ -73,7 +76,7 @@ def main() -> int:
     for r in rows:
         shares = ", ".join(f"{k} {v:.2f}" for k, v in r.worker_share.items())
         print(f"| {r.system} | " + " | ".join(f"{r.per_domain_acc.get(d, 0.0):.2f}" for d in domains) + f" | {shares} |")
-    out = args.run_dir / (f"eval_n{args.n_eval}.json" if args.n_eval else "eval.json")
+    out = args.out or args.run_dir / (f"eval_n{args.n_eval}.json" if args.n_eval else "eval.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
     print(f"\n({time.time() - start:.0f}s; rows saved to {out})", file=sys.stderr)

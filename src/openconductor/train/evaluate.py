@@ -12,9 +12,11 @@ the questions. On the simulated pool every number is SIMULATED.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 from ..policies.base import PlanRequest, make_policy
@@ -130,6 +132,32 @@ def paired_bootstrap(a: list[int], b: list[int], *, resamples: int = 10_000, see
     n, rng = len(diff), random.Random(seed)
     means = sorted(sum(diff[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
     return sum(diff) / n, means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
+def choose_checkpoint(validation_dir: str | Path, system: str = "after GRPO (trained)") -> tuple[str, list[tuple[str, float, float]]]:
+    """The checkpoint to test, by a rule fixed before any run ends: the highest validation accuracy, ties
+    to the later one (checkpoints by step, `final` last). `validation_dir` holds one rows file per
+    checkpoint (`checkpoint-40.json`, ..., `final.json`, as `benchmarks/train_cpu_eval.py --out` writes
+    them). Returns (the winner's name, [(name, accuracy, steps)] in order)."""
+    def order(path: Path) -> float:
+        if path.stem == "final":
+            return float("inf")
+        prefix, _, step = path.stem.partition("-")
+        if prefix != "checkpoint" or not step.isdigit():
+            raise ValueError(f"{path}: expected checkpoint-<step>.json or final.json")
+        return int(step)
+
+    files = sorted(Path(validation_dir).glob("*.json"), key=order)
+    if not files:
+        raise FileNotFoundError(f"no validation rows (*.json) in {validation_dir}: run the validation step first")
+    scored = []
+    for path in files:
+        rows = [r for r in json.loads(path.read_text()) if r.get("system") == system]
+        if not rows:
+            raise ValueError(f"{path}: no row for system {system!r}")
+        scored.append((path.stem, float(rows[0]["accuracy"]), float(rows[0]["steps"])))
+    best = max(range(len(scored)), key=lambda i: (scored[i][1], i))
+    return scored[best][0], scored
 
 
 def conductor_texts(model_dir: str, items: list[Item], spec: PoolSpec, cfg: TrainConfig, *, temperature: float, batch_size: int, seed: int) -> tuple[list[str], list[int]]:

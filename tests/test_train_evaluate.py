@@ -1,0 +1,52 @@
+"""The held-out evaluation's statistics and the checkpoint rule the one-command CPU run applies
+(scripts/train_cpu_smollm2.sh): pure functions, no model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from openconductor.train.evaluate import choose_checkpoint, paired_bootstrap
+
+TRAINED = "after GRPO (trained)"
+
+
+def write_rows(directory, name, accuracy, steps=2.0):
+    rows = [{"system": "best single worker (gemini-2.5-pro)", "accuracy": 0.99, "steps": 1.0},
+            {"system": TRAINED, "accuracy": accuracy, "steps": steps}]
+    (directory / f"{name}.json").write_text(json.dumps(rows))
+
+
+def test_choose_checkpoint_takes_the_most_accurate_and_ties_go_to_the_later(tmp_path):
+    # Written out of order, and checkpoint-100 sorts before checkpoint-40 as a string.
+    for name, accuracy in [("final", 0.60), ("checkpoint-100", 0.65), ("checkpoint-40", 0.65), ("checkpoint-60", 0.50)]:
+        write_rows(tmp_path, name, accuracy)
+    name, scored = choose_checkpoint(tmp_path)
+    assert name == "checkpoint-100"  # tie with checkpoint-40: the later one; the baseline row is ignored
+    assert [s[0] for s in scored] == ["checkpoint-40", "checkpoint-60", "checkpoint-100", "final"]
+    write_rows(tmp_path, "final", 0.65)
+    assert choose_checkpoint(tmp_path)[0] == "final"  # final counts as the latest
+
+
+def test_choose_checkpoint_rejects_missing_or_foreign_rows(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no validation rows"):
+        choose_checkpoint(tmp_path)
+    (tmp_path / "checkpoint-40.json").write_text(json.dumps([{"system": "oracle single-step router", "accuracy": 1.0, "steps": 1.0}]))
+    with pytest.raises(ValueError, match="no row for system"):
+        choose_checkpoint(tmp_path)
+    write_rows(tmp_path, "checkpoint-40", 0.5)
+    write_rows(tmp_path, "notes", 0.9)
+    with pytest.raises(ValueError, match="checkpoint-<step>.json or final.json"):
+        choose_checkpoint(tmp_path)
+
+
+def test_paired_bootstrap_interval_brackets_the_difference():
+    a = [1] * 60 + [0] * 40
+    b = [1] * 50 + [0] * 50  # a is right on 10 more questions: +0.10
+    mean, low, high = paired_bootstrap(a, b, resamples=2_000)
+    assert mean == pytest.approx(0.10) and 0.03 < low < 0.10 < high < 0.17
+    same = paired_bootstrap(b, b, resamples=500)
+    assert same == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="equally long"):
+        paired_bootstrap([1], [1, 0])
