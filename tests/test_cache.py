@@ -89,7 +89,7 @@ def _comparable(run) -> dict:
     data = run.model_dump(exclude={"id", "created_at"})
     data["totals"].pop("wall_s")
     for step in data["steps"]:
-        for key in ("started_at", "finished_at"):
+        for key in ("started_at", "finished_at", "cached"):
             step.pop(key)
     data["plan"].pop("latency_s")
     return data
@@ -106,6 +106,7 @@ async def test_replay_gives_identical_runs_without_calling_workers(tmp_path):
         again = [await solve("Name a prime.", p, pool, seed=5) for p in policies]
         assert sum(w.provider.calls for w in pool.workers) == 0
     for a, b in zip(first, again):
+        assert all(s.cached for s in b.steps) and not all(s.cached for s in a.steps)  # the trace says which
         assert _comparable(a) == _comparable(b)
         assert a.totals.usage == b.totals.usage and a.totals.calls == b.totals.calls
 

@@ -98,12 +98,16 @@ def test_resume_continues_from_the_latest_checkpoint(tmp_path):
     from openconductor.train.trainer import train
 
     path = tiny_config(tmp_path, max_steps=2)
-    final = train(load_train_config(path))
+    replay = {"reward.replay": "replay.sqlite3"}  # relative: next to the config file
+    final = train(load_train_config(path, replay))
     assert (final / "model.safetensors").exists()
-    cfg = load_train_config(path, {"grpo.max_steps": 3})
+    stored = json.loads((final / "openconductor.json").read_text())["replay"]
+    assert stored["match"] == "context" and stored["entries"] == stored["misses"] and (tmp_path / "replay.sqlite3").exists()
+    cfg = load_train_config(path, {"grpo.max_steps": 3, **replay})
     train(cfg, resume=True)
     rows = [json.loads(line) for line in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]  # steps 1-2 from the first run, 3 after resuming
+    assert all("replay/hit_rate" in r and "replay/new_calls" in r for r in rows)
 
 
 def test_plot_writes_png(tmp_path):

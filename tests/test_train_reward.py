@@ -252,3 +252,26 @@ async def test_real_task_reward_goes_through_the_math_grader(fixed_math_answers)
     # math-verify decides 1/2 == 0.5 (a string comparison would not): the real grader ran.
     assert (right.reward, right.correct) == (1.0, True)
     assert (wrong.reward, wrong.correct) == (SETTINGS.wrong, False)
+
+
+async def test_replay_store_answers_repeated_worker_calls_without_running_them(tmp_path):
+    """Real path: the python tool worker runs each program in the bubblewrap sandbox once; a repeated
+    batch (the same question, subtask and worker) is answered from the replay store."""
+    from openconductor.cache import ResponseCache
+    from openconductor.pool import PoolSpec, WorkerSpec
+
+    spec = PoolSpec(name="t", workers=[WorkerSpec(name="python", provider="python", max_retries=0, options={"wall_s": 10, "cpu_s": 5})])
+    cache = ResponseCache(tmp_path / "replay.sqlite3", match="context")
+    reward = WorkflowReward(spec, SETTINGS, load_train_config(ROOT / "examples" / "train_cpu_smollm2.toml").prompt, cache=cache)
+    program = lambda value: Workflow((Step(0, f"Run it:\n```python\nprint({value})\n```", ()),), reasoning="Reasoning: compute it.").render()  # noqa: E731
+    completions = [program("6 * 7"), program("6 * 7 - 1")]
+    batch = dict(prompts=[[]] * 2, question=["What is 6 times 7?"] * 2, reference=["42"] * 2, task=["numeric"] * 2)
+    logged: dict[str, list[float]] = {}
+    log = lambda k, v: logged.setdefault(k, []).append(v)  # noqa: E731
+    first = await reward(completions=completions, log_metric=log, **batch)
+    assert first == [1.0, 0.5] and cache.stats() == {"hits": 0, "misses": 2, "entries": 2}
+    second = await reward(completions=completions, log_metric=log, **batch)
+    assert second == first and cache.stats() == {"hits": 2, "misses": 2, "entries": 2}
+    assert reward.last_samples[0].run.steps[0].cached  # served from the store, not the sandbox
+    assert logged["replay/hit_rate"] == [0.0, 1.0] and logged["replay/new_calls"] == [2.0, 0.0]
+    await reward.aclose()

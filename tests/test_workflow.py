@@ -46,6 +46,16 @@ Sure! Here is the plan:
     assert wf.steps[2].access == (0, 1)
 
 
+def test_code_in_a_subtask_keeps_its_fence_when_the_plan_is_not_canonical():
+    # A free-form plan (no reasoning line, so not the canonical form) handing code to a tool worker:
+    # the fence inside the subtask string is the code's, not the plan's wrapping.
+    text = 'model_id = [0]\nsubtasks = ["Run it:\\n```python\\nprint(6 * 7)\\n```"]\naccess_list = [[]]'
+    assert parse_and_validate(text, n_workers=1).steps[0].subtask == "Run it:\n```python\nprint(6 * 7)\n```"
+    # Labels in backticks still parse (from the cleaned text).
+    labelled = "`model_id` = [0]\n`subtasks` = ['Solve it']\n`access_list` = [[]]"
+    assert parse_and_validate(labelled, n_workers=1).steps[0].subtask == "Solve it"
+
+
 def test_json_fallback_single_quotes_and_comma_split():
     text = "model_id: ['0', '1']\nsubtasks: [plan the answer, write the answer]\naccess_list: [[], ['all']]"
     wf = parse_and_validate(text, n_workers=2)

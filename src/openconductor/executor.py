@@ -382,6 +382,7 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
         record.output, record.usage, record.attempts = completion.text, completion.usage, attempts
         record.tool_calls, record.finish_reason = completion.tool_calls, completion.finish_reason
         record.latency_s, record.status, record.detail = completion.latency_s, "ok", completion.detail
+        record.cached = completion.cached
         if spec.provider not in TOOL_PROVIDERS and not completion.tool_calls and echoes_prompt(completion.text, record.messages):
             # Not an answer: the step fails, so the final answer falls back to the last real output.
             record.status, record.error = "error", "the worker echoed its prompt instead of answering"

@@ -77,6 +77,8 @@ class StepRecord(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
     detail: dict[str, Any] = Field(default_factory=dict)  # a tool worker's Completion.detail
+    # Answered from the response cache / replay store: usage and latency are the original call's.
+    cached: bool = False
     started_at: Optional[float] = None
     finished_at: Optional[float] = None
     # A step run by the conductor itself (recursion) holds the nested round.

@@ -523,7 +523,11 @@ def parse(text: str, *, allow_empty: bool = False) -> Workflow:
             raise EmptyWorkflowError("the workflow has no steps; give at least one step")
         return canonical
     cleaned = clean_output(text)
-    lists = {label: _find_list(cleaned, label) for label in _LABELS}
+    # First with the subtasks' own text intact (a ```python block in a subtask is code for a tool
+    # worker, not wrapping), then from the cleaned text (labels in backticks, fenced lists).
+    lists = {label: _find_list(strip_think(text).translate(_CURLY), label) for label in _LABELS}
+    if any(v is None for v in lists.values()):
+        lists = {label: _find_list(cleaned, label) for label in _LABELS}
     if all(v is None for v in lists.values()):
         json_form = _parse_json_form(cleaned)
         if json_form is not None:

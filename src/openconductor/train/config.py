@@ -79,6 +79,11 @@ class RewardSettings:
     cost_weight: float = 0.0  # reward -= cost_weight * cost_usd of the workflow
     step_weight: float = 0.0  # reward -= step_weight * number of steps
     max_concurrency: int = 64  # workflows executed at once per reward call (workers have their own limits)
+    # A replay store of real worker calls (SQLite, `ResponseCache(match="context")`; a relative path
+    # resolves from the config file). A call whose question, visible earlier steps, subtask, worker and
+    # sampling settings are in it is answered from it, so a run, a resumed run or the next run re-executes
+    # only what is new. Off (None) by default: the simulated world costs nothing to call.
+    replay: Optional[str] = None
 
 
 @dataclass(config=_STRICT)

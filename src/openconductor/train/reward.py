@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
 
+from ..cache import ResponseCache
 from ..executor import solve
 from ..policies.base import Previous
 from ..policies.baselines import GivenWorkflow
@@ -206,8 +207,11 @@ class WorkflowReward:
         *,
         discount: float = 0.25,
         recursive_sampler: Optional[RecursiveSampler] = None,
+        cache: Optional[ResponseCache] = None,
     ):
         self.pool_spec, self.settings, self.prompt = pool_spec, settings, prompt
+        self.cache = cache  # the replay store (RewardSettings.replay), shared by every worker call
+        self._cache_seen = (0, 0)  # (hits, misses) at the last logged batch
         self.discount = discount
         self.recursive_sampler = recursive_sampler  # set by the trainer: samples from the live model
         self._pool: Optional[Pool] = None
@@ -217,12 +221,22 @@ class WorkflowReward:
     def pool(self) -> Pool:
         # Built lazily inside TRL's reward event loop, and kept: one set of workers for the whole run.
         if self._pool is None:
-            self._pool = Pool(self.pool_spec)
+            self._pool = Pool(self.pool_spec, self.cache)
         return self._pool
 
     async def aclose(self) -> None:
         if self._pool is not None:
             await self._pool.aclose()
+        if self.cache is not None:
+            self.cache.close()
+
+    def _replay_metrics(self) -> dict[str, float]:
+        """This batch's worker calls answered from the replay store, and the store's size."""
+        if self.cache is None:
+            return {}
+        hits, misses = self.cache.hits - self._cache_seen[0], self.cache.misses - self._cache_seen[1]
+        self._cache_seen = (self.cache.hits, self.cache.misses)
+        return {"replay/hit_rate": hits / (hits + misses) if hits + misses else 0.0, "replay/new_calls": float(misses), "replay/entries": float(len(self.cache))}
 
     async def workflow_reward(self, prompts, completions, **columns) -> list[float]:
         self.calls += 1
@@ -251,7 +265,7 @@ class WorkflowReward:
         self.last_samples = list(samples)
         if log_metric is not None:
             groups = [f"{q}|{r}|{p}" for q, r, p in zip(questions, rounds, previous)]
-            for name, value in batch_metrics(samples, groups, col("domain", "")).items():
+            for name, value in {**batch_metrics(samples, groups, col("domain", "")), **self._replay_metrics()}.items():
                 log_metric(name, value)
         return [s.reward for s in samples]
 

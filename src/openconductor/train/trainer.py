@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from ..cache import ResponseCache
 from ..pool import PoolSpec, load_pool
 from ..providers.transformers_local import MANIFEST
 from ..workflow import Step, Workflow
@@ -251,7 +252,10 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
         export(model, tokenizer, out_dir / "warmup", cfg, extra={"stage": "format warm-up", "warmup_losses": losses})
 
     settings = cfg.settings
-    reward = WorkflowReward(spec, cfg.reward, cfg.prompt, discount=cfg.recursion.discount)
+    replay = ResponseCache(cfg.path(cfg.reward.replay), match="context") if cfg.reward.replay else None
+    if replay is not None:
+        log.info("replay store %s: %d worker calls stored", replay.path, len(replay))
+    reward = WorkflowReward(spec, cfg.reward, cfg.prompt, discount=cfg.recursion.discount, cache=replay)
     if cfg.recursion.blend_fraction > 0:
 
         async def sampler(batch: list[list[dict]]) -> list[str]:
@@ -319,8 +323,11 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> Path:
         log.warning("--resume: no checkpoint in %s; starting fresh", cfg.output_dir)
     start = time.time()
     trainer.train(resume_from_checkpoint=str(last) if last else None)
-    final = export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra={"train_seconds": round(time.time() - start, 1), "global_step": trainer.state.global_step})
-    return final
+    extra = {"train_seconds": round(time.time() - start, 1), "global_step": trainer.state.global_step}
+    if reward.cache is not None:  # what the replay store saved: calls answered from it vs executed
+        extra["replay"] = {k: v for k, v in reward.cache.metrics().items() if k != "per_worker"}
+        reward.cache.close()
+    return export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra=extra)
 
 
 def _latest_checkpoint(out_dir: Path) -> Optional[Path]:
