@@ -47,9 +47,10 @@ async def main(n: int, seed: int, timeout: float) -> None:
             resampled += record.attempts > 1
             fallbacks += record.fallback is not None
             print(f"question {i:>2}: attempts {record.attempts}  rejected {errors or '-'}  fallback {record.fallback or '-'}  "
-                  f"{seconds[-1]:.0f} s", flush=True)
+                  f"{seconds[-1]:.1f} s", flush=True)
     print(f"\nlocal pool conductor ({spec.conductor.backend.model}, grammar-constrained, max_tokens {spec.conductor.max_tokens}, "
-          f"max_attempts {spec.conductor.max_attempts}), {n} plans, median {statistics.median(seconds):.0f} s per plan")
+          f"max_attempts {spec.conductor.max_attempts}), {n} plans, wall seconds per plan: median {statistics.median(seconds):.1f}, "
+          f"max {max(seconds):.1f} (the first includes loading the model)")
     print(f"plans that needed a resample: {resampled} of {n}; plans that fell back: {fallbacks} of {n}")
     print(f"rejected attempts by error: {dict(codes) or 'none'}")
     print(f"rejected attempts by parser message: {dict(reasons) or 'none'}")
