@@ -54,6 +54,9 @@ def test_code_in_a_subtask_keeps_its_fence_when_the_plan_is_not_canonical():
     # Labels in backticks still parse (from the cleaned text).
     labelled = "`model_id` = [0]\n`subtasks` = ['Solve it']\n`access_list` = [[]]"
     assert parse_and_validate(labelled, n_workers=1).steps[0].subtask == "Solve it"
+    # The last labelled lists still win over a draft, even when only the final ones have backticks.
+    drafted = "Draft: model_id = [1]\nsubtasks = ['Guess']\naccess_list = [[]]\n" + labelled
+    assert parse_and_validate(drafted, n_workers=2).steps[0] == parse_and_validate(labelled, n_workers=2).steps[0]
 
 
 def test_json_fallback_single_quotes_and_comma_split():

@@ -523,11 +523,14 @@ def parse(text: str, *, allow_empty: bool = False) -> Workflow:
             raise EmptyWorkflowError("the workflow has no steps; give at least one step")
         return canonical
     cleaned = clean_output(text)
-    # First with the subtasks' own text intact (a ```python block in a subtask is code for a tool
-    # worker, not wrapping), then from the cleaned text (labels in backticks, fenced lists).
-    lists = {label: _find_list(strip_think(text).translate(_CURLY), label) for label in _LABELS}
-    if any(v is None for v in lists.values()):
-        lists = {label: _find_list(cleaned, label) for label in _LABELS}
+    lists = {label: _find_list(cleaned, label) for label in _LABELS}
+    # The cleaned text decides which lists are the plan; their subtasks are read again from the text as
+    # written, where they are the same lists, so a ```python block in a subtask (code for a tool
+    # worker) keeps its fence.
+    raw = {label: _find_list(strip_think(text).translate(_CURLY), label) for label in _LABELS}
+    if (raw["subtasks"] is not None and lists["subtasks"] is not None and len(raw["subtasks"]) == len(lists["subtasks"])
+            and raw["model_id"] == lists["model_id"] and raw["access_list"] == lists["access_list"]):
+        lists["subtasks"] = raw["subtasks"]
     if all(v is None for v in lists.values()):
         json_form = _parse_json_form(cleaned)
         if json_form is not None:
