@@ -204,8 +204,6 @@ class Runtime:
         for preset in self.presets.values():
             if preset.pool is not None:
                 await preset.pool.aclose()
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
         self.flush_saves()
         await asyncio.to_thread(self._close_store)
 
@@ -255,6 +253,8 @@ class Runtime:
             self._flush_handle = asyncio.get_running_loop().call_later(TRACE_LINGER_S, self.flush_saves)
 
     def flush_saves(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()  # called early (a listing): the timer has nothing left to do
         self._flush_handle = None
         dirty, self._dirty = self._dirty, {}
         for run in dirty.values():
@@ -273,6 +273,10 @@ class Runtime:
         return await asyncio.to_thread(self.store.get, run_id)  # raises TraceNotFound
 
     async def list_runs(self, limit: int, api_key: Optional[str] = None) -> list[dict]:
+        # Read-your-writes: a run answered a moment ago may still sit in the linger window or the writer's
+        # queue; write those first so the listing never misses a run its caller has already seen end.
+        self.flush_saves()
+        await asyncio.to_thread(self.writer.flush, 5.0)
         return await asyncio.to_thread(self.store.list, limit, api_key=api_key)
 
 
