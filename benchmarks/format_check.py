@@ -39,7 +39,7 @@ def main() -> int:
     from openconductor.train.trainer import accelerator_device
 
     cfg = load_train_config(args.config)
-    spec = load_pool(cfg.path(cfg.pool))
+    spec = load_pool(cfg.pool_path)
     items = load_items(cfg, held_out=True)[: args.n]
     torch.set_num_threads(cfg.run.torch_threads or torch.get_num_threads())
     model, tokenizer = load_checkpoint(resolve_model(args.model), device=accelerator_device(), dtype=cfg.model.dtype)

@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=400)
     args = ap.parse_args()
     cfg = load_train_config(args.config, {"data.n_eval": args.n})
-    spec = load_pool(cfg.path(cfg.pool))
+    spec = load_pool(cfg.pool_path)
     items = load_items(cfg, held_out=True)[: args.n]
     domains = sorted({i.domain for i in items})
     best = best_by_domain(spec, domains)

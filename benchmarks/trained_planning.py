@@ -56,7 +56,7 @@ def main() -> None:
     args = ap.parse_args()
     cfg = load_train_config(args.config, {"data.n_eval": args.n})
     items = load_items(cfg, held_out=True)[: args.n]
-    base = load_pool(cfg.path(cfg.pool))
+    base = load_pool(cfg.pool_path)
     reference, _ = conductor_texts(str(args.checkpoint), items, base, cfg, temperature=0.0, batch_size=8, seed=0)
     reference = [parse_and_validate(t, len(base.workers), max_steps=cfg.prompt.max_steps) for t in reference]
     engines = {e: trained_conductor(base, args.checkpoint, engine=e) for e in ("llama.cpp", "transformers")}

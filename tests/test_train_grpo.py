@@ -25,7 +25,7 @@ def tiny_config(tmp_path: Path, **extra) -> Path:
     # TOML inline table from the dict (keys are bare words, values numbers/bools/strings).
     tiny = "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in TINY_LLAMA.items()) + " }"
     text = f"""
-pool = "{ROOT / 'examples' / 'pools' / 'simulated_paper.toml'}"
+pool = "{extra.get('pool', ROOT / 'examples' / 'pools' / 'simulated_paper.toml')}"
 [model]
 name = "{tok}"
 tiny = {tiny}
@@ -37,6 +37,7 @@ show = "names"
 [data]
 n_train = 16
 n_eval = 4
+{extra.get('data', '')}
 [randomize]
 enabled = {str(extra.get('randomize', False)).lower()}
 k_min = 3
@@ -91,6 +92,33 @@ def test_grpo_steps_change_parameters_and_write_metrics(tmp_path):
     final = export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg)
     manifest = json.loads((final / "openconductor.json").read_text())
     assert manifest["kind"] == "full" and manifest["prompt"]["max_steps"] == 2
+
+
+def test_grpo_on_registered_tasks_grades_each_row_with_its_task_grader(tmp_path):
+    """data.kind = "tasks": rows from reasoning-gym generators, graded by the generator's own scorer inside
+    the reward (real grader); the six workers are simulated and always answer 3 (labelled as such)."""
+    from openconductor.providers.simulated import RESPONDERS, register_responder
+    from openconductor.train.config import load_train_config
+    from openconductor.train.trainer import build_trainer
+
+    workers = "".join(f'[[workers]]\nname = "w{i}"\nprovider = "simulated"\noptions = {{ world = "answers-three" }}\n' for i in range(6))
+    (tmp_path / "pool.toml").write_text(f'name = "threes"\n{workers}')
+    register_responder("answers-three")(lambda spec, messages, rng: "Final answer: 3")
+    try:
+        cfg = load_train_config(tiny_config(tmp_path, pool=tmp_path / "pool.toml", max_steps=2,
+                                            data='kind = "tasks"\ntasks = ["basic_arithmetic", "rg:letter_counting"]'))
+        trainer, reward = build_trainer(cfg)
+        trainer.train()
+    finally:
+        RESPONDERS.pop("answers-three", None)
+    rows = [json.loads(line) for line in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert {k.split("/")[0] for r in rows for k in r if k.endswith("/accuracy")} <= {"basic_arithmetic", "letter_counting"}
+    graded = [s for s in reward.last_samples if s.parsed and not s.error]
+    assert graded, "no workflow of the tiny model ran"
+    # reasoning-gym's scorer decided each one: "3" is right only where the reference answer is 3.
+    assert all(s.final_answer == "Final answer: 3" and s.reward == (1.0 if s.correct else 0.5) for s in graded)
+    assert any(not s.correct for s in graded)  # a constant answer is graded wrong on most questions
 
 
 def test_resume_continues_from_the_latest_checkpoint(tmp_path):

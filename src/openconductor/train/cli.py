@@ -46,7 +46,7 @@ def train_command(
     from .trainer import train
 
     final = train(cfg, resume=resume)
-    console.print(f"[bold green]exported[/] {final}\nuse it: conductor ask --pool {cfg.path(cfg.pool)} --conductor {final} \"QUESTION\"")
+    console.print(f"[bold green]exported[/] {final}\nuse it: conductor ask --pool {cfg.pool_path} --conductor {final} \"QUESTION\"")
     console.print(f"curves: conductor plot {cfg.output_dir}")
 
 

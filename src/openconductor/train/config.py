@@ -55,7 +55,7 @@ class PromptSettings:
 
 @dataclass(config=_STRICT)
 class DataSettings:
-    kind: Literal["simulated", "jsonl"] = "simulated"
+    kind: Literal["simulated", "jsonl", "tasks"] = "simulated"
     n_train: int = 960
     n_eval: int = 64
     seed: int = 0
@@ -65,8 +65,15 @@ class DataSettings:
     # the same reward, so their GRPO groups carry no signal (pass-rate filtering, as in DAPO/Polaris).
     # Held-out questions are never filtered.
     skip_solved_by_all: bool = False
-    # kind = "jsonl": one {"question", "reference", "task"} object per line (task = a grader kind).
+    # kind = "jsonl": one {"question", "reference", "task"} object per line (task = a grader kind; the
+    # reference may be any JSON value and an optional "grader_options" object is passed to the grader).
     path: Optional[str] = None
+    # kind = "tasks": questions from registered tasks, as `conductor eval --task` names them (e.g.
+    # "basic_arithmetic", "rg:letter_counting", "humaneval"), each graded by its own grader. n_train and
+    # n_eval are split evenly over them; training questions come from `seed`, held-out ones from
+    # `eval_seed` (procedural tasks) or after the training ones (fixed datasets), never the same text.
+    tasks: list[str] = Field(default_factory=list)
+    task_options: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per task name: its options
 
 
 @dataclass(config=_STRICT)
@@ -189,7 +196,7 @@ class RunSettings:
 
 @dataclass(config=_STRICT)
 class TrainConfig:
-    pool: str
+    pool: str  # a pool file (relative to this config file), or "default": the packaged offline pool
     model: ModelSettings = Field(default_factory=ModelSettings)
     prompt: PromptSettings = Field(default_factory=PromptSettings)
     data: DataSettings = Field(default_factory=DataSettings)
@@ -205,6 +212,15 @@ class TrainConfig:
     def path(self, value: str) -> Path:
         p = Path(value).expanduser()
         return p if p.is_absolute() else Path(self.base_dir) / p
+
+    @property
+    def pool_path(self) -> Path:
+        """The pool file; ``pool = "default"`` is the packaged offline pool (what `conductor ask` uses)."""
+        if self.pool == "default":
+            from ..pool import default_pool_path
+
+            return default_pool_path()
+        return self.path(self.pool)
 
     @property
     def output_dir(self) -> Path:
@@ -250,6 +266,12 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
         raise TrainConfigError("recursion.fraction and recursion.blend_fraction must be within [0, 1]")
     if cfg.data.kind == "jsonl" and not cfg.data.path:
         raise TrainConfigError("data.kind = 'jsonl' needs data.path")
+    if cfg.data.kind == "tasks" and not cfg.data.tasks:
+        raise TrainConfigError("data.kind = 'tasks' needs data.tasks, e.g. tasks = [\"basic_arithmetic\", \"rg:letter_counting\"] "
+                               "(`conductor tasks` lists them)")
+    unknown_options = sorted(set(cfg.data.task_options) - set(cfg.data.tasks))
+    if unknown_options:
+        raise TrainConfigError(f"data.task_options names {unknown_options}, which data.tasks does not list")
     return cfg
 
 

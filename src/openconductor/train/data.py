@@ -12,10 +12,11 @@ inside the reward when ``recursion.blend_fraction`` > 0 (see ``WorkflowReward``)
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 from ..executor import solve
 from ..policies.base import Previous
@@ -29,9 +30,16 @@ from .config import TrainConfig, TrainConfigError
 @dataclass(frozen=True)
 class Item:
     question: str
-    reference: str
+    reference: Any  # a string, or whatever the grader compares against (a reasoning-gym entry, tests)
     task: str  # "simulated" or a grader kind
     domain: str = ""
+    grader_options: dict[str, Any] = field(default_factory=dict)
+
+    def grading(self) -> str:
+        """The row's grading column: what the reward hands the grader (JSON; empty for simulated items)."""
+        if self.task == "simulated":
+            return ""
+        return json.dumps({"reference": self.reference, "options": self.grader_options}, sort_keys=True)
 
 
 def load_items(cfg: TrainConfig, *, held_out: bool = False) -> list[Item]:
@@ -42,7 +50,7 @@ def load_items(cfg: TrainConfig, *, held_out: bool = False) -> list[Item]:
         from ..pool import load_pool
         from .world import Traits, solo_correct
 
-        spec = load_pool(cfg.path(cfg.pool))
+        spec = load_pool(cfg.pool_path)
         traits = [Traits.from_spec(w) for w in spec.workers if w.provider == "simulated" and w.options.get("skills")]
         train = make_questions(d.n_train, d.seed, d.domains)
         if not held_out:
@@ -53,6 +61,8 @@ def load_items(cfg: TrainConfig, *, held_out: bool = False) -> list[Item]:
         # on which workers solve them alone (variance reduction: single workers score their expected accuracy).
         held = make_questions(d.n_eval, d.eval_seed, d.domains, exclude=frozenset(q.text for q in train), stratify=traits or None)
         return [Item(q.text, q.reference, "simulated", q.domain) for q in held]
+    if d.kind == "tasks":
+        return _task_items(cfg, held_out=held_out)
     path = cfg.path(d.path or "")
     if not path.exists():
         raise TrainConfigError(f"data.path not found: {path}")
@@ -62,11 +72,54 @@ def load_items(cfg: TrainConfig, *, held_out: bool = False) -> list[Item]:
             continue
         try:
             row = json.loads(line)
-            items.append(Item(str(row["question"]), str(row["reference"]), str(row["task"]), str(row.get("domain", ""))))
-        except (json.JSONDecodeError, KeyError) as exc:
+            options = row.get("grader_options") or {}
+            if not isinstance(options, dict):
+                raise TrainConfigError(f"{path}:{lineno}: grader_options must be a JSON object, got {type(options).__name__}")
+            reference = row["reference"] if isinstance(row["reference"], (dict, list)) else str(row["reference"])
+            items.append(Item(str(row["question"]), reference, str(row["task"]), str(row.get("domain", "")), options))
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise TrainConfigError(f"{path}:{lineno}: need a JSON object with question, reference, task ({exc})") from exc
     split = max(1, len(items) // 10)
     return items[:split] if held_out else items[split:]
+
+
+def _task_items(cfg: TrainConfig, *, held_out: bool) -> list[Item]:
+    """Questions of registered tasks (``data.tasks``), each with its task's grader; the domain is the task's
+    name, so the training metrics break down per task. Held-out questions never repeat a training one."""
+    from ..tasks import TaskError, load_task
+
+    d = cfg.data
+    names = list(d.tasks)
+
+    def split(total: int) -> list[int]:
+        return [total // len(names) + (1 if i < total % len(names) else 0) for i in range(len(names))]
+
+    def load(name: str, count: int, seed: int, offset: int = 0):
+        try:
+            return load_task(name, limit=count, seed=seed, offset=offset, **d.task_options.get(name, {}))
+        except TaskError as exc:
+            raise TrainConfigError(f"data.tasks: {exc}") from exc
+
+    per_task: list[list[Item]] = []
+    for name, n_train, n_eval in zip(names, split(d.n_train), split(d.n_eval)):
+        if n_train + n_eval == 0:
+            continue
+        train = load(name, max(1, n_train), d.seed)
+        seen = {train.text(q) for q in train.questions}
+        if not held_out:
+            chosen, task = train.questions[:n_train], train
+        else:
+            # Procedural tasks draw held-out questions from eval_seed; a fixed dataset returns the same
+            # questions whatever the seed, so its held-out ones come after the training ones.
+            task = load(name, n_eval + n_train, d.eval_seed)
+            fresh = [q for q in task.questions if task.text(q) not in seen]
+            if len(fresh) < n_eval:
+                task = load(name, n_eval, d.seed, offset=n_train)
+                fresh = [q for q in task.questions if task.text(q) not in seen]
+            chosen = fresh[:n_eval]
+        per_task.append([Item(task.text(q), q.reference, q.grader, task.name, dict(q.grader_options)) for q in chosen])
+    # Tasks in rotation, so every stretch of training sees all of them.
+    return [item for group in itertools.zip_longest(*per_task) for item in group if item is not None]
 
 
 def sample_subset(n_workers: int, k_min: int, k_max: int, rng: random.Random) -> list[int]:
@@ -124,7 +177,8 @@ def _row(item: Item, shown: list[int], spec: PoolSpec, cfg: TrainConfig, *, roun
     return {
         "prompt": prompt_for(item, sub, cfg, previous),
         "question": item.question,
-        "reference": item.reference,
+        "reference": item.reference if isinstance(item.reference, str) else json.dumps(item.reference, sort_keys=True),
+        "grading": item.grading(),  # the reference and grader options as the grader takes them (JSON)
         "task": item.task,
         "domain": item.domain,
         "workers": shown,

@@ -69,7 +69,7 @@ async def _score_all(texts: list[str], items: list[Item], spec: PoolSpec, cfg: T
             await asyncio.gather(
                 *(
                     score_completion(t, question=i.question, reference=i.reference, task=i.task, pool=pool,
-                                     settings=cfg.reward, max_steps=max_steps, seed=seed)
+                                     settings=cfg.reward, max_steps=max_steps, seed=seed, grader_options=i.grader_options)
                     for t, i in zip(texts, items)
                 )
             )
@@ -206,7 +206,7 @@ def evaluate(
     ``chains``: also score fixed chains of that many steps on the best single worker, each later step
     checking the earlier answers (access "all").
     """
-    spec = load_pool(cfg.path(cfg.pool))
+    spec = load_pool(cfg.pool_path)
     items = load_items(cfg, held_out=True)[: n or None]
     domains = sorted({i.domain for i in items})
     best = best_by_domain(spec, domains)

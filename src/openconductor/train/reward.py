@@ -11,6 +11,7 @@ failure never raises out of here: it is logged and scored as ``reward.worker_fai
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -29,9 +30,10 @@ from .config import PromptSettings, RewardSettings
 log = logging.getLogger(__name__)
 
 
-async def grade_answer(task: str, answer: str, reference: str) -> tuple[bool, float]:
+async def grade_answer(task: str, answer: str, reference: Any, options: Optional[dict] = None) -> tuple[bool, float]:
     """(well_formed, score in [0, 1]). Simulated tasks grade here; real ones use openconductor.graders
-    (``agrade``: off this event loop, so a slow grade never stalls the other rollouts)."""
+    (``agrade``: off this event loop, so a slow grade never stalls the other rollouts), with the
+    question's grader ``options`` (e.g. a reasoning-gym generator's name)."""
     if task == "simulated":
         from .world import grade_simulated
 
@@ -39,7 +41,7 @@ async def grade_answer(task: str, answer: str, reference: str) -> tuple[bool, fl
         return well_formed, float(correct)
     from ..graders import agrade  # lazy: real graders (math-verify, sandbox) are heavy
 
-    result = await agrade(task, answer, reference)
+    result = await agrade(task, answer, reference, **(options or {}))
     return bool(answer.strip()) and result.extracted is not None, float(result.score)
 
 
@@ -78,13 +80,14 @@ async def score_completion(
     text: str,
     *,
     question: str,
-    reference: str,
+    reference: Any,
     task: str,
     pool: Pool,
     settings: RewardSettings,
     max_steps: int,
     previous: Optional[str] = None,
     seed: Optional[int] = None,
+    grader_options: Optional[dict] = None,
 ) -> Sample:
     """Parse, execute and grade one completion (``previous``: a recursive round's earlier answer)."""
     recursive = previous is not None
@@ -93,7 +96,7 @@ async def score_completion(
     except WorkflowError as exc:
         return Sample(reward=settings.unparseable, parsed=False, error=exc.code)
     if recursive and workflow.is_accept:
-        well_formed, score = await grade_answer(task, previous, reference)
+        well_formed, score = await grade_answer(task, previous, reference, grader_options)
         reward = _graded(settings, well_formed, score)
         return Sample(reward=reward, parsed=True, correct=score >= 1.0, accepted=True, final_answer=previous)
     try:
@@ -117,7 +120,7 @@ async def score_completion(
         log.info("run %s ended %s: %s", run.id, run.status, run.error)
         sample.error, sample.reward = f"run_{run.status}", float(settings.worker_failure)
     else:
-        well_formed, score = await grade_answer(task, run.final_answer, reference)
+        well_formed, score = await grade_answer(task, run.final_answer, reference, grader_options)
         sample.correct = score >= 1.0
         sample.reward = _graded(settings, well_formed, score)
     sample.reward -= settings.cost_weight * sample.cost_usd + settings.step_weight * sample.steps
@@ -192,6 +195,15 @@ def batch_metrics(samples: list[Sample], groups: list[str], domains: Optional[li
     return metrics
 
 
+def _grading(column: Optional[str], reference: Any) -> tuple[Any, dict]:
+    """(reference, grader options) of a row: its ``grading`` JSON when it has one (rows built from tasks or
+    from a JSONL file), else its plain ``reference`` (simulated rows, and rows made before that column)."""
+    if not column:
+        return reference, {}
+    decoded = json.loads(column)
+    return decoded["reference"], dict(decoded.get("options") or {})
+
+
 RecursiveSampler = Callable[[list[list[dict]]], Awaitable[list[str]]]
 
 
@@ -245,20 +257,22 @@ class WorkflowReward:
         col = lambda name, default=None: columns.get(name) or [default] * n  # noqa: E731
         questions, references, tasks = col("question", ""), col("reference", ""), col("task", "simulated")
         workers, rounds, previous, blend_flags = col("workers"), col("round", 1), col("previous", ""), col("blend", False)
+        gradings = [_grading(g, r) for g, r in zip(col("grading", ""), references)]
         full = self.pool()
         limit = asyncio.Semaphore(self.settings.max_concurrency)
 
         async def one(i: int) -> Sample:
             pool = full.view(list(workers[i])) if workers[i] is not None else full
             async with limit:
+                reference, options = gradings[i]
                 sample = await score_completion(
                     completion_text(completions[i]),
-                    question=questions[i], reference=references[i], task=tasks[i], pool=pool,
+                    question=questions[i], reference=reference, task=tasks[i], pool=pool,
                     settings=self.settings, max_steps=self.prompt.max_steps,
-                    previous=previous[i] if rounds[i] == 2 else None,
+                    previous=previous[i] if rounds[i] == 2 else None, grader_options=options,
                 )
                 if rounds[i] == 1 and blend_flags[i] and sample.parsed and self.recursive_sampler is not None:
-                    sample.reward = await self._blend_with_recursion(sample, questions[i], references[i], tasks[i], pool)
+                    sample.reward = await self._blend_with_recursion(sample, questions[i], reference, tasks[i], pool, options)
             return sample
 
         samples = await asyncio.gather(*(one(i) for i in range(n)))
@@ -269,7 +283,8 @@ class WorkflowReward:
                 log_metric(name, value)
         return [s.reward for s in samples]
 
-    async def _blend_with_recursion(self, first: Sample, question: str, reference: str, task: str, pool: Pool) -> float:
+    async def _blend_with_recursion(self, first: Sample, question: str, reference: Any, task: str, pool: Pool,
+                                    options: Optional[dict] = None) -> float:
         """Run one on-policy recursive round after a round-1 workflow and blend the two rewards."""
         messages = conductor_messages(
             question, pool.spec, max_steps=self.prompt.max_steps, previous=Previous(answer=first.final_answer),
@@ -278,7 +293,7 @@ class WorkflowReward:
         [text] = await self.recursive_sampler([messages])
         later = await score_completion(
             text, question=question, reference=reference, task=task, pool=pool, settings=self.settings,
-            max_steps=self.prompt.max_steps, previous=first.final_answer,
+            max_steps=self.prompt.max_steps, previous=first.final_answer, grader_options=options,
         )
         return blend(first.reward, later.reward, self.discount)
 

@@ -227,7 +227,7 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
-    spec = pool_spec or load_pool(cfg.path(cfg.pool))
+    spec = pool_spec or load_pool(cfg.pool_path)
     if model is None:
         model, tokenizer = load_model(cfg)
     if _has_accelerator() and model.device.type == "cpu":
@@ -358,7 +358,7 @@ def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dic
         "kind": mode,
         "base_model": _base_source(cfg) if mode == "adapter" else None,
         "prompt": dataclasses.asdict(cfg.prompt),
-        "pool": str(cfg.path(cfg.pool)),
+        "pool": str(cfg.pool_path),
         "model": cfg.model.name,
         "gguf": gguf.name if gguf else None,  # llama.cpp copy of the same weights (ask/serve prefer it)
         **(extra or {}),

@@ -1,0 +1,107 @@
+"""Training on registered tasks (``data.kind = "tasks"``): questions from real benchmarks, each graded by
+its own grader inside the reward. Real path: reasoning-gym's generators and scorers, and the python tool
+running programs in the bubblewrap sandbox; no model is needed (the workflows are given)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from openconductor.pool import PoolSpec, WorkerSpec
+from openconductor.train.config import TrainConfigError, load_train_config
+from openconductor.train.data import build_rows, load_items
+from openconductor.train.reward import WorkflowReward
+from openconductor.workflow import Step, Workflow
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def config(tmp_path: Path, data: str, pool: str = "pools/local_tiny.toml"):
+    path = tmp_path / "train.toml"
+    path.write_text(f'pool = "{ROOT / "examples" / pool}"\n[data]\n{data}\n')
+    return load_train_config(path)
+
+
+def test_task_items_are_split_over_tasks_in_rotation_and_held_out_never_repeats(tmp_path):
+    cfg = config(tmp_path, 'kind = "tasks"\ntasks = ["basic_arithmetic", "rg:letter_counting"]\nn_train = 7\nn_eval = 4\nseed = 1\neval_seed = 2')
+    train, held = load_items(cfg), load_items(cfg, held_out=True)
+    assert [i.domain for i in train] == ["basic_arithmetic", "letter_counting"] * 3 + ["basic_arithmetic"]
+    assert sorted(i.domain for i in held) == ["basic_arithmetic"] * 2 + ["letter_counting"] * 2
+    assert not {i.question for i in train} & {i.question for i in held}
+    assert all(i.task == "reasoning_gym" and i.grader_options["dataset"] in i.domain for i in train)
+    # The answer-format instruction of the task is part of what the conductor and workers are asked.
+    assert all("answer" in i.question.lower() for i in train)
+    rows = build_rows(cfg, PoolSpec(name="p", workers=[WorkerSpec(name="python", provider="python")]), train)
+    grading = json.loads(rows[0]["grading"])
+    assert grading["options"] == {"dataset": "basic_arithmetic"} and grading["reference"]["answer"] == train[0].reference["answer"]
+
+
+def test_fixed_dataset_held_out_questions_come_after_the_training_ones(tmp_path):
+    cfg = config(tmp_path, 'kind = "tasks"\ntasks = ["humaneval"]\nn_train = 3\nn_eval = 2')
+    train, held = load_items(cfg), load_items(cfg, held_out=True)
+    assert len(train) == 3 and len(held) == 2 and not {i.question for i in train} & {i.question for i in held}
+    assert all(i.task == "code" for i in train + held)
+
+
+def test_task_config_errors_are_typed(tmp_path):
+    with pytest.raises(TrainConfigError, match="needs data.tasks"):
+        config(tmp_path, 'kind = "tasks"')
+    with pytest.raises(TrainConfigError, match="does not list"):
+        config(tmp_path, 'kind = "tasks"\ntasks = ["basic_arithmetic"]\n[data.task_options.countdown]\nmin_numbers = 3')
+    cfg = config(tmp_path, 'kind = "tasks"\ntasks = ["no_such_task"]')
+    with pytest.raises(TrainConfigError, match="unknown task 'no_such_task'"):
+        load_items(cfg)
+
+
+def test_jsonl_rows_may_carry_structured_references_and_grader_options(tmp_path):
+    data = tmp_path / "q.jsonl"
+    entry = {"question": "What is 2 + 3?", "answer": "5", "metadata": {}}
+    lines = [{"question": f"q{i}", "reference": entry, "task": "reasoning_gym", "grader_options": {"dataset": "basic_arithmetic"}} for i in range(10)]
+    data.write_text("\n".join(json.dumps(x) for x in lines) + "\n" + json.dumps({"question": "q", "reference": 7, "task": "numeric"}) + "\n")
+    cfg = config(tmp_path, f'kind = "jsonl"\npath = "{data}"')
+    items = {i.question: i for i in load_items(cfg) + load_items(cfg, held_out=True)}
+    assert items["q"].reference == "7" and items["q"].grader_options == {}  # scalars stay strings, as before
+    assert items["q3"].reference == entry and items["q3"].grader_options == {"dataset": "basic_arithmetic"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "q", "reference": "1", "task": "numeric", "grader_options": [1]}) + "\n")
+    with pytest.raises(TrainConfigError, match="grader_options must be a JSON object"):
+        load_items(config(tmp_path, f'kind = "jsonl"\npath = "{bad}"'))
+
+
+async def test_reward_grades_task_rows_with_their_own_grader_through_the_sandbox(tmp_path):
+    """A program that prints the right answer earns 1 from reasoning-gym's own scorer; a wrong one 0.5."""
+    cfg = config(tmp_path, 'kind = "tasks"\ntasks = ["basic_arithmetic"]\nn_train = 2\nseed = 5')
+    items = load_items(cfg)
+    spec = PoolSpec(name="t", workers=[WorkerSpec(name="python", provider="python", max_retries=0, options={"wall_s": 10, "cpu_s": 5})])
+    rows = build_rows(cfg, spec, items)
+    program = lambda value: Workflow((Step(0, f"Run it:\n```python\nprint('Final answer:', {value})\n```", ()),), reasoning="Reasoning: compute it.").render()  # noqa: E731
+    right, wrong = items[0].reference["answer"], f"{items[0].reference['answer']} + 1"
+    columns = {k: [rows[0][k]] * 2 for k in ("question", "reference", "grading", "task", "domain")}
+    reward = WorkflowReward(spec, cfg.reward, cfg.prompt)
+    logged: dict[str, float] = {}
+    scores = await reward(prompts=[[]] * 2, completions=[program(right), program(wrong)], log_metric=logged.__setitem__, **columns)
+    await reward.aclose()
+    assert scores == [cfg.reward.correct, cfg.reward.wrong]
+    assert "basic_arithmetic" in reward.last_samples[0].final_answer or reward.last_samples[0].correct
+    assert logged["basic_arithmetic/accuracy"] == 0.5
+
+
+def test_the_offline_pool_example_trains_on_its_tasks_with_the_packaged_pool():
+    """examples/train_local_tools.toml: the real offline pool (pool = "default"), its five kinds of questions
+    with their own graders, workers shown by description, and held-out questions apart from training."""
+    from openconductor.pool import default_pool_path, load_pool
+
+    cfg = load_train_config(ROOT / "examples" / "train_local_tools.toml")
+    assert cfg.pool_path == default_pool_path()
+    spec = load_pool(cfg.pool_path)
+    items = load_items(cfg)
+    assert len(items) == cfg.data.n_train and {i.domain for i in items} == {
+        "basic_arithmetic", "gsm_symbolic", "letter_counting", "simple_equations", "syllogism"}
+    held = load_items(cfg, held_out=True)
+    assert len(held) == cfg.data.n_eval and not {i.question for i in items} & {i.question for i in held}
+    rows = build_rows(cfg, spec, items[:2])
+    system = rows[0]["prompt"][0]["content"]
+    assert "python" in system and "runs the Python program" in system  # the tool is described, not an id
+    assert cfg.path(cfg.reward.replay).name == "local-tools-replay.sqlite3"
