@@ -113,7 +113,8 @@ def test_grpo_on_registered_tasks_grades_each_row_with_its_task_grader(tmp_path)
         RESPONDERS.pop("answers-three", None)
     rows = [json.loads(line) for line in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
-    assert {k.split("/")[0] for r in rows for k in r if k.endswith("/accuracy")} <= {"basic_arithmetic", "letter_counting"}
+    per_task = {k.split("/")[0] for r in rows for k in r if k.endswith("/accuracy")}
+    assert per_task and per_task <= {"basic_arithmetic", "letter_counting"}
     graded = [s for s in reward.last_samples if s.parsed and not s.error]
     assert graded, "no workflow of the tiny model ran"
     # reasoning-gym's scorer decided each one: "3" is right only where the reference answer is 3.
@@ -165,3 +166,24 @@ def test_paper_config_builds_grpo_arguments_without_gpu():
 
     accel = yaml.safe_load((ROOT / "examples" / "accelerate" / "zero3.yaml").read_text())
     assert accel["distributed_type"] == "DEEPSPEED" and accel["deepspeed_config"]["zero_stage"] == 3
+
+
+def test_metrics_of_an_earlier_run_in_the_same_dir_are_not_mixed_into_the_curves(tmp_path):
+    """A fresh run drops every earlier row of metrics.jsonl; a resumed one keeps those up to its checkpoint."""
+    from types import SimpleNamespace
+
+    from openconductor.train.config import load_train_config
+    from openconductor.train.trainer import _callbacks
+
+    cfg = load_train_config(tiny_config(tmp_path))
+    cfg.output_dir.mkdir(parents=True, exist_ok=True)
+    path = cfg.output_dir / "metrics.jsonl"
+    path.write_text("".join(json.dumps({"step": s, "reward": 0.1}) + "\n" for s in (1, 2, 3)))
+    writer = _callbacks(cfg, reward=None)[0]
+    steps = lambda: [json.loads(line)["step"] for line in path.read_text().splitlines()]  # noqa: E731
+    writer.on_train_begin(None, SimpleNamespace(global_step=2), None)  # resumed from checkpoint-2
+    assert steps() == [1, 2]
+    writer.on_train_begin(None, SimpleNamespace(global_step=0), None)  # a fresh start
+    assert steps() == []
+    writer.on_log(None, SimpleNamespace(global_step=1), None, logs={"reward": 0.5})
+    assert steps() == [1] and (cfg.output_dir / "metrics.csv").read_text().splitlines()[1].startswith("1,")

@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+import reasoning_gym
 
 from openconductor.pool import PoolSpec, WorkerSpec
 from openconductor.train.config import TrainConfigError, load_train_config
-from openconductor.train.data import build_rows, load_items
+from openconductor.train.data import Item, build_rows, decode_grading, load_items
 from openconductor.train.reward import WorkflowReward
 from openconductor.workflow import Step, Workflow
 
@@ -34,8 +35,8 @@ def test_task_items_are_split_over_tasks_in_rotation_and_held_out_never_repeats(
     # The answer-format instruction of the task is part of what the conductor and workers are asked.
     assert all("answer" in i.question.lower() for i in train)
     rows = build_rows(cfg, PoolSpec(name="p", workers=[WorkerSpec(name="python", provider="python")]), train)
-    grading = json.loads(rows[0]["grading"])
-    assert grading["options"] == {"dataset": "basic_arithmetic"} and grading["reference"]["answer"] == train[0].reference["answer"]
+    reference, options = decode_grading(rows[0]["grading"])
+    assert options == {"dataset": "basic_arithmetic"} and reference == train[0].reference
 
 
 def test_fixed_dataset_held_out_questions_come_after_the_training_ones(tmp_path):
@@ -45,11 +46,44 @@ def test_fixed_dataset_held_out_questions_come_after_the_training_ones(tmp_path)
     assert all(i.task == "code" for i in train + held)
 
 
+def test_the_grading_column_keeps_the_reference_types_the_grader_compares(tmp_path):
+    """ARC's scorer compares tuples of tuples: a JSON round trip (tuples -> lists) scored the exact right
+    grid 0.05. The row's grading column must give the reward the same reference the evaluation grades."""
+    cfg = config(tmp_path, 'kind = "tasks"\ntasks = ["rg:arc_agi"]\nn_train = 1\nn_eval = 0')
+    item = load_items(cfg)[0]
+    assert isinstance(item.reference["metadata"]["output"], tuple)
+    row = build_rows(cfg, PoolSpec(name="p", workers=[WorkerSpec(name="python", provider="python")]), [item])[0]
+    reference, options = decode_grading(row["grading"])
+    assert reference == item.reference and options == item.grader_options == {"dataset": "arc_agi"}
+    score = reasoning_gym.get_score_answer_fn("arc_agi")  # what the reasoning_gym grader hands the answer to
+    assert score(item.reference["answer"], reference) == score(item.reference["answer"], item.reference) == 1.0
+    odd = Item("q", {"set": {1, 2}, "key": {3: (4, 5)}}, "exact", grader_options={"n": 1})
+    assert decode_grading(odd.grading()) == (odd.reference, {"n": 1})
+
+
+def test_task_splits_that_cannot_be_met_are_config_errors(tmp_path):
+    """A fixed dataset smaller than the split asks, two names for one task: a TrainConfigError, not a short run."""
+    with pytest.raises(TrainConfigError, match="fewer than the 200 training ones"):
+        load_items(config(tmp_path, 'kind = "tasks"\ntasks = ["humaneval"]\nn_train = 200\nn_eval = 10'))
+    with pytest.raises(TrainConfigError, match="held-out questions that are not training ones, 50 asked"):
+        load_items(config(tmp_path, 'kind = "tasks"\ntasks = ["humaneval"]\nn_train = 150\nn_eval = 50'), held_out=True)
+    with pytest.raises(TrainConfigError, match="twice"):
+        load_items(config(tmp_path, 'kind = "tasks"\ntasks = ["basic_arithmetic", "rg:basic_arithmetic"]\nn_train = 4\nn_eval = 2'))
+
+
 def test_task_config_errors_are_typed(tmp_path):
     with pytest.raises(TrainConfigError, match="needs data.tasks"):
         config(tmp_path, 'kind = "tasks"')
     with pytest.raises(TrainConfigError, match="does not list"):
         config(tmp_path, 'kind = "tasks"\ntasks = ["basic_arithmetic"]\n[data.task_options.countdown]\nmin_numbers = 3')
+    with pytest.raises(TrainConfigError, match=r"sets \['seed'\], which training sets itself"):
+        config(tmp_path, 'kind = "tasks"\ntasks = ["basic_arithmetic"]\n[data.task_options.basic_arithmetic]\nseed = 3')
+    with pytest.raises(TrainConfigError, match="more than once"):
+        config(tmp_path, 'kind = "tasks"\ntasks = ["basic_arithmetic", "Basic_Arithmetic"]')
+    with pytest.raises(TrainConfigError, match="3 tasks need n_train >= 3"):
+        config(tmp_path, 'kind = "tasks"\ntasks = ["basic_arithmetic", "rg:letter_counting", "syllogism"]\nn_train = 2')
+    with pytest.raises(TrainConfigError, match="n_train >= 1"):
+        config(tmp_path, 'kind = "simulated"\nn_train = -1')
     cfg = config(tmp_path, 'kind = "tasks"\ntasks = ["no_such_task"]')
     with pytest.raises(TrainConfigError, match="unknown task 'no_such_task'"):
         load_items(cfg)
@@ -68,6 +102,11 @@ def test_jsonl_rows_may_carry_structured_references_and_grader_options(tmp_path)
     bad.write_text(json.dumps({"question": "q", "reference": "1", "task": "numeric", "grader_options": [1]}) + "\n")
     with pytest.raises(TrainConfigError, match="grader_options must be a JSON object"):
         load_items(config(tmp_path, f'kind = "jsonl"\npath = "{bad}"'))
+    for line, message in (("[1, 2]", "need a JSON object with question"), ('{"question": "q"', "not valid JSON"),
+                          (json.dumps({"question": "q", "reference": "1", "task": "numeric", "grader_options": None}), "must be a JSON object")):
+        bad.write_text(line + "\n")
+        with pytest.raises(TrainConfigError, match=message):
+            load_items(config(tmp_path, f'kind = "jsonl"\npath = "{bad}"'))
 
 
 async def test_reward_grades_task_rows_with_their_own_grader_through_the_sandbox(tmp_path):
@@ -84,7 +123,7 @@ async def test_reward_grades_task_rows_with_their_own_grader_through_the_sandbox
     scores = await reward(prompts=[[]] * 2, completions=[program(right), program(wrong)], log_metric=logged.__setitem__, **columns)
     await reward.aclose()
     assert scores == [cfg.reward.correct, cfg.reward.wrong]
-    assert "basic_arithmetic" in reward.last_samples[0].final_answer or reward.last_samples[0].correct
+    assert [s.correct for s in reward.last_samples] == [True, False]
     assert logged["basic_arithmetic/accuracy"] == 0.5
 
 

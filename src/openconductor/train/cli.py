@@ -90,7 +90,8 @@ def eval_command(
             fail(f"--conductor expects LABEL=PATH, got {item!r}")
         pairs[label] = path
     rows = evaluate(cfg, pairs, n=n, temperature=temperature, on_row=lambda r: err.print(f"[dim]done: {r.system}[/]"))
-    console.print(markdown_table(rows, sorted(cfg.data.domains)))
+    # Columns per domain the rows hold: the task names when training on tasks.
+    console.print(markdown_table(rows, sorted({d for r in rows for d in r.per_domain_acc}) or sorted(cfg.data.domains)))
     if as_json:
         as_json.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
 

@@ -272,7 +272,26 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     unknown_options = sorted(set(cfg.data.task_options) - set(cfg.data.tasks))
     if unknown_options:
         raise TrainConfigError(f"data.task_options names {unknown_options}, which data.tasks does not list")
+    if cfg.data.kind == "tasks":
+        _check_tasks(cfg.data)
+    if cfg.data.n_train < 1 or cfg.data.n_eval < 0:
+        raise TrainConfigError(f"data: need n_train >= 1 and n_eval >= 0, got n_train = {cfg.data.n_train}, n_eval = {cfg.data.n_eval}")
     return cfg
+
+
+def _check_tasks(d: DataSettings) -> None:
+    lowered = [name.lower() for name in d.tasks]
+    twice = sorted({name for name in lowered if lowered.count(name) > 1})
+    if twice:
+        raise TrainConfigError(f"data.tasks lists {twice} more than once; list each task once")
+    for name, options in d.task_options.items():
+        reserved = sorted(set(options) & {"seed", "limit", "offset"})
+        if reserved:
+            raise TrainConfigError(f"data.task_options.{name} sets {reserved}, which training sets itself "
+                                   "(data.seed / data.eval_seed and data.n_train / data.n_eval); remove them")
+    if d.n_train < len(d.tasks) or 0 < d.n_eval < len(d.tasks):
+        raise TrainConfigError(f"data: {len(d.tasks)} tasks need n_train >= {len(d.tasks)} and n_eval = 0 or >= {len(d.tasks)} "
+                               f"(each task gets its share), got n_train = {d.n_train}, n_eval = {d.n_eval}")
 
 
 def load_train_config(path: str | Path, overrides: Optional[dict[str, Any]] = None) -> TrainConfig:

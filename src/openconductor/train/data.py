@@ -12,8 +12,10 @@ inside the reward when ``recursion.blend_fraction`` > 0 (see ``WorkflowReward``)
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
+import pickle
 import random
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -36,10 +38,19 @@ class Item:
     grader_options: dict[str, Any] = field(default_factory=dict)
 
     def grading(self) -> str:
-        """The row's grading column: what the reward hands the grader (JSON; empty for simulated items)."""
+        """The row's grading column: the reference and grader options exactly as the grader takes them
+        (empty for simulated items). Pickled, not JSON: graders compare tuples, int-keyed dicts and sets
+        that JSON would turn into lists and string keys (an ARC grid scored 0.05 for the right answer).
+        The column is written and read by the same training process, never loaded from outside."""
         if self.task == "simulated":
             return ""
-        return json.dumps({"reference": self.reference, "options": self.grader_options}, sort_keys=True)
+        return base64.b64encode(pickle.dumps({"reference": self.reference, "options": self.grader_options})).decode("ascii")
+
+
+def decode_grading(column: str) -> tuple[Any, dict]:
+    """(reference, grader options) from a row's grading column (``Item.grading``)."""
+    decoded = pickle.loads(base64.b64decode(column))
+    return decoded["reference"], dict(decoded["options"])
 
 
 def load_items(cfg: TrainConfig, *, held_out: bool = False) -> list[Item]:
@@ -70,15 +81,19 @@ def load_items(cfg: TrainConfig, *, held_out: bool = False) -> list[Item]:
     for lineno, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
+        where = f"{path}:{lineno}"
         try:
             row = json.loads(line)
-            options = row.get("grader_options") or {}
-            if not isinstance(options, dict):
-                raise TrainConfigError(f"{path}:{lineno}: grader_options must be a JSON object, got {type(options).__name__}")
-            reference = row["reference"] if isinstance(row["reference"], (dict, list)) else str(row["reference"])
-            items.append(Item(str(row["question"]), reference, str(row["task"]), str(row.get("domain", "")), options))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise TrainConfigError(f"{path}:{lineno}: need a JSON object with question, reference, task ({exc})") from exc
+        except json.JSONDecodeError as exc:
+            raise TrainConfigError(f"{where}: not valid JSON ({exc})") from exc
+        if not isinstance(row, dict) or not {"question", "reference", "task"} <= set(row):
+            raise TrainConfigError(f"{where}: need a JSON object with question, reference, task")
+        options = row.get("grader_options", {})
+        if not isinstance(options, dict):
+            raise TrainConfigError(f"{where}: grader_options must be a JSON object, got {type(options).__name__}")
+        # Scalars become strings (what the string graders compare); objects and lists stay as they are.
+        reference = row["reference"] if isinstance(row["reference"], (dict, list)) else str(row["reference"])
+        items.append(Item(str(row["question"]), reference, str(row["task"]), str(row.get("domain", "")), options))
     split = max(1, len(items) // 10)
     return items[:split] if held_out else items[split:]
 
@@ -100,26 +115,50 @@ def _task_items(cfg: TrainConfig, *, held_out: bool) -> list[Item]:
         except TaskError as exc:
             raise TrainConfigError(f"data.tasks: {exc}") from exc
 
-    per_task: list[list[Item]] = []
+    loaded = []  # (name as configured, task built from the training seed, n_train, n_eval) per task
     for name, n_train, n_eval in zip(names, split(d.n_train), split(d.n_eval)):
-        if n_train + n_eval == 0:
-            continue
-        train = load(name, max(1, n_train), d.seed)
-        seen = {train.text(q) for q in train.questions}
+        train = load(name, n_train, d.seed)
+        if len(train.questions) < n_train:
+            raise TrainConfigError(f"data.tasks: {train.name!r} has {len(train.questions)} questions, fewer than the {n_train} "
+                                   f"training ones asked of it (data.n_train split over {len(names)} tasks); lower data.n_train")
+        if any(train.name == other.name for _, other, _, _ in loaded):
+            raise TrainConfigError(f"data.tasks names {train.name!r} twice ({name!r}); list each task once")
+        loaded.append((name, train, n_train, n_eval))
+    # One exclusion set over every task: no held-out question repeats any training question.
+    seen = {train.text(q) for _, train, n_train, _ in loaded for q in train.questions[:n_train]}
+    per_task: list[list[Item]] = []
+    for name, train, n_train, n_eval in loaded:
         if not held_out:
             chosen, task = train.questions[:n_train], train
+        elif n_eval == 0:
+            continue
         else:
             # Procedural tasks draw held-out questions from eval_seed; a fixed dataset returns the same
             # questions whatever the seed, so its held-out ones come after the training ones.
             task = load(name, n_eval + n_train, d.eval_seed)
-            fresh = [q for q in task.questions if task.text(q) not in seen]
+            fresh = _unseen(task, seen)
             if len(fresh) < n_eval:
                 task = load(name, n_eval, d.seed, offset=n_train)
-                fresh = [q for q in task.questions if task.text(q) not in seen]
+                fresh = _unseen(task, seen)
+            if len(fresh) < n_eval:
+                raise TrainConfigError(f"data.tasks: {train.name!r} has {len(fresh)} held-out questions that are not training ones, "
+                                       f"{n_eval} asked (data.n_eval split over {len(names)} tasks); lower data.n_eval or data.n_train")
             chosen = fresh[:n_eval]
+            seen.update(task.text(q) for q in chosen)
         per_task.append([Item(task.text(q), q.reference, q.grader, task.name, dict(q.grader_options)) for q in chosen])
     # Tasks in rotation, so every stretch of training sees all of them.
     return [item for group in itertools.zip_longest(*per_task) for item in group if item is not None]
+
+
+def _unseen(task, seen: set[str]) -> list:
+    """The task's questions whose text is not in ``seen``, each text once."""
+    out, texts = [], set(seen)
+    for q in task.questions:
+        text = task.text(q)
+        if text not in texts:
+            texts.add(text)
+            out.append(q)
+    return out
 
 
 def sample_subset(n_workers: int, k_min: int, k_max: int, rng: random.Random) -> list[int]:
@@ -177,7 +216,8 @@ def _row(item: Item, shown: list[int], spec: PoolSpec, cfg: TrainConfig, *, roun
     return {
         "prompt": prompt_for(item, sub, cfg, previous),
         "question": item.question,
-        "reference": item.reference if isinstance(item.reference, str) else json.dumps(item.reference, sort_keys=True),
+        # For reading only: the reward grades from "grading" when a row has one.
+        "reference": item.reference if isinstance(item.reference, str) else json.dumps(item.reference, sort_keys=True, default=repr),
         "grading": item.grading(),  # the reference and grader options as the grader takes them (JSON)
         "task": item.task,
         "domain": item.domain,

@@ -11,7 +11,6 @@ failure never raises out of here: it is logged and scored as ``reward.worker_fai
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from ..pool import Pool, PoolSpec
 from ..records import Run
 from ..workflow import Workflow, WorkflowError, parse_and_validate
 from .config import PromptSettings, RewardSettings
+from .data import decode_grading
 
 log = logging.getLogger(__name__)
 
@@ -196,12 +196,11 @@ def batch_metrics(samples: list[Sample], groups: list[str], domains: Optional[li
 
 
 def _grading(column: Optional[str], reference: Any) -> tuple[Any, dict]:
-    """(reference, grader options) of a row: its ``grading`` JSON when it has one (rows built from tasks or
-    from a JSONL file), else its plain ``reference`` (simulated rows, and rows made before that column)."""
+    """(reference, grader options) of a row: its ``grading`` column when it has one (rows built from tasks
+    or from a JSONL file, by ``Item.grading`` in this process), else its plain ``reference`` (simulated rows)."""
     if not column:
         return reference, {}
-    decoded = json.loads(column)
-    return decoded["reference"], dict(decoded.get("options") or {})
+    return decode_grading(column)
 
 
 RecursiveSampler = Callable[[list[list[dict]]], Awaitable[list[str]]]

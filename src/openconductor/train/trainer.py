@@ -126,6 +126,15 @@ def _callbacks(cfg: TrainConfig, reward: WorkflowReward):
             self.rows: list[dict] = []
             self.start = time.time()
 
+        def on_train_begin(self, args, state, control, **kwargs):
+            # Rows of an earlier run in this dir past the step we start from (a fresh start: all of them; a
+            # resume: those after its checkpoint) would be mixed into this run's curves; drop them.
+            path = out_dir / "metrics.jsonl"
+            if path.exists():
+                kept = [r for r in _read_jsonl(path) if r.get("step", 0) <= state.global_step]
+                path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+                self._write_csv(kept)
+
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "reward" not in logs and not any(k.startswith("rewards/") for k in logs):
                 return
@@ -133,7 +142,9 @@ def _callbacks(cfg: TrainConfig, reward: WorkflowReward):
             self.rows.append(row)
             with (out_dir / "metrics.jsonl").open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
-            rows = _read_jsonl(out_dir / "metrics.jsonl")
+            self._write_csv(_read_jsonl(out_dir / "metrics.jsonl"))
+
+        def _write_csv(self, rows: list[dict]) -> None:
             keys = ["step", "elapsed_s"] + sorted({k for r in rows for k in r} - {"step", "elapsed_s"})
             with (out_dir / "metrics.csv").open("w", newline="") as fh:
                 writer = csv.DictWriter(fh, fieldnames=keys)
