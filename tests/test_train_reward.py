@@ -275,3 +275,17 @@ async def test_replay_store_answers_repeated_worker_calls_without_running_them(t
     assert reward.last_samples[0].run.steps[0].cached  # served from the store, not the sandbox
     assert logged["replay/hit_rate"] == [0.0, 1.0] and logged["replay/new_calls"] == [2.0, 0.0]
     await reward.aclose()
+
+
+def test_a_step_cost_with_per_group_scaling_is_warned_about(caplog):
+    """Run 5: 1 question x 16 rollouts with batch scaling is per-group scaling, and the step cost drove plans
+    to one step. The default recipe (2 questions x 8, batch scaling) loads without the warning."""
+    path = ROOT / "examples" / "train_cpu_smollm2.toml"
+    with caplog.at_level("WARNING", logger="openconductor.train.config"):
+        load_train_config(path)
+        assert "cost term is blown up" not in caplog.text
+        load_train_config(path, {"grpo.num_generations": 16, "grpo.per_device_train_batch_size": 16})
+        assert "1 question(s) per batch" in caplog.text
+        caplog.clear()
+        load_train_config(path, {"grpo.num_generations": 16, "grpo.per_device_train_batch_size": 16, "reward.step_weight": 0.0})
+        assert "cost term is blown up" not in caplog.text

@@ -7,6 +7,7 @@ resolved against the file's own directory.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -14,6 +15,8 @@ from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
 from ..configfile import problems, read_config
+
+log = logging.getLogger(__name__)
 
 _STRICT = ConfigDict(extra="forbid")
 
@@ -274,9 +277,25 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
         raise TrainConfigError(f"data.task_options names {unknown_options}, which data.tasks does not list")
     if cfg.data.kind == "tasks":
         _check_tasks(cfg.data)
+    _warn_amplified_cost(cfg)
     if cfg.data.n_train < 1 or cfg.data.n_eval < 0:
         raise TrainConfigError(f"data: need n_train >= 1 and n_eval >= 0, got n_train = {cfg.data.n_train}, n_eval = {cfg.data.n_eval}")
     return cfg
+
+
+def _warn_amplified_cost(cfg: TrainConfig) -> None:
+    """A step or cost term divided by one group's reward spread becomes a full-size advantage wherever a
+    group's plans are all right or all wrong, and pushes every such group toward the shortest plan (run 5
+    collapsed to one-step plans this way: docs/training.md)."""
+    if not (cfg.reward.step_weight or cfg.reward.cost_weight):
+        return
+    g = cfg.settings
+    scale = g.get("scale_rewards", "group")
+    questions = g.get("per_device_train_batch_size", 1) * g.get("gradient_accumulation_steps", 1) // max(1, g.get("num_generations", 1))
+    if scale in ("group", True) or (scale == "batch" and questions <= 1):
+        log.warning("reward.step_weight/cost_weight with advantages scaled per group (grpo.scale_rewards = %r, %d question(s) "
+                    "per batch): the cost term is blown up wherever a group's rewards differ only by it, which drives plans "
+                    "to one step; use scale_rewards = 'batch' with >= 2 questions per batch, or 'none'", scale, questions)
 
 
 def _check_tasks(d: DataSettings) -> None:
