@@ -275,11 +275,11 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     unknown_options = sorted(set(cfg.data.task_options) - set(cfg.data.tasks))
     if unknown_options:
         raise TrainConfigError(f"data.task_options names {unknown_options}, which data.tasks does not list")
+    if cfg.data.n_train < 1 or cfg.data.n_eval < 0:
+        raise TrainConfigError(f"data: need n_train >= 1 and n_eval >= 0, got n_train = {cfg.data.n_train}, n_eval = {cfg.data.n_eval}")
     if cfg.data.kind == "tasks":
         _check_tasks(cfg.data)
     _warn_amplified_cost(cfg)
-    if cfg.data.n_train < 1 or cfg.data.n_eval < 0:
-        raise TrainConfigError(f"data: need n_train >= 1 and n_eval >= 0, got n_train = {cfg.data.n_train}, n_eval = {cfg.data.n_eval}")
     return cfg
 
 

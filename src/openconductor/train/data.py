@@ -218,7 +218,7 @@ def _row(item: Item, shown: list[int], spec: PoolSpec, cfg: TrainConfig, *, roun
         "question": item.question,
         # For reading only: the reward grades from "grading" when a row has one.
         "reference": item.reference if isinstance(item.reference, str) else json.dumps(item.reference, sort_keys=True, default=repr),
-        "grading": item.grading(),  # the reference and grader options as the grader takes them (JSON)
+        "grading": item.grading(),  # the reference and grader options as the grader takes them (Item.grading)
         "task": item.task,
         "domain": item.domain,
         "workers": shown,
