@@ -231,6 +231,33 @@ def test_extract_answer(response, expected):
     assert extract_answer(response) == expected
 
 
+def test_a_multi_line_answer_is_read_whole_where_the_reference_spans_lines():
+    """An ARC grid (reasoning-gym's own entry and scorer): the answer is as many lines after "Final
+    answer:" as the reference has; before, only its first row was read and the right grid scored 0.05."""
+    import reasoning_gym
+
+    from openconductor.graders import grade
+
+    entry = reasoning_gym.create_dataset("arc_agi", size=1, seed=3)[0]
+    grid = entry["answer"]
+    rows = grid.splitlines()
+    assert len(rows) > 1
+    score = lambda response: grade("reasoning_gym", response, entry, dataset="arc_agi").score  # noqa: E731
+    assert score(f"I compared the examples.\nFinal answer:\n{grid}") == 1.0
+    assert score("**Final answer:**\n```\n" + "\n".join("  " + r for r in rows) + "\n```\nThis answers the task.") == 1.0
+    assert score(f"Final answer:\r\n{grid}\r\n\r\nDone.") == 1.0
+    assert score("Final answer:\n" + rows[0]) < 1.0
+    # A second grid after the first is not read: reasoning-gym pays a partial score to any answer that
+    # contains the reference, so a list of guesses must not reach its scorer.
+    wrong = "\n".join(" ".join("9" for _ in r.split()) for r in rows)
+    assert extract_answer(f"Final answer:\n{wrong}\n{grid}", lines=len(rows)) == wrong
+    assert score(f"Final answer:\n{wrong}\n{grid}") < 1.0
+    # A one-line reference still reads one line; "answers" is not the marker.
+    assert extract_answer("Final answer: 7\nI hope that helps") == "7"
+    assert extract_answer("Final answer: 7\nI hope", lines=2) == "7\nI hope"
+    assert extract_answer("The result is 12. That answers it.") == "12"
+
+
 def test_a_task_grader_registers_in_the_one_registry_and_unknown_kinds_fail_early():
     @register_grader("test-exact")
     def exact(response, reference):

@@ -139,6 +139,22 @@ def test_resume_continues_from_the_latest_checkpoint(tmp_path):
     assert all("replay/hit_rate" in r and "replay/new_calls" in r for r in rows)
 
 
+def test_a_stop_file_ends_the_run_after_the_current_step_with_a_checkpoint(tmp_path):
+    from openconductor.train.config import load_train_config
+    from openconductor.train.trainer import STOP_FILE, build_trainer
+
+    cfg = load_train_config(tiny_config(tmp_path, max_steps=4))
+    cfg.output_dir.mkdir(parents=True)
+    (cfg.output_dir / STOP_FILE).touch()  # left over from an earlier run in this dir: not this run's
+    trainer, _ = build_trainer(cfg)
+    assert not (cfg.output_dir / STOP_FILE).exists()
+    (cfg.output_dir / STOP_FILE).touch()  # asked while the run goes on
+    trainer.train()
+    rows = [json.loads(line) for line in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1]
+    assert (cfg.output_dir / "checkpoint-1").is_dir()  # save_steps is 2: this one was the stop's
+
+
 def test_plot_writes_png(tmp_path):
     from openconductor.train.plot import PlotError, plot_run
 

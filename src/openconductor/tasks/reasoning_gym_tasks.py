@@ -17,37 +17,60 @@ from .base import DatasetMissing, Question, Task, TaskError, register_task
 HOW = "Install `reasoning-gym` (pip install reasoning-gym); it generates the questions offline."
 INSTRUCTION = "Solve the problem. End your response with 'Final answer: <answer>' and nothing after it."
 
-_MARKER = re.compile(r"(?:final answer|answer)\s*(?:is)?\s*[:=]?\s*(.+)", re.IGNORECASE)
+_MARKER = re.compile(r"\b(?:final answer|answer)\b\s*(?:is)?\s*[:=]?\s*(.+)", re.IGNORECASE)
 _NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?")
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 
 
-def extract_answer(response: str) -> str | None:
-    return extract_answer_how(response)[0]
+def extract_answer(response: str, *, lines: int = 1) -> str | None:
+    return extract_answer_how(response, lines=lines)[0]
 
 
-def extract_answer_how(response: str) -> tuple[str | None, str]:
-    """(answer, how): how is "boxed", "marker" or "last number" (the weakest: it can hit by chance)."""
+def extract_answer_how(response: str, *, lines: int = 1) -> tuple[str | None, str]:
+    """(answer, how): how is "boxed", "marker" or "last number" (the weakest: it can hit by chance).
+
+    After a marker the answer is its first line. Where the reference spans ``lines`` lines (an ARC
+    grid), it is the first ``lines`` non-empty lines after the last marker, code fences and markdown
+    emphasis dropped: text after the grid, or a second grid, is not read (reasoning-gym pays a partial
+    score for any answer that contains the reference, so listing guesses must not reach it)."""
     text = (response or "").strip()
     if not text:
         return None, "empty"
     boxed = _BOXED.findall(text)
     if boxed:
         return boxed[-1].strip(), "boxed"
-    markers = _MARKER.findall(text)
+    markers = list(_MARKER.finditer(text))
     if markers:
-        answer = markers[-1].strip().splitlines()[0].strip().rstrip(".").strip("*` $")
+        rest = text[markers[-1].start(1):]
+        answer = _first_lines(rest, lines) if lines > 1 else rest.splitlines()[0].strip().rstrip(".").strip("*` $")
         if answer:
             return answer, "marker"
     numbers = _NUMBER.findall(text)
     return (numbers[-1].replace(",", ""), "last number") if numbers else (None, "none")
 
 
+def _first_lines(text: str, count: int) -> str:
+    rows: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            if rows:
+                break  # a closing fence ends the answer
+            continue
+        row = stripped.strip("*` $").strip()
+        if row:
+            rows.append(row)
+            if len(rows) == count:
+                break
+    return "\n".join(rows)
+
+
 @register_grader("reasoning_gym")
 def grade_reasoning_gym(response: str, reference: Any, *, dataset: str) -> Grade:
     import reasoning_gym
 
-    extracted, how = extract_answer_how(response)
+    expected = reference.get("answer") if isinstance(reference, dict) else reference
+    extracted, how = extract_answer_how(response, lines=max(1, sum(1 for row in str(expected or "").splitlines() if row.strip())))
     if extracted is None:
         return Grade(0.0, None, "no answer found in the response")
     score = float(reasoning_gym.get_score_answer_fn(dataset)(extracted, reference))

@@ -119,7 +119,10 @@ class WarmupSFT:
     """Optional supervised format warm-up before GRPO (a 135M model cannot write the lists at all).
 
     Targets (``train/warmup.py``) are balanced over 1..max_steps steps and shapes (chains, fan-outs),
-    with uniformly random workers: they teach the format and shapes, not routing.
+    with uniformly random workers: they teach the format and shapes, not routing. With ``candidates``
+    above ``targets_per_prompt``, each prompt's targets are instead the best of that many such random
+    workflows, executed on the pool and graded by the run's reward (rejection-sampling fine-tuning):
+    the warm-up then also shows which workers and shapes answered *training* questions right.
     """
 
     examples: int = 0
@@ -128,6 +131,10 @@ class WarmupSFT:
     batch_size: int = 4
     # Consecutive targets per prompt: they share the prompt's forward pass (keep batch_size a multiple).
     targets_per_prompt: int = 4
+    # Random workflows drawn per prompt, of which the targets_per_prompt best are kept; 0: no selection.
+    # Ranked by correctness only (the step and cost terms are left to GRPO, so shapes stay varied);
+    # ties in random order. Each candidate is one workflow run on the pool (real calls on a real pool).
+    candidates: int = 0
 
 
 # The paper's GRPO recipe (TRL ``GRPOConfig`` field names). A config's ``[grpo]`` table holds any
@@ -279,6 +286,12 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
         raise TrainConfigError(f"data: need n_train >= 1 and n_eval >= 0, got n_train = {cfg.data.n_train}, n_eval = {cfg.data.n_eval}")
     if cfg.data.kind == "tasks":
         _check_tasks(cfg.data)
+    w = cfg.warmup_sft
+    if w.candidates and not w.examples:
+        raise TrainConfigError("warmup_sft.candidates selects warm-up targets, but warmup_sft.examples = 0 turns the warm-up off")
+    if w.candidates < 0 or w.targets_per_prompt < 1 or (w.candidates and w.candidates < w.targets_per_prompt):
+        raise TrainConfigError(f"warmup_sft: need targets_per_prompt >= 1 and candidates = 0 (no selection) or >= targets_per_prompt, "
+                               f"got candidates = {w.candidates}, targets_per_prompt = {w.targets_per_prompt}")
     _warn_amplified_cost(cfg)
     return cfg
 

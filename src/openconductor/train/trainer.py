@@ -31,6 +31,7 @@ from .models import resolve_model
 from .reward import WorkflowReward
 
 log = logging.getLogger(__name__)
+STOP_FILE = "STOP"  # `touch RUN/STOP`: stop after the current step, save, export
 
 
 def grpo_args(cfg: TrainConfig):
@@ -179,18 +180,26 @@ def _callbacks(cfg: TrainConfig, reward: WorkflowReward):
                 self.bar.close()
 
     class TimeLimit(TrainerCallback):
-        """Stop cleanly (then export) after ``run.max_minutes`` of training."""
+        """Stop cleanly (save, then export) after ``run.max_minutes`` of training, or at the end of the
+        step during which a file named ``STOP`` appeared in the run dir (``touch RUN/STOP``: a run
+        stopped early keeps its last step, unlike an interrupt)."""
 
-        def __init__(self, minutes: Optional[float]):
+        def __init__(self, minutes: Optional[float], stop_file: Path):
             self.deadline = None if minutes is None else time.time() + 60 * minutes
+            self.stop_file = stop_file
 
         def on_step_end(self, args, state, control, **kwargs):
+            why = None
             if self.deadline is not None and time.time() > self.deadline:
-                log.warning("run.max_minutes reached at step %d; stopping", state.global_step)
+                why = "run.max_minutes reached"
+            elif self.stop_file.exists():
+                why = f"{self.stop_file} exists"
+            if why:
+                log.warning("%s at step %d; saving and stopping", why, state.global_step)
                 control.should_training_stop = True
                 control.should_save = True
 
-    return [MetricsWriter(), LiveBar(), TimeLimit(cfg.run.max_minutes)]
+    return [MetricsWriter(), LiveBar(), TimeLimit(cfg.run.max_minutes, cfg.output_dir / STOP_FILE)]
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -246,6 +255,8 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
         model.to(accelerator_device())
     out_dir = cfg.output_dir
     out_dir.mkdir(parents=True, exist_ok=True)
+    # A stop asked of an earlier run in this dir is not this one's; one asked during the warm-up is.
+    (out_dir / STOP_FILE).unlink(missing_ok=True)
     (out_dir / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=str))
 
     items = load_items(cfg)
@@ -254,13 +265,17 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     if warmup and w.examples and (out_dir / "warmup" / MANIFEST).exists():
         _load_weights(model, out_dir / "warmup")  # a warm-up done before (an interrupted or repeated run)
     elif warmup and w.examples:
-        targets = format_targets(w.examples, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained)
-        # Each prompt gets `targets_per_prompt` consecutive targets: they share its forward pass.
-        shown = [rows[(i // w.targets_per_prompt) % len(rows)] for i in range(w.examples)]
-        # Randomized pools show fewer workers: keep every target's ids within the prompt's pool.
-        targets = [_clip_ids(t, len(row["workers"])) for t, row in zip(targets, shown)]
+        extra: dict[str, Any] = {"stage": "format warm-up"}
+        if w.candidates:
+            shown, targets, extra["selection"] = _selected_targets(cfg, spec, rows)
+        else:
+            targets = format_targets(w.examples, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained)
+            # Each prompt gets `targets_per_prompt` consecutive targets: they share its forward pass.
+            shown = [rows[(i // w.targets_per_prompt) % len(rows)] for i in range(w.examples)]
+            # Randomized pools show fewer workers: keep every target's ids within the prompt's pool.
+            targets = [_clip_ids(t, len(row["workers"])) for t, row in zip(targets, shown)]
         losses = warmup_format(model, tokenizer, [row["prompt"] for row in shown], targets, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
-        export(model, tokenizer, out_dir / "warmup", cfg, extra={"stage": "format warm-up", "warmup_losses": losses})
+        export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses})
 
     settings = cfg.settings
     replay = ResponseCache(cfg.path(cfg.reward.replay), match="context") if cfg.reward.replay else None
@@ -316,6 +331,47 @@ def _load_weights(model, path: Path) -> None:
 def row_format(cfg: TrainConfig, row: dict):
     """The output format a dataset row's prompt asks for (its pool size; round 2 may accept)."""
     return cfg.rollout.format(len(row["workers"]), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, recursive=row["round"] == 2)
+
+
+def _selected_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[dict]) -> tuple[list[dict], list[str], dict]:
+    """Warm-up targets by rejection sampling: ``candidates`` random workflows per prompt, run on the pool
+    and graded by the run's reward without its step/cost terms; the ``targets_per_prompt`` best are kept.
+    Returns (the row of each target, the targets, a summary for the warm-up's manifest)."""
+    from .warmup import format_targets, keep_best
+
+    w = cfg.warmup_sft
+    n_prompts = -(-w.examples // w.targets_per_prompt)
+    # First-round rows only: a recursive round's best move may be to accept, which no candidate is.
+    first = [row for row in rows if row.get("round", 1) == 1]
+    prompts = [first[i % len(first)] for i in range(n_prompts)]
+    drawn = format_targets(n_prompts * w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained)
+    candidates = [[_clip_ids(t, len(row["workers"])) for t in drawn[i * w.candidates : (i + 1) * w.candidates]] for i, row in enumerate(prompts)]
+    flat_rows = [row for row, texts in zip(prompts, candidates) for _ in texts]
+    columns = {key: [row[key] for row in flat_rows] for key in rows[0] if key != "prompt"}
+    replay = ResponseCache(cfg.path(cfg.reward.replay), match="context") if cfg.reward.replay else None
+    grader = WorkflowReward(spec, dataclasses.replace(cfg.reward, step_weight=0.0, cost_weight=0.0), cfg.prompt, cache=replay)
+
+    async def score() -> list[float]:
+        try:
+            return await grader.workflow_reward([row["prompt"] for row in flat_rows], [t for texts in candidates for t in texts], **columns)
+        finally:
+            await grader.aclose()
+
+    started = time.monotonic()
+    flat = asyncio.run(score())
+    scores = [flat[i * w.candidates : (i + 1) * w.candidates] for i in range(n_prompts)]
+    kept = keep_best(candidates, scores, w.targets_per_prompt, cfg.data.seed)
+    kept_scores = [score for marks in scores for score in sorted(marks, reverse=True)[: w.targets_per_prompt]][: w.examples]
+    summary = {
+        "prompts": n_prompts, "candidates_per_prompt": w.candidates, "kept_per_prompt": w.targets_per_prompt,
+        "mean_reward_candidates": sum(flat) / len(flat),
+        "mean_reward_kept": sum(kept_scores) / len(kept_scores),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    log.info("warm-up targets selected: mean reward %.3f over %d candidates, %.3f kept (%.0f s)",
+             summary["mean_reward_candidates"], len(flat), summary["mean_reward_kept"], summary["seconds"])
+    shown = [row for row, texts in zip(prompts, kept) for _ in texts][: w.examples]
+    return shown, [t for texts in kept for t in texts][: w.examples], summary
 
 
 def _clip_ids(text: str, n: int) -> str:

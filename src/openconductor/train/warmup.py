@@ -7,6 +7,11 @@ step count is uniform over 1..max_steps, and chains (plan -> solve -> check), fa
 solvers, then one that combines them) and mixed shapes all appear, with subtasks whose wording matches
 their place in the shape. Workers are drawn uniformly at random, so the warm-up teaches the format and
 sensible shapes, never which worker is good at what: routing is left to GRPO.
+
+Optionally (``warmup_sft.candidates``) the targets are selected rather than drawn: each prompt gets many
+such random workflows, the trainer runs and grades them on the pool, and ``keep_best`` keeps the ones
+that answered that training question right (rejection-sampling fine-tuning). The model then starts GRPO
+already writing chains with workers that worked, which random rollouts of a uniform warm-up rarely find.
 """
 
 from __future__ import annotations
@@ -103,6 +108,17 @@ def format_targets(n: int, n_workers: int, max_steps: int, seed: int, *, fine_gr
         out.append(Workflow(steps, reasoning=_reasoning([role for role, _ in layout])).render())
     rng.shuffle(out)
     return out
+
+
+def keep_best(candidates: list[list[str]], scores: list[list[float]], k: int, seed: int) -> list[list[str]]:
+    """Per prompt, the ``k`` best-scoring candidate workflows; ties in a seeded random order (so a prompt
+    whose candidates all scored alike keeps a random, still varied, subset)."""
+    rng = random.Random(f"select|{seed}")
+    kept = []
+    for texts, marks in zip(candidates, scores):
+        order = sorted(range(len(texts)), key=lambda i: (-marks[i], rng.random()))
+        kept.append([texts[i] for i in order[:k]])
+    return kept
 
 
 def warmup_format(model, tokenizer, prompts: list[list[dict]], targets: list[str], *, epochs: int, lr: float, batch_size: int) -> list[float]:

@@ -1,0 +1,104 @@
+"""The supervised warm-up's targets, drawn (format only) or selected by rejection sampling on the pool.
+
+No model is needed: the selection runs the candidate workflows on a SIMULATED pool (labelled: two
+responders that always give one answer) and grades them with the real numeric grader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from openconductor.pool import load_pool
+from openconductor.providers.simulated import RESPONDERS, register_responder
+from openconductor.train.config import TrainConfigError, load_train_config
+from openconductor.train.data import build_rows, load_items
+from openconductor.train.warmup import keep_best
+from openconductor.workflow import parse
+
+
+def test_keep_best_keeps_the_top_scores_and_breaks_ties_by_seed():
+    candidates = [["a", "b", "c", "d"], ["e", "f", "g", "h"]]
+    scores = [[0.5, 1.0, 0.5, 1.0], [0.5, 0.5, 0.5, 0.5]]
+    kept = keep_best(candidates, scores, 2, seed=0)
+    assert sorted(kept[0]) == ["b", "d"]
+    assert len(kept[1]) == 2 and set(kept[1]) <= {"e", "f", "g", "h"}
+    assert keep_best(candidates, scores, 2, seed=0) == kept  # seeded: the same run keeps the same targets
+    assert any(keep_best(candidates, scores, 2, seed=s)[1] != kept[1] for s in range(1, 20))  # ties are not positional
+
+
+def _config(tmp_path: Path, warmup: str, extra: str = "", show: str = "ids"):
+    workers = "".join(f'[[workers]]\nname = "{name}"\nprovider = "simulated"\noptions = {{ world = "{world}" }}\n'
+                      for name, world in [("w0", "says-7"), ("w1", "says-7"), ("right", "says-42"), ("w3", "says-7")])
+    (tmp_path / "pool.toml").write_text(f'name = "one-right"\n{workers}')
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"question": f"What is 40 + 2? (variant {i})", "reference": "42", "task": "numeric"}) + "\n" for i in range(12)))
+    path = tmp_path / "train.toml"
+    path.write_text(f'pool = "{tmp_path / "pool.toml"}"\n[prompt]\nmax_steps = 3\nexamples = false\nshow = "{show}"\n'
+                    f'[data]\nkind = "jsonl"\npath = "{data}"\nn_train = 8\nn_eval = 2\n[reward]\nstep_weight = 0.1\n[warmup_sft]\n{warmup}\n{extra}')
+    return load_train_config(path)
+
+
+def test_selected_warmup_targets_are_the_candidates_that_answered_right(tmp_path):
+    from openconductor.train.trainer import _selected_targets
+
+    register_responder("says-42")(lambda spec, messages, rng: "Final answer: 42")
+    register_responder("says-7")(lambda spec, messages, rng: "Final answer: 7")
+    try:
+        cfg = _config(tmp_path, "examples = 10\ntargets_per_prompt = 4\ncandidates = 40")
+        spec = load_pool(cfg.pool_path)
+        rows = build_rows(cfg, spec, load_items(cfg))
+        shown, targets, summary = _selected_targets(cfg, spec, rows)
+    finally:
+        RESPONDERS.pop("says-42", None)
+        RESPONDERS.pop("says-7", None)
+    assert len(shown) == len(targets) == 10  # examples, not prompts x targets_per_prompt (12)
+    # Consecutive targets share a prompt (the warm-up reuses its forward pass), 4 per prompt.
+    assert [row["question"] for row in shown] == [rows[i]["question"] for i in (0, 0, 0, 0, 1, 1, 1, 1, 2, 2)]
+    # A run's answer is its last step's: only plans that end with the right worker answered right, and
+    # only those were kept (about a quarter of 40 random candidates end there).
+    assert all(parse(t).steps[-1].worker == 2 for t in targets), targets
+    # Ranked by correctness only (step_weight 0.1 is left to GRPO): longer right plans are kept too.
+    assert {len(parse(t).steps) for t in targets} != {1}
+    assert summary["mean_reward_kept"] == 1.0 and summary["mean_reward_candidates"] < 0.7
+    assert summary["prompts"] == 3 and summary["candidates_per_prompt"] == 40
+
+
+def test_selection_on_randomized_pools_and_recursive_rows(tmp_path):
+    """Rows that show a subset of the pool (ids renumbered per row) and second-round rows: targets stay
+    within each row's subset, the right worker is found through the renumbering, and only first-round
+    rows are warm-up prompts (a recursive round's best move may be to accept, which no candidate is)."""
+    from openconductor.train.trainer import _selected_targets
+
+    register_responder("says-42")(lambda spec, messages, rng: "Final answer: 42")
+    register_responder("says-7")(lambda spec, messages, rng: "Final answer: 7")
+    try:
+        cfg = _config(tmp_path, "examples = 24\ntargets_per_prompt = 3\ncandidates = 40",
+                      '[randomize]\nenabled = true\nk_min = 2\nk_max = 3\n[recursion]\nfraction = 0.5\n', show="names")
+        spec = load_pool(cfg.pool_path)
+        rows = build_rows(cfg, spec, load_items(cfg))
+        shown, targets, _ = _selected_targets(cfg, spec, rows)
+    finally:
+        RESPONDERS.pop("says-42", None)
+        RESPONDERS.pop("says-7", None)
+    assert any(row["round"] == 2 for row in rows) and all(row["round"] == 1 for row in shown)
+    with_right = 0
+    for row, text in zip(shown, targets):
+        steps = parse(text).steps
+        assert all(s.worker < len(row["workers"]) for s in steps)
+        if 2 in row["workers"]:  # the right worker is in this row's pool: the kept plans end with it
+            with_right += 1
+            assert spec.workers[row["workers"][steps[-1].worker]].name == "right"
+    assert with_right
+
+
+def test_candidates_fewer_than_the_targets_kept_is_a_config_error(tmp_path):
+    with pytest.raises(TrainConfigError, match="candidates = 0 \\(no selection\\) or >= targets_per_prompt"):
+        _config(tmp_path, "examples = 8\ntargets_per_prompt = 4\ncandidates = 3")
+    assert _config(tmp_path, "examples = 8\ntargets_per_prompt = 4\ncandidates = 0").warmup_sft.candidates == 0
+
+
+def test_selection_without_a_warmup_is_a_config_error(tmp_path):
+    with pytest.raises(TrainConfigError, match="examples = 0 turns the warm-up off"):
+        _config(tmp_path, "examples = 0\ncandidates = 16")
