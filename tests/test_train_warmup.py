@@ -28,6 +28,16 @@ def test_keep_best_keeps_the_top_scores_and_breaks_ties_by_seed():
     assert any(keep_best(candidates, scores, 2, seed=s)[1] != kept[1] for s in range(1, 20))  # ties are not positional
 
 
+@pytest.fixture
+def responders():
+    """The pool's two SIMULATED answers: "right" always says 42 (the reference), the others 7."""
+    register_responder("says-42")(lambda spec, messages, rng: "Final answer: 42")
+    register_responder("says-7")(lambda spec, messages, rng: "Final answer: 7")
+    yield
+    RESPONDERS.pop("says-42", None)
+    RESPONDERS.pop("says-7", None)
+
+
 def _config(tmp_path: Path, warmup: str, extra: str = "", show: str = "ids"):
     workers = "".join(f'[[workers]]\nname = "{name}"\nprovider = "simulated"\noptions = {{ world = "{world}" }}\n'
                       for name, world in [("w0", "says-7"), ("w1", "says-7"), ("right", "says-42"), ("w3", "says-7")])
@@ -40,19 +50,16 @@ def _config(tmp_path: Path, warmup: str, extra: str = "", show: str = "ids"):
     return load_train_config(path)
 
 
-def test_selected_warmup_targets_are_the_candidates_that_answered_right(tmp_path):
+def _select(cfg):
     from openconductor.train.trainer import _selected_targets
 
-    register_responder("says-42")(lambda spec, messages, rng: "Final answer: 42")
-    register_responder("says-7")(lambda spec, messages, rng: "Final answer: 7")
-    try:
-        cfg = _config(tmp_path, "examples = 10\ntargets_per_prompt = 4\ncandidates = 40")
-        spec = load_pool(cfg.pool_path)
-        rows = build_rows(cfg, spec, load_items(cfg))
-        shown, targets, summary = _selected_targets(cfg, spec, rows)
-    finally:
-        RESPONDERS.pop("says-42", None)
-        RESPONDERS.pop("says-7", None)
+    spec = load_pool(cfg.pool_path)
+    rows = build_rows(cfg, spec, load_items(cfg))
+    return spec, rows, *_selected_targets(cfg, spec, rows)
+
+
+def test_selected_warmup_targets_are_the_candidates_that_answered_right(tmp_path, responders):
+    _, rows, shown, targets, summary = _select(_config(tmp_path, "examples = 10\ntargets_per_prompt = 4\ncandidates = 40"))
     assert len(shown) == len(targets) == 10  # examples, not prompts x targets_per_prompt (12)
     # Consecutive targets share a prompt (the warm-up reuses its forward pass), 4 per prompt.
     assert [row["question"] for row in shown] == [rows[i]["question"] for i in (0, 0, 0, 0, 1, 1, 1, 1, 2, 2)]
@@ -65,23 +72,13 @@ def test_selected_warmup_targets_are_the_candidates_that_answered_right(tmp_path
     assert summary["prompts"] == 3 and summary["candidates_per_prompt"] == 40
 
 
-def test_selection_on_randomized_pools_and_recursive_rows(tmp_path):
+def test_selection_on_randomized_pools_and_recursive_rows(tmp_path, responders):
     """Rows that show a subset of the pool (ids renumbered per row) and second-round rows: targets stay
     within each row's subset, the right worker is found through the renumbering, and only first-round
     rows are warm-up prompts (a recursive round's best move may be to accept, which no candidate is)."""
-    from openconductor.train.trainer import _selected_targets
-
-    register_responder("says-42")(lambda spec, messages, rng: "Final answer: 42")
-    register_responder("says-7")(lambda spec, messages, rng: "Final answer: 7")
-    try:
-        cfg = _config(tmp_path, "examples = 24\ntargets_per_prompt = 3\ncandidates = 40",
-                      '[randomize]\nenabled = true\nk_min = 2\nk_max = 3\n[recursion]\nfraction = 0.5\n', show="names")
-        spec = load_pool(cfg.pool_path)
-        rows = build_rows(cfg, spec, load_items(cfg))
-        shown, targets, _ = _selected_targets(cfg, spec, rows)
-    finally:
-        RESPONDERS.pop("says-42", None)
-        RESPONDERS.pop("says-7", None)
+    cfg = _config(tmp_path, "examples = 24\ntargets_per_prompt = 3\ncandidates = 40",
+                  '[randomize]\nenabled = true\nk_min = 2\nk_max = 3\n[recursion]\nfraction = 0.5\n', show="names")
+    spec, rows, shown, targets, _ = _select(cfg)
     assert any(row["round"] == 2 for row in rows) and all(row["round"] == 1 for row in shown)
     with_right = 0
     for row, text in zip(shown, targets):
