@@ -278,7 +278,7 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
         export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses})
 
     settings = cfg.settings
-    replay = ResponseCache(cfg.path(cfg.reward.replay), match="context") if cfg.reward.replay else None
+    replay = _replay_store(cfg)
     if replay is not None:
         log.info("replay store %s: %d worker calls stored", replay.path, len(replay))
     reward = WorkflowReward(spec, cfg.reward, cfg.prompt, discount=cfg.recursion.discount, cache=replay)
@@ -348,8 +348,7 @@ def _selected_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[dict]) -> tup
     candidates = [[_clip_ids(t, len(row["workers"])) for t in drawn[i * w.candidates : (i + 1) * w.candidates]] for i, row in enumerate(prompts)]
     flat_rows = [row for row, texts in zip(prompts, candidates) for _ in texts]
     columns = {key: [row[key] for row in flat_rows] for key in rows[0] if key != "prompt"}
-    replay = ResponseCache(cfg.path(cfg.reward.replay), match="context") if cfg.reward.replay else None
-    grader = WorkflowReward(spec, dataclasses.replace(cfg.reward, step_weight=0.0, cost_weight=0.0), cfg.prompt, cache=replay)
+    grader = WorkflowReward(spec, dataclasses.replace(cfg.reward, step_weight=0.0, cost_weight=0.0), cfg.prompt, cache=_replay_store(cfg))
 
     async def score() -> list[float]:
         try:
@@ -360,18 +359,23 @@ def _selected_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[dict]) -> tup
     started = time.monotonic()
     flat = asyncio.run(score())
     scores = [flat[i * w.candidates : (i + 1) * w.candidates] for i in range(n_prompts)]
-    kept = keep_best(candidates, scores, w.targets_per_prompt, cfg.data.seed)
-    kept_scores = [score for marks in scores for score in sorted(marks, reverse=True)[: w.targets_per_prompt]][: w.examples]
+    scored = [[(row, text, score) for text, score in zip(texts, marks)] for row, texts, marks in zip(prompts, candidates, scores)]
+    # Consecutive targets per prompt (they share its forward pass), cut to `examples`.
+    picked = [one for best in keep_best(scored, scores, w.targets_per_prompt, cfg.data.seed) for one in best][: w.examples]
     summary = {
         "prompts": n_prompts, "candidates_per_prompt": w.candidates, "kept_per_prompt": w.targets_per_prompt,
         "mean_reward_candidates": sum(flat) / len(flat),
-        "mean_reward_kept": sum(kept_scores) / len(kept_scores),
+        "mean_reward_kept": sum(score for _, _, score in picked) / len(picked),
         "seconds": round(time.monotonic() - started, 1),
     }
     log.info("warm-up targets selected: mean reward %.3f over %d candidates, %.3f kept (%.0f s)",
              summary["mean_reward_candidates"], len(flat), summary["mean_reward_kept"], summary["seconds"])
-    shown = [row for row, texts in zip(prompts, kept) for _ in texts][: w.examples]
-    return shown, [t for texts in kept for t in texts][: w.examples], summary
+    return [row for row, _, _ in picked], [text for _, text, _ in picked], summary
+
+
+def _replay_store(cfg: TrainConfig) -> Optional[ResponseCache]:
+    """The run's replay store of real worker calls (``reward.replay``), or None."""
+    return ResponseCache(cfg.path(cfg.reward.replay), match="context") if cfg.reward.replay else None
 
 
 def _clip_ids(text: str, n: int) -> str:

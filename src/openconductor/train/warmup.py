@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import TypeVar
 
 from ..workflow import Access, Step, Workflow
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PHRASES = {
     "plan": [
@@ -110,9 +112,10 @@ def format_targets(n: int, n_workers: int, max_steps: int, seed: int, *, fine_gr
     return out
 
 
-def keep_best(candidates: list[list[str]], scores: list[list[float]], k: int, seed: int) -> list[list[str]]:
-    """Per prompt, the ``k`` best-scoring candidate workflows; ties in a seeded random order (so a prompt
-    whose candidates all scored alike keeps a random, still varied, subset)."""
+def keep_best(candidates: list[list[T]], scores: list[list[float]], k: int, seed: int) -> list[list[T]]:
+    """Per prompt, the ``k`` best-scoring candidates (workflow texts, or anything that goes with them);
+    ties in a seeded random order (so a prompt whose candidates all scored alike keeps a random, still
+    varied, subset)."""
     rng = random.Random(f"select|{seed}")
     kept = []
     for texts, marks in zip(candidates, scores):
