@@ -5,8 +5,8 @@
 # ~20 min, test ~30 min at N=1000).
 #   [TEST_ROWS=final] bash scripts/train_cpu_smollm2.sh [RUN_DIR] [TEST_N] [extra `conductor train` flags...]
 # e.g. bash scripts/train_cpu_smollm2.sh runs/cpu-smollm2 1000
-# The checkpoint rule is fixed before training: every saved checkpoint from step 40 on, and the final
-# model, is scored on 200 validation questions (data.eval_seed = 2000: never trained on, not the test
+# The checkpoint rule is fixed before training: the warm-up, every saved checkpoint from step 40 on, and
+# the final model, are scored on 200 validation questions (data.eval_seed = 2000: never trained on, not the test
 # set); the most accurate one (ties -> the later) is the one tested (data.eval_seed = 1000).
 # All numbers it prints are SIMULATED (the world's workers, not real models).
 set -euo pipefail
@@ -18,10 +18,10 @@ export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}
 "$PY" -m openconductor train examples/train_cpu_smollm2.toml --set "run.output_dir=$RUN" "${@:3}"
 
 mkdir -p "$RUN/validation"
-for ckpt in $(ls -d "$RUN"/checkpoint-* 2>/dev/null | sort -V) "$RUN/final"; do
+for ckpt in $(ls -d "$RUN"/warmup "$RUN"/checkpoint-* 2>/dev/null | sort -V) "$RUN/final"; do
   name=$(basename "$ckpt")
   step=${name#checkpoint-}
-  [[ $name == final || $step -ge 40 ]] || continue
+  [[ $name == final || $name == warmup || $step -ge 40 ]] || continue
   "$PY" benchmarks/train_cpu_eval.py "$RUN" --trained "$ckpt" --out "$RUN/validation/$name.json" --n-eval 200 \
       --set data.eval_seed=2000 --only final --no-moa --batch-size 32 --threads 2 > "$RUN/validation/$name.log" 2>&1
 done

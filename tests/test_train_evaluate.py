@@ -29,6 +29,16 @@ def test_choose_checkpoint_takes_the_most_accurate_and_ties_go_to_the_later(tmp_
     assert choose_checkpoint(tmp_path)[0] == "final"  # final counts as the latest
 
 
+def test_the_warmup_is_a_candidate_that_loses_ties_to_any_later_checkpoint(tmp_path):
+    write_rows(tmp_path, "warmup", 0.65)
+    write_rows(tmp_path, "checkpoint-40", 0.65)
+    write_rows(tmp_path, "final", 0.60)
+    name, scored = choose_checkpoint(tmp_path)
+    assert name == "checkpoint-40" and scored[0][0] == "warmup"
+    write_rows(tmp_path, "warmup", 0.70)
+    assert choose_checkpoint(tmp_path)[0] == "warmup"  # GRPO made it worse: the warm-up is what gets tested
+
+
 def test_choose_checkpoint_rejects_missing_or_foreign_rows(tmp_path):
     with pytest.raises(FileNotFoundError, match="no validation rows"):
         choose_checkpoint(tmp_path)
@@ -37,7 +47,7 @@ def test_choose_checkpoint_rejects_missing_or_foreign_rows(tmp_path):
         choose_checkpoint(tmp_path)
     write_rows(tmp_path, "checkpoint-40", 0.5)
     write_rows(tmp_path, "notes", 0.9)
-    with pytest.raises(ValueError, match="checkpoint-<step>.json or final.json"):
+    with pytest.raises(ValueError, match="warmup.json, checkpoint-<step>.json or final.json"):
         choose_checkpoint(tmp_path)
 
 

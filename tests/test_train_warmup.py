@@ -69,7 +69,7 @@ def test_selected_warmup_targets_are_the_candidates_that_answered_right(tmp_path
     # Ranked by correctness only (step_weight 0.1 is left to GRPO): longer right plans are kept too.
     assert {len(parse(t).steps) for t in targets} != {1}
     assert summary["mean_reward_kept"] == 1.0 and summary["mean_reward_candidates"] < 0.7
-    assert summary["prompts"] == 3 and summary["candidates_per_prompt"] == 40
+    assert summary["prompts"] == 3 and summary["candidates"] == 40 and summary["selection"] == "question"
 
 
 def test_selection_on_randomized_pools_and_recursive_rows(tmp_path, responders):
@@ -99,3 +99,68 @@ def test_candidates_fewer_than_the_targets_kept_is_a_config_error(tmp_path):
 def test_selection_without_a_warmup_is_a_config_error(tmp_path):
     with pytest.raises(TrainConfigError, match="examples = 0 turns the warm-up off"):
         _config(tmp_path, "examples = 0\ncandidates = 16")
+
+
+@pytest.fixture
+def domain_experts():
+    """SIMULATED workers for the domain search: "a-expert" is right on every domain-a question and
+    "b-expert" on every domain-b one; "lucky" is right on one domain-a question only; "wrong" never is."""
+    def says(right: bool) -> str:
+        return "Final answer: 42" if right else "Final answer: 7"
+
+    text = lambda messages: " ".join(str(m.get("content", "")) for m in messages)  # noqa: E731
+    register_responder("a-expert")(lambda spec, messages, rng: says("domain-a" in text(messages)))
+    register_responder("b-expert")(lambda spec, messages, rng: says("domain-b" in text(messages)))
+    register_responder("lucky")(lambda spec, messages, rng: says("domain-a #1." in text(messages)))
+    register_responder("wrong")(lambda spec, messages, rng: says(False))
+    yield
+    for name in ("a-expert", "b-expert", "lucky", "wrong"):
+        RESPONDERS.pop(name, None)
+
+
+def _domain_config(tmp_path: Path, warmup: str):
+    workers = "".join(f'[[workers]]\nname = "{name}"\nprovider = "simulated"\noptions = {{ world = "{name}" }}\n'
+                      for name in ("wrong", "lucky", "a-expert", "b-expert"))
+    (tmp_path / "pool.toml").write_text(f'name = "experts"\n{workers}')
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"question": f"What is 40 + 2? (domain-{d} #{i}.)", "reference": "42", "task": "numeric", "domain": d}) + "\n"
+                            for i in range(12) for d in "ab"))
+    path = tmp_path / "train.toml"
+    path.write_text(f'pool = "{tmp_path / "pool.toml"}"\n[prompt]\nmax_steps = 3\nexamples = false\n'
+                    f'[data]\nkind = "jsonl"\npath = "{data}"\nn_train = 24\nn_eval = 0\n[reward]\nstep_weight = 0.05\n[warmup_sft]\n{warmup}\n')
+    return load_train_config(path)
+
+
+def test_domain_search_keeps_each_domains_best_worker_not_one_questions_luck(tmp_path, domain_experts):
+    warmup = "examples = 16\ntargets_per_prompt = 4\ncandidates = 60\n"
+    spec, rows, shown, targets, summary = _select(_domain_config(tmp_path, warmup + 'selection = "domain"\nsearch_questions = 8'))
+    names = [w.name for w in spec.workers]
+    assert {row["domain"] for row in shown} == {"a", "b"}
+    for row, text in zip(shown, targets):  # every kept plan ends with its domain's expert
+        assert names[parse(text).steps[-1].worker] == f"{row['domain']}-expert", (row["question"], text)
+    # The step term is part of the domain-wide rank: of plans equally right, the short ones come first
+    # (candidates are drawn uniform over 1-3 steps: a mean of 2).
+    kept_steps = [d["kept_steps"] for d in summary["domains"]]
+    assert all(steps[0] == 1 and steps == sorted(steps) for steps in kept_steps), kept_steps
+    assert sum(map(sum, kept_steps)) / sum(map(len, kept_steps)) < 1.6, kept_steps
+    assert summary["selection"] == "domain" and {d["domain"] for d in summary["domains"]} == {"a", "b"}
+    assert all(d["best"] == pytest.approx(0.95) for d in summary["domains"])  # right everywhere, one step
+    # 11 training questions per domain: 2 screen the candidates, the other 9 (up to 8) rank the finalists.
+    assert [(d["screened_on"], d["ranked_on"]) for d in summary["domains"]] == [(2, 8), (2, 8)]
+    # Per question, the one question "lucky" gets right keeps its plans just as well as the expert's.
+    lucky_row = next(row for row in rows if "domain-a #1." in row["question"])
+    _, _, shown_q, targets_q, _ = _select(_domain_config(tmp_path, warmup))
+    kept_q = {names[parse(t).steps[-1].worker] for row, t in zip(shown_q, targets_q) if row["question"] == lucky_row["question"]}
+    assert "lucky" in kept_q
+
+
+def test_domain_search_config_errors(tmp_path, domain_experts):
+    with pytest.raises(TrainConfigError, match="search_questions must be >= 1"):
+        _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\nsearch_questions = 0')
+    with pytest.raises(TrainConfigError, match="needs a fixed pool"):
+        _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"', "[randomize]\nenabled = true\nk_min = 2\nk_max = 3\n", show="names")
+    # 1-step plans only come in few distinct texts (workers x wordings): too few to keep 20 of.
+    cfg = _domain_config(tmp_path, 'examples = 40\ntargets_per_prompt = 20\ncandidates = 20\nselection = "domain"')
+    cfg.prompt.max_steps = 1
+    with pytest.raises(TrainConfigError, match="distinct workflows among 20 candidates"):
+        _select(cfg)

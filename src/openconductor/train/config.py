@@ -135,6 +135,13 @@ class WarmupSFT:
     # Ranked by correctness only (the step and cost terms are left to GRPO, so shapes stay varied);
     # ties in random order. Each candidate is one workflow run on the pool (real calls on a real pool).
     candidates: int = 0
+    # "question": `candidates` per prompt, ranked on that prompt's question alone. "domain": `candidates`
+    # per domain, screened on max(2, search_questions // 8) of its training questions, the best eighth
+    # ranked by mean reward (the step and cost terms included) on search_questions others; every prompt
+    # of the domain is given its best. About candidates * (search_questions // 8 + search_questions / 8)
+    # workflow runs per domain. Fixed pools only (randomized pools renumber the ids per question).
+    selection: Literal["question", "domain"] = "question"
+    search_questions: int = 64
 
 
 # The paper's GRPO recipe (TRL ``GRPOConfig`` field names). A config's ``[grpo]`` table holds any
@@ -292,6 +299,11 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     if w.candidates < 0 or w.targets_per_prompt < 1 or (w.candidates and w.candidates < w.targets_per_prompt):
         raise TrainConfigError(f"warmup_sft: need targets_per_prompt >= 1 and candidates = 0 (no selection) or >= targets_per_prompt, "
                                f"got candidates = {w.candidates}, targets_per_prompt = {w.targets_per_prompt}")
+    if w.search_questions < 1:
+        raise TrainConfigError(f"warmup_sft.search_questions must be >= 1, got {w.search_questions}")
+    if w.selection == "domain" and w.candidates and cfg.randomize.enabled:
+        raise TrainConfigError("warmup_sft.selection = 'domain' needs a fixed pool: with randomize.enabled a worker's id differs from "
+                               "question to question, so one workflow cannot be scored across a domain; use selection = 'question'")
     _warn_amplified_cost(cfg)
     return cfg
 

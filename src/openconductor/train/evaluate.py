@@ -136,15 +136,17 @@ def paired_bootstrap(a: list[int], b: list[int], *, resamples: int = 10_000, see
 
 def choose_checkpoint(validation_dir: str | Path, system: str = "after GRPO (trained)") -> tuple[str, list[tuple[str, float, float]]]:
     """The checkpoint to test, by a rule fixed before any run ends: the highest validation accuracy, ties
-    to the later one (checkpoints by step, `final` last). `validation_dir` holds one rows file per
-    checkpoint (`checkpoint-40.json`, ..., `final.json`, as `benchmarks/train_cpu_eval.py --out` writes
-    them). Returns (the winner's name, [(name, accuracy, steps)] in order)."""
+    to the later one (the warm-up first, checkpoints by step, `final` last). `validation_dir` holds one
+    rows file per candidate (`warmup.json`, `checkpoint-40.json`, ..., `final.json`, as
+    `benchmarks/train_cpu_eval.py --out` writes them). Returns (the winner's name, [(name, accuracy, steps)] in order)."""
     def order(path: Path) -> float:
         if path.stem == "final":
             return float("inf")
+        if path.stem == "warmup":
+            return float("-inf")
         prefix, _, step = path.stem.partition("-")
         if prefix != "checkpoint" or not step.isdigit():
-            raise ValueError(f"{path}: expected checkpoint-<step>.json or final.json")
+            raise ValueError(f"{path}: expected warmup.json, checkpoint-<step>.json or final.json")
         return int(step)
 
     files = sorted(Path(validation_dir).glob("*.json"), key=order)

@@ -24,8 +24,8 @@ from typing import Any, Optional
 from ..cache import ResponseCache
 from ..pool import PoolSpec, load_pool
 from ..providers.transformers_local import MANIFEST
-from ..workflow import Step, Workflow
-from .config import TrainConfig
+from ..workflow import Step, Workflow, parse
+from .config import TrainConfig, TrainConfigError
 from .data import build_rows, load_items, prompt_for
 from .models import resolve_model
 from .reward import WorkflowReward
@@ -334,43 +334,102 @@ def row_format(cfg: TrainConfig, row: dict):
 
 
 def _selected_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[dict]) -> tuple[list[dict], list[str], dict]:
-    """Warm-up targets by rejection sampling: ``candidates`` random workflows per prompt, run on the pool
-    and graded by the run's reward without its step/cost terms; the ``targets_per_prompt`` best are kept.
+    """Warm-up targets by rejection sampling: random workflows run on the pool and graded by the run's
+    reward; the ``targets_per_prompt`` best are kept. ``selection = "question"`` draws ``candidates`` per
+    prompt and ranks them on that prompt's question (step/cost terms zeroed); ``"domain"`` searches
+    ``candidates`` per domain across many of its training questions (``_domain_search``).
     Returns (the row of each target, the targets, a summary for the warm-up's manifest)."""
-    from .warmup import format_targets, keep_best
-
     w = cfg.warmup_sft
     n_prompts = -(-w.examples // w.targets_per_prompt)
     # First-round rows only: a recursive round's best move may be to accept, which no candidate is.
     first = [row for row in rows if row.get("round", 1) == 1]
     prompts = [first[i % len(first)] for i in range(n_prompts)]
-    drawn = format_targets(n_prompts * w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained)
-    candidates = [[_clip_ids(t, len(row["workers"])) for t in drawn[i * w.candidates : (i + 1) * w.candidates]] for i, row in enumerate(prompts)]
-    flat_rows = [row for row, texts in zip(prompts, candidates) for _ in texts]
-    columns = {key: [row[key] for row in flat_rows] for key in rows[0] if key != "prompt"}
-    grader = WorkflowReward(spec, dataclasses.replace(cfg.reward, step_weight=0.0, cost_weight=0.0), cfg.prompt, cache=_replay_store(cfg))
+    reward = cfg.reward if w.selection == "domain" else dataclasses.replace(cfg.reward, step_weight=0.0, cost_weight=0.0)
+    grader = WorkflowReward(spec, reward, cfg.prompt, cache=_replay_store(cfg))
 
-    async def score() -> list[float]:
+    async def select() -> tuple[list[list[tuple[dict, str, float]]], dict]:
         try:
-            return await grader.workflow_reward([row["prompt"] for row in flat_rows], [t for texts in candidates for t in texts], **columns)
+            if w.selection == "domain":
+                return await _domain_search(cfg, spec, grader, prompts, first)
+            return await _per_question(cfg, spec, grader, prompts)
         finally:
             await grader.aclose()
 
     started = time.monotonic()
-    flat = asyncio.run(score())
-    scores = [flat[i * w.candidates : (i + 1) * w.candidates] for i in range(n_prompts)]
-    scored = [[(row, text, score) for text, score in zip(texts, marks)] for row, texts, marks in zip(prompts, candidates, scores)]
+    kept, summary = asyncio.run(select())
     # Consecutive targets per prompt (they share its forward pass), cut to `examples`.
-    picked = [one for best in keep_best(scored, scores, w.targets_per_prompt, cfg.data.seed) for one in best][: w.examples]
-    summary = {
-        "prompts": n_prompts, "candidates_per_prompt": w.candidates, "kept_per_prompt": w.targets_per_prompt,
-        "mean_reward_candidates": sum(flat) / len(flat),
-        "mean_reward_kept": sum(score for _, _, score in picked) / len(picked),
-        "seconds": round(time.monotonic() - started, 1),
-    }
-    log.info("warm-up targets selected: mean reward %.3f over %d candidates, %.3f kept (%.0f s)",
-             summary["mean_reward_candidates"], len(flat), summary["mean_reward_kept"], summary["seconds"])
+    picked = [one for best in kept for one in best][: w.examples]
+    summary = {"selection": w.selection, "prompts": n_prompts, "candidates": w.candidates, "kept_per_prompt": w.targets_per_prompt, **summary,
+               "mean_reward_kept": sum(score for _, _, score in picked) / len(picked), "seconds": round(time.monotonic() - started, 1)}
+    log.info("warm-up targets selected (%s): mean reward %.3f over the candidates, %.3f kept (%.0f s)",
+             w.selection, summary["mean_reward_candidates"], summary["mean_reward_kept"], summary["seconds"])
     return [row for row, _, _ in picked], [text for _, text, _ in picked], summary
+
+
+async def _grade(grader: WorkflowReward, pairs: list[tuple[dict, str]]) -> list[float]:
+    """The reward of each (row, workflow text), run on the pool."""
+    columns = {key: [row[key] for row, _ in pairs] for key in pairs[0][0] if key != "prompt"}
+    return await grader.workflow_reward([row["prompt"] for row, _ in pairs], [text for _, text in pairs], **columns)
+
+
+async def _per_question(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward, prompts: list[dict]):
+    """``candidates`` random workflows per prompt, each run once on that prompt's question."""
+    from .warmup import format_targets, keep_best
+
+    w = cfg.warmup_sft
+    drawn = format_targets(len(prompts) * w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained)
+    candidates = [[_clip_ids(t, len(row["workers"])) for t in drawn[i * w.candidates : (i + 1) * w.candidates]] for i, row in enumerate(prompts)]
+    flat = await _grade(grader, [(row, t) for row, texts in zip(prompts, candidates) for t in texts])
+    scores = [flat[i * w.candidates : (i + 1) * w.candidates] for i in range(len(prompts))]
+    scored = [[(row, text, score) for text, score in zip(texts, marks)] for row, texts, marks in zip(prompts, candidates, scores)]
+    return keep_best(scored, scores, w.targets_per_prompt, cfg.data.seed), {"mean_reward_candidates": sum(flat) / len(flat)}
+
+
+async def _domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward, prompts: list[dict], first: list[dict]):
+    """Per domain, ``candidates`` random workflows are screened on ``max(2, search_questions // 8)`` of its
+    training questions; the best eighth are ranked by mean reward on up to ``search_questions`` others
+    (not the screen's: the questions that picked a finalist would flatter it), and the
+    ``targets_per_prompt`` best become the targets of every prompt of that domain. One question's lucky
+    outcome picks nothing here (the weakness of per-question selection: long chains win by having more
+    chances to repair). Fixed pools only (the config check): ids must mean the same worker on every row."""
+    from .warmup import format_targets, keep_best
+
+    w = cfg.warmup_sft
+    rng = random.Random(f"domain-search|{cfg.data.seed}")
+    kept_by_domain: dict[str, list[tuple[str, float]]] = {}
+    report = []
+    screened: list[float] = []
+    for g, domain in enumerate(dict.fromkeys(row["domain"] for row in prompts)):
+        questions = [row for row in first if row["domain"] == domain]
+        drawn = format_targets(w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed * 7919 + g, fine_grained=cfg.prompt.fine_grained)
+        texts = list(dict.fromkeys(drawn))
+        if len(texts) < w.targets_per_prompt:
+            raise TrainConfigError(f"warmup_sft: only {len(texts)} distinct workflows among {w.candidates} candidates for domain {domain!r}, "
+                                   f"fewer than targets_per_prompt = {w.targets_per_prompt}; raise warmup_sft.candidates")
+        screen = rng.sample(questions, min(len(questions), max(2, w.search_questions // 8)))
+        marks = await _mean_rewards(grader, texts, screen)
+        screened += marks
+        n_final = max(w.targets_per_prompt, len(texts) // 8)
+        finalists = [texts[i] for i in sorted(range(len(texts)), key=lambda i: -marks[i])[:n_final]]
+        rest = [row for row in questions if row not in screen]
+        ranking = rng.sample(rest, min(len(rest), w.search_questions)) or screen  # a domain of <= 2 questions: the screen
+        final = await _mean_rewards(grader, finalists, ranking)
+        best = keep_best([finalists], [final], w.targets_per_prompt, cfg.data.seed)[0]
+        by_text = dict(zip(finalists, final))
+        kept_by_domain[domain] = [(t, by_text[t]) for t in best]
+        report.append({"domain": domain, "screened_on": len(screen), "ranked_on": len(ranking), "candidates": len(texts),
+                       "best": max(final), "kept_mean": sum(by_text[t] for t in best) / len(best),
+                       "kept_steps": [len(parse(t).steps) for t in best]})
+        log.info("domain search %s: %d candidates, best %.3f over %d questions", domain, len(texts), max(final), len(ranking))
+    kept = [[(row, text, score) for text, score in kept_by_domain[row["domain"]]] for row in prompts]
+    return kept, {"mean_reward_candidates": sum(screened) / len(screened), "domains": report}
+
+
+async def _mean_rewards(grader: WorkflowReward, texts: list[str], questions: list[dict]) -> list[float]:
+    """Each workflow's mean reward over the questions (the workflows' subtasks name no question)."""
+    flat = await _grade(grader, [(row, t) for t in texts for row in questions])
+    n = len(questions)
+    return [sum(flat[i * n : (i + 1) * n]) / n for i in range(len(texts))]
 
 
 def _replay_store(cfg: TrainConfig) -> Optional[ResponseCache]:
@@ -379,8 +438,6 @@ def _replay_store(cfg: TrainConfig) -> Optional[ResponseCache]:
 
 
 def _clip_ids(text: str, n: int) -> str:
-    from ..workflow import parse
-
     wf = parse(text)
     steps = tuple(Step(s.worker % n, s.subtask, s.access) for s in wf.steps)
     return Workflow(steps, wf.reasoning).render()
