@@ -207,6 +207,12 @@ def test_router_train_without_its_extra_prints_the_install_command(tmp_path, mon
 # ----------------------------------------------------------------------------------------- Ctrl-C
 
 
+def _interruptible() -> None:
+    """Ctrl-C as at a terminal: a test suite started in the background (`... &`) inherits SIGINT ignored,
+    and Python then installs no KeyboardInterrupt handler in the child."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _wait_for_a_finished_step(db: Path, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -225,7 +231,7 @@ def test_ctrl_c_during_ask_says_so_and_saves_the_run_as_cancelled(tmp_path):
     env = dict(os.environ, OPENCONDUCTOR_TRACES=str(tmp_path / "traces.sqlite3"), PYTHONPATH=os.pathsep.join(sys.path))
     # moa: "fast" answers at once, "slow" takes a minute, the aggregator waits for both.
     proc = subprocess.Popen([sys.executable, "-m", "openconductor", "ask", "q", "--pool", str(sim_pool(tmp_path, 60.0)), "--policy", "moa"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_interruptible)
     try:
         _wait_for_a_finished_step(tmp_path / "traces.sqlite3")
         started = time.monotonic()
@@ -290,7 +296,7 @@ def test_ctrl_c_during_eval_keeps_the_finished_runs_and_the_same_command_resumes
     env = dict(os.environ, OPENCONDUCTOR_TRACES=str(tmp_path / "traces.sqlite3"), PYTHONPATH=os.pathsep.join(sys.path))
     args = [sys.executable, "-m", "openconductor", "eval", "-t", "basic_arithmetic", "--limit", "1", "--pool", str(sim_pool(tmp_path, 60.0)),
             "-p", "single:fast", "-p", "single:slow", "--out", str(tmp_path / "out"), "--no-cache"]
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_interruptible)
     results = tmp_path / "out" / "results.jsonl"
     try:
         deadline = time.monotonic() + 60
