@@ -203,3 +203,20 @@ def test_metrics_of_an_earlier_run_in_the_same_dir_are_not_mixed_into_the_curves
     assert steps() == []
     writer.on_log(None, SimpleNamespace(global_step=1), None, logs={"reward": 0.5})
     assert steps() == [1] and (cfg.output_dir / "metrics.csv").read_text().splitlines()[1].startswith("1,")
+
+
+def test_warmup_only_stops_before_grpo_and_a_later_run_starts_from_that_warmup(tmp_path):
+    from openconductor.train.config import TrainConfigError, load_train_config
+    from openconductor.train.trainer import train
+
+    path = tiny_config(tmp_path, max_steps=1)
+    out = train(load_train_config(path), warmup_only=True)
+    run = tmp_path / "run"
+    assert out == run / "warmup" and (out / "openconductor.json").exists()
+    assert not (run / "final").exists() and not list(run.glob("checkpoint-*")) and not (run / "metrics.jsonl").exists()
+    made = (out / "openconductor.json").stat().st_mtime_ns
+    final = train(load_train_config(path))  # GRPO in the same dir: the warm-up is loaded, not redone
+    assert (final / "openconductor.json").exists()
+    assert (out / "openconductor.json").stat().st_mtime_ns == made
+    with pytest.raises(TrainConfigError, match="needs a warm-up"):
+        train(load_train_config(path, {"warmup_sft.examples": 0}), warmup_only=True)

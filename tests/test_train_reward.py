@@ -161,7 +161,8 @@ async def test_on_policy_recursion_blends_first_round_reward():
 
 
 def test_pool_randomization_renumbers_and_shows_only_the_subset():
-    cfg = load_train_config(ROOT / "examples" / "train_cpu_smollm2.toml", {"randomize.enabled": True, "randomize.k_min": 2, "randomize.k_max": 3, "data.n_train": 12, "prompt.show": "names"})
+    cfg = load_train_config(ROOT / "examples" / "train_cpu_smollm2.toml", {"randomize.enabled": True, "randomize.k_min": 2, "randomize.k_max": 3, "data.n_train": 12, "prompt.show": "names",
+                                                                      "warmup_sft.candidates": 0})  # the domain search needs a fixed pool
     spec = load_pool(cfg.path(cfg.pool))
     rows = build_rows(cfg, spec, load_items(cfg))
     for row in rows:
@@ -284,7 +285,7 @@ def test_a_step_cost_with_per_group_scaling_is_warned_about(caplog):
     with caplog.at_level("WARNING", logger="openconductor.train.config"):
         load_train_config(path)
         assert "cost term is blown up" not in caplog.text
-        load_train_config(path, {"grpo.num_generations": 16, "grpo.per_device_train_batch_size": 16})
+        load_train_config(path, {"grpo.num_generations": 16, "grpo.per_device_train_batch_size": 16, "reward.step_weight": 0.01})
         assert "1 question(s) per batch" in caplog.text
         caplog.clear()
         load_train_config(path, {"grpo.num_generations": 16, "grpo.per_device_train_batch_size": 16, "reward.step_weight": 0.0})

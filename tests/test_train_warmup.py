@@ -164,3 +164,67 @@ def test_domain_search_config_errors(tmp_path, domain_experts):
     cfg.prompt.max_steps = 1
     with pytest.raises(TrainConfigError, match="distinct workflows among 20 candidates"):
         _select(cfg)
+
+
+def test_the_domain_search_can_rank_with_its_own_step_cost(tmp_path, domain_experts):
+    """warmup_sft.step_weight prices steps in the search only: with the reward's step cost at 0 (GRPO then
+    pays for accuracy alone) the search still prefers the short right plans when its own cost is set."""
+    warmup = 'examples = 16\ntargets_per_prompt = 4\ncandidates = 60\nselection = "domain"\nsearch_questions = 8\n'
+    mean_steps = lambda summary: sum(map(sum, (d["kept_steps"] for d in summary["domains"]))) / 8  # noqa: E731
+    cfg = _domain_config(tmp_path, warmup + "step_weight = 0.05")
+    cfg.reward.step_weight = 0.0
+    *_, summary = _select(cfg)
+    assert all(d["best"] == pytest.approx(0.95) for d in summary["domains"])  # ranked with the search's cost
+    assert mean_steps(summary) < 1.6
+    cfg = _domain_config(tmp_path, warmup)
+    cfg.reward.step_weight = 0.0  # no cost anywhere: every right plan ties at 1.0, whatever its length
+    *_, summary = _select(cfg)
+    assert all(d["best"] == pytest.approx(1.0) for d in summary["domains"])
+    with pytest.raises(TrainConfigError, match="needs selection = 'domain'"):
+        _config(tmp_path, "examples = 8\ncandidates = 16\nstep_weight = 0.01")
+    with pytest.raises(TrainConfigError, match="a value >= 0"):
+        _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\nstep_weight = -0.1')
+
+
+def test_with_a_python_tool_the_domain_search_finds_write_then_run_chains(tmp_path):
+    """Real path for the tool: the python worker runs each program in the bubblewrap sandbox. The coder
+    (SIMULATED) answers 7 when asked directly but, asked for a program, writes one that computes 40 + 2;
+    only the write -> run(-> answer) chains the warm-up draws for pools with a code runner can be right."""
+    def coder(spec, messages, rng):
+        asked = str(messages[-1].get("content", "")).rsplit("assigned subtask", 1)[-1]
+        if "Python" in asked:
+            return "```python\nprint('Final answer:', 40 + 2)\n```"
+        return "Final answer: 7"
+
+    register_responder("coder")(coder)
+    try:
+        (tmp_path / "pool.toml").write_text(
+            'name = "with-tool"\n[[workers]]\nname = "coder"\nprovider = "simulated"\noptions = { world = "coder" }\n'
+            '[[workers]]\nname = "python"\nprovider = "python"\nmax_retries = 0\noptions = { wall_s = 10, cpu_s = 5 }\n')
+        data = tmp_path / "q.jsonl"
+        data.write_text("".join(json.dumps({"question": f"What is 40 + 2? (#{i}.)", "reference": "42", "task": "numeric", "domain": "calc"}) + "\n"
+                                for i in range(6)))
+        path = tmp_path / "train.toml"
+        path.write_text(f'pool = "{tmp_path / "pool.toml"}"\n[prompt]\nmax_steps = 3\nexamples = false\n'
+                        f'[data]\nkind = "jsonl"\npath = "{data}"\nn_train = 6\nn_eval = 0\n[reward]\nstep_weight = 0.01\n'
+                        '[warmup_sft]\nexamples = 4\ntargets_per_prompt = 2\ncandidates = 24\nselection = "domain"\nsearch_questions = 3\n')
+        spec, rows, shown, targets, summary = _select(load_train_config(path))
+    finally:
+        RESPONDERS.pop("coder", None)
+    assert summary["domains"][0]["best"] == pytest.approx(0.98)  # right on every ranking question, 2 steps
+    for text in targets:
+        steps = parse(text).steps
+        assert [s.worker for s in steps[:2]] == [0, 1] and "Python" in steps[0].subtask, text
+
+
+def test_keep_within_copies_only_the_plans_near_the_domains_best(tmp_path, domain_experts):
+    warmup = 'examples = 16\ntargets_per_prompt = 4\ncandidates = 60\nselection = "domain"\nsearch_questions = 8\n'
+    *_, loose = _select(_domain_config(tmp_path, warmup))
+    spec, rows, shown, targets, tight = _select(_domain_config(tmp_path, warmup + "keep_within = 0.0"))
+    for loose_d, tight_d in zip(loose["domains"], tight["domains"]):
+        assert tight_d["kept_mean"] == pytest.approx(tight_d["best"])  # only plans as good as the best
+        assert tight_d["kept_mean"] >= loose_d["kept_mean"] and len(tight_d["kept_steps"]) == 4  # repeated to fill
+    assert len(targets) == 16
+    assert any(d["kept_mean"] < d["best"] for d in loose["domains"])  # without the margin, weaker plans are kept too
+    with pytest.raises(TrainConfigError, match="keep_within is a margin"):
+        _config(tmp_path, "examples = 8\ncandidates = 16\nkeep_within = 0.1")

@@ -53,7 +53,8 @@ def require(extra: str, *modules: str) -> None:
             needs_extra(extra, exc)
 
 
-def load_pool_or_default(path: Optional[Path], conductor_dir: Optional[Path] = None, *, check: bool = True) -> tuple["PoolSpec", dict]:
+def load_pool_or_default(path: Optional[Path], conductor_dir: Optional[Path] = None, *, check: bool = True,
+                         engine: str = "auto") -> tuple["PoolSpec", dict]:
     """The pool file (or the packaged local pool), with a trained conductor checkpoint as its conductor
     backend when ``conductor_dir`` is given. Returns (pool spec, the conductor policy's extra options).
     With ``check``, a missing API key or SDK fails here, before any work starts (``pool.check_pool``)."""
@@ -65,7 +66,7 @@ def load_pool_or_default(path: Optional[Path], conductor_dir: Optional[Path] = N
         if conductor_dir is not None:
             from .providers.transformers_local import trained_conductor
 
-            spec, options = trained_conductor(spec, conductor_dir)
+            spec, options = trained_conductor(spec, conductor_dir, engine=engine)
         if check:
             check_pool(spec)
         return spec, options

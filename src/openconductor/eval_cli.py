@@ -57,6 +57,10 @@ def eval_command(
         None, "--conductor",
         help="A trained conductor checkpoint dir (conductor train's final/): the `conductor` policy plans with it; its rows are labelled trained:<dir>.",
     ),
+    conductor_engine: str = typer.Option(
+        "auto", "--conductor-engine",
+        help="How a --conductor checkpoint plans: auto (its llama.cpp copy when it has one), llama.cpp, or transformers (the trained weights exactly).",
+    ),
 ):
     """Evaluate policies on tasks over a pool: accuracy, tokens, calls, cost, steps, latency."""
     from .cache import ResponseCache
@@ -65,7 +69,9 @@ def eval_command(
     from .tasks import DatasetMissing, GraderUnavailable, TaskError, load_task
     from .traces import TraceStore
 
-    spec, trained_options = load_pool_or_default(pool_file, conductor_dir)
+    if conductor_engine not in ("auto", "llama.cpp", "transformers"):
+        fail(f"--conductor-engine must be auto, llama.cpp or transformers, got {conductor_engine!r}")
+    spec, trained_options = load_pool_or_default(pool_file, conductor_dir, engine=conductor_engine)
     if data is not None and len(task) != 1:
         fail("--data applies to one task; pass a single --task")
     options = _task_options(task_option)

@@ -99,6 +99,9 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *,
             "max_steps": int(prompt.get("max_steps", spec.conductor.max_steps)),
             "fine_grained_access": bool(prompt.get("fine_grained", spec.conductor.fine_grained_access)),
             "show": prompt.get("show", spec.conductor.show),
+            # Greedy, as its held-out tables were measured: sampling at a pool's default temperature made a
+            # 135M conductor garble the long subtasks it had learned (e.g. the write-a-program wording).
+            "temperature": 0.0,
         }
     )
     return spec.model_copy(update={"conductor": conductor}), {"examples": bool(prompt.get("examples", True))}

@@ -31,6 +31,7 @@ def _overrides(values: list[str]) -> dict:
 def train_command(
     config: Path = typer.Argument(..., help="Training config (TOML/YAML), e.g. examples/train_cpu_smollm2.toml."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in the run dir."),
+    warmup_only: bool = typer.Option(False, "--warmup-only", help="Stop after the supervised warm-up (RUN/warmup); a later run in the same dir starts GRPO from it."),
     set_: list[str] = typer.Option([], "--set", help="Override a config value: --set grpo.max_steps=10 (repeatable)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every workflow failure and warm-up batch."),
 ):
@@ -45,7 +46,10 @@ def train_command(
         fail(str(exc))
     from .trainer import train
 
-    final = train(cfg, resume=resume)
+    try:
+        final = train(cfg, resume=resume, warmup_only=warmup_only)
+    except TrainConfigError as exc:
+        fail(str(exc))
     console.print(f"[bold green]exported[/] {final}\nuse it: conductor ask --pool {cfg.pool_path} --conductor {final} \"QUESTION\"")
     console.print(f"curves: conductor plot {cfg.output_dir}")
 

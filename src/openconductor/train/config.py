@@ -142,6 +142,13 @@ class WarmupSFT:
     # workflow runs per domain. Fixed pools only (randomized pools renumber the ids per question).
     selection: Literal["question", "domain"] = "question"
     search_questions: int = 64
+    # The per-step cost the domain search ranks with; None: reward.step_weight. Lets the search prefer
+    # short plans (fewer tokens) while GRPO afterwards is paid for accuracy alone (reward.step_weight = 0),
+    # so it has no gradient toward dropping the checks the search found (run 8).
+    step_weight: Optional[float] = None
+    # Domain search: keep only the finalists whose mean reward is within this of the domain's best (each
+    # repeated to fill targets_per_prompt); None keeps the targets_per_prompt best whatever their reward.
+    keep_within: Optional[float] = None
 
 
 # The paper's GRPO recipe (TRL ``GRPOConfig`` field names). A config's ``[grpo]`` table holds any
@@ -301,6 +308,12 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
                                f"got candidates = {w.candidates}, targets_per_prompt = {w.targets_per_prompt}")
     if w.search_questions < 1:
         raise TrainConfigError(f"warmup_sft.search_questions must be >= 1, got {w.search_questions}")
+    if w.step_weight is not None and (w.step_weight < 0 or w.selection != "domain"):
+        raise TrainConfigError(f"warmup_sft.step_weight is the domain search's per-step cost: it needs selection = 'domain' and a value "
+                               f">= 0, got selection = {w.selection!r}, step_weight = {w.step_weight}")
+    if w.keep_within is not None and (w.keep_within < 0 or w.selection != "domain"):
+        raise TrainConfigError(f"warmup_sft.keep_within is a margin on the domain search's mean rewards: it needs selection = 'domain' "
+                               f"and a value >= 0, got selection = {w.selection!r}, keep_within = {w.keep_within}")
     if w.selection == "domain" and w.candidates and cfg.randomize.enabled:
         raise TrainConfigError("warmup_sft.selection = 'domain' needs a fixed pool: with randomize.enabled a worker's id differs from "
                                "question to question, so one workflow cannot be scored across a domain; use selection = 'question'")

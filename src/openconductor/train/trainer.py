@@ -269,7 +269,8 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
         if w.candidates:
             shown, targets, extra["selection"] = _selected_targets(cfg, spec, rows)
         else:
-            targets = format_targets(w.examples, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained)
+            targets = format_targets(w.examples, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained,
+                                     code_runners=_code_runners(cfg, spec))
             # Each prompt gets `targets_per_prompt` consecutive targets: they share its forward pass.
             shown = [rows[(i // w.targets_per_prompt) % len(rows)] for i in range(w.examples)]
             # Randomized pools show fewer workers: keep every target's ids within the prompt's pool.
@@ -344,7 +345,10 @@ def _selected_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[dict]) -> tup
     # First-round rows only: a recursive round's best move may be to accept, which no candidate is.
     first = [row for row in rows if row.get("round", 1) == 1]
     prompts = [first[i % len(first)] for i in range(n_prompts)]
-    reward = cfg.reward if w.selection == "domain" else dataclasses.replace(cfg.reward, step_weight=0.0, cost_weight=0.0)
+    if w.selection == "domain":
+        reward = cfg.reward if w.step_weight is None else dataclasses.replace(cfg.reward, step_weight=w.step_weight)
+    else:
+        reward = dataclasses.replace(cfg.reward, step_weight=0.0, cost_weight=0.0)
     grader = WorkflowReward(spec, reward, cfg.prompt, cache=_replay_store(cfg))
 
     async def select() -> tuple[list[list[tuple[dict, str, float]]], dict]:
@@ -377,7 +381,8 @@ async def _per_question(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward
     from .warmup import format_targets, keep_best
 
     w = cfg.warmup_sft
-    drawn = format_targets(len(prompts) * w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained)
+    drawn = format_targets(len(prompts) * w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained,
+                           code_runners=_code_runners(cfg, spec))
     candidates = [[_clip_ids(t, len(row["workers"])) for t in drawn[i * w.candidates : (i + 1) * w.candidates]] for i, row in enumerate(prompts)]
     flat = await _grade(grader, [(row, t) for row, texts in zip(prompts, candidates) for t in texts])
     scores = [flat[i * w.candidates : (i + 1) * w.candidates] for i in range(len(prompts))]
@@ -401,7 +406,8 @@ async def _domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowRewar
     screened: list[float] = []
     for g, domain in enumerate(dict.fromkeys(row["domain"] for row in prompts)):
         questions = [row for row in first if row["domain"] == domain]
-        drawn = format_targets(w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed * 7919 + g, fine_grained=cfg.prompt.fine_grained)
+        drawn = format_targets(w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed * 7919 + g, fine_grained=cfg.prompt.fine_grained,
+                               code_runners=_code_runners(cfg, spec))
         texts = list(dict.fromkeys(drawn))
         if len(texts) < w.targets_per_prompt:
             raise TrainConfigError(f"warmup_sft: only {len(texts)} distinct workflows among {w.candidates} candidates for domain {domain!r}, "
@@ -416,10 +422,15 @@ async def _domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowRewar
         final = await _mean_rewards(grader, finalists, ranking)
         best = keep_best([finalists], [final], w.targets_per_prompt, cfg.data.seed)[0]
         by_text = dict(zip(finalists, final))
+        if w.keep_within is not None:
+            # A small search keeps weak plans beside its one good one; copy only those near the best,
+            # repeated to fill the prompt's targets (so the warm-up's size stays what the config says).
+            near = [t for t in best if by_text[t] >= max(final) - w.keep_within]
+            best = [near[i % len(near)] for i in range(w.targets_per_prompt)]
         kept_by_domain[domain] = [(t, by_text[t]) for t in best]
         report.append({"domain": domain, "screened_on": len(screen), "ranked_on": len(ranking), "candidates": len(texts),
                        "best": max(final), "kept_mean": sum(by_text[t] for t in best) / len(best),
-                       "kept_steps": [len(parse(t).steps) for t in best]})
+                       "kept_steps": [len(parse(t).steps) for t in best], "kept_distinct": len(set(best))})
         log.info("domain search %s: %d candidates, best %.3f over %d questions", domain, len(texts), max(final), len(ranking))
     kept = [[(row, text, score) for text, score in kept_by_domain[row["domain"]]] for row in prompts]
     return kept, {"mean_reward_candidates": sum(screened) / len(screened), "domains": report}
@@ -437,14 +448,30 @@ def _replay_store(cfg: TrainConfig) -> Optional[ResponseCache]:
     return ResponseCache(cfg.path(cfg.reward.replay), match="context") if cfg.reward.replay else None
 
 
+def _code_runners(cfg: TrainConfig, spec: PoolSpec) -> tuple[int, ...]:
+    """Ids of the pool's code-running tools, for write-run warm-up shapes; none on randomized pools,
+    where an id means a different worker on every row."""
+    if cfg.randomize.enabled:
+        return ()
+    return tuple(i for i, w in enumerate(spec.workers) if w.provider == "python")
+
+
 def _clip_ids(text: str, n: int) -> str:
     wf = parse(text)
     steps = tuple(Step(s.worker % n, s.subtask, s.access) for s in wf.steps)
     return Workflow(steps, wf.reasoning).render()
 
 
-def train(cfg: TrainConfig, *, resume: bool = False) -> Path:
-    """Run GRPO end to end; returns the exported model dir."""
+def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False) -> Path:
+    """Run GRPO end to end; returns the exported model dir (``warmup_only``: stop after the warm-up,
+    returning RUN/warmup; a later run in the same dir starts GRPO from it)."""
+    if warmup_only:
+        if not cfg.warmup_sft.examples:
+            raise TrainConfigError("--warmup-only needs a warm-up: warmup_sft.examples = 0 turns it off")
+        _, reward = build_trainer(cfg)
+        if reward.cache is not None:
+            reward.cache.close()
+        return cfg.output_dir / "warmup"
     trainer, reward = build_trainer(cfg)
     last = _latest_checkpoint(cfg.output_dir) if resume else None
     if resume and last is None:

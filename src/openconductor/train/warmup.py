@@ -5,7 +5,8 @@ whose rewards are all 0).
 Targets are rendered by ``Workflow.render`` (the one source of the text form). They are *balanced*: the
 step count is uniform over 1..max_steps, and chains (plan -> solve -> check), fan-outs (independent
 solvers, then one that combines them) and mixed shapes all appear, with subtasks whose wording matches
-their place in the shape. Workers are drawn uniformly at random, so the warm-up teaches the format and
+their place in the shape (on a pool with a code-running tool, also write-program -> run -> read-output
+chains, the run step on the tool). Workers are drawn uniformly at random, so the warm-up teaches the format and
 sensible shapes, never which worker is good at what: routing is left to GRPO.
 
 Optionally (``warmup_sft.candidates``) the targets are selected rather than drawn: each prompt gets many
@@ -51,8 +52,23 @@ PHRASES = {
         "Synthesise the answers above; give the final answer.",
         "Reconcile the answers above.",
     ],
+    # Only for pools with a code-running tool (``code_runners``): a model writes a program, the tool
+    # runs it, and optionally a model reads its output.
+    # One wording: on 20 training questions of the offline pool, Qwen2.5-Coder answered 35 % through it
+    # and 0-5 % through two near rewordings (it printed the question's expression as a string instead).
+    "code": [
+        "Write a Python program that computes the answer to the overall task with Python arithmetic and prints: Final answer: <result>. Reply with one python block.",
+    ],
+    "run": [
+        "Run the program.",
+        "Run the code above.",
+    ],
+    "answer": [
+        "Using the program and its output above, give the final answer.",
+        "Read the output above and state the final answer.",
+    ],
 }
-SHAPES = ("chain", "fan-out", "plan-fan-out")
+SHAPES = ("chain", "fan-out", "plan-fan-out", "code")
 
 
 def _chain(k: int, rng: random.Random) -> list[tuple[str, Access]]:
@@ -74,14 +90,19 @@ def _plan_fan_out(k: int, fine_grained: bool, rng: random.Random) -> list[tuple[
     return [("plan", ())] + middle + [("aggregate", "all")]
 
 
-def shape(k: int, *, fine_grained: bool, rng: random.Random) -> list[tuple[str, Access]]:
-    """(role, access) per step for a k-step workflow of a random shape that fits k."""
+def shape(k: int, *, fine_grained: bool, rng: random.Random, code: bool = False) -> list[tuple[str, Access]]:
+    """(role, access) per step for a k-step workflow of a random shape that fits k (``code``: the pool
+    has a code-running tool, so write-run(-answer) chains are a shape too)."""
     options = ["chain"]
     if k >= 3:
         options.append("fan-out")
     if k >= 4 and fine_grained:
         options.append("plan-fan-out")
+    if code and k in (2, 3):
+        options.append("code")
     kind = rng.choice(options)
+    if kind == "code":
+        return [("code", ()), ("run", "all"), ("answer", "all")][:k]
     if kind == "fan-out":
         return _fan_out(k, fine_grained, rng)
     if kind == "plan-fan-out":
@@ -90,6 +111,8 @@ def shape(k: int, *, fine_grained: bool, rng: random.Random) -> list[tuple[str, 
 
 
 def _reasoning(roles: list[str]) -> str:
+    if roles[0] == "code":
+        return "Reasoning: the answer is computable, so one agent writes a program and the tool runs it."
     if len(roles) == 1:
         return "Reasoning: one agent answers."
     if roles[-1] == "aggregate" and roles.count("solve") + roles.count("implement") >= 2:
@@ -98,14 +121,24 @@ def _reasoning(roles: list[str]) -> str:
     return "Reasoning: " + ", then ".join(dict.fromkeys(r if r != "implement" else "solve" for r in roles)) + "."
 
 
-def format_targets(n: int, n_workers: int, max_steps: int, seed: int, *, fine_grained: bool = False) -> list[str]:
+def format_targets(n: int, n_workers: int, max_steps: int, seed: int, *, fine_grained: bool = False,
+                   code_runners: tuple[int, ...] = ()) -> list[str]:
     """``n`` valid workflows in the paper's three-list format: step counts uniform over 1..max_steps,
-    shapes and wording as described in the module docstring, workers uniformly random."""
+    shapes and wording as described in the module docstring, workers uniformly random. ``code_runners``:
+    ids of workers that run code (the python tool); then write-run(-answer) chains are drawn too, the
+    "run" step on a runner and the others on the remaining workers (pools without one draw as before)."""
     rng = random.Random(f"format|{seed}")
+    writers = [i for i in range(n_workers) if i not in code_runners]
+    code = bool(code_runners) and bool(writers)
     out = []
     for i in range(n):
         k = 1 + i % max_steps  # uniform over the step counts, in rotation
-        layout = shape(k, fine_grained=fine_grained, rng=rng)
+        layout = shape(k, fine_grained=fine_grained, rng=rng, code=code)
+        if layout[0][0] == "code":
+            steps = tuple(Step(rng.choice(code_runners) if role == "run" else rng.choice(writers), rng.choice(PHRASES[role]), access)
+                          for role, access in layout)
+            out.append(Workflow(steps, reasoning=_reasoning([role for role, _ in layout])).render())
+            continue
         steps = tuple(Step(rng.randrange(n_workers), rng.choice(PHRASES[role]), access) for role, access in layout)
         out.append(Workflow(steps, reasoning=_reasoning([role for role, _ in layout])).render())
     rng.shuffle(out)
