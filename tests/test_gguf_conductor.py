@@ -87,6 +87,7 @@ def test_ask_plans_with_the_llamacpp_copy_when_a_checkpoint_has_one(trained, tmp
     spec_ll, options = trained_conductor(spec, checkpoint)
     assert spec_ll.conductor.backend.provider == "local_gguf" and spec_ll.conductor.backend.model == str(checkpoint / "conductor.gguf")
     assert spec_ll.conductor.max_steps == 4 and options == {"examples": False}
+    assert spec.conductor.temperature > 0 and spec_ll.conductor.temperature == spec_hf.conductor.temperature == 0.0  # greedy, as measured
     assert trained_conductor(spec, checkpoint, engine="transformers")[0].conductor.backend.provider == "transformers"
     # A later export that wrote no copy (manifest "gguf": null) is not served by a stale file.
     (checkpoint / MANIFEST).write_text(json.dumps({"prompt": {"max_steps": 4, "examples": False}, "gguf": None}))

@@ -177,3 +177,10 @@ def test_conductor_eval_rows_for_a_trained_checkpoint(tmp_path):
     assert f"| basic_arithmetic | {label} | 2 |" in (out / "table.md").read_text()
     missing = CliRunner().invoke(app, ["eval", "-t", "basic_arithmetic", "--pool", str(POOL), "--conductor", str(tmp_path / "nope"), "--out", str(out)])
     assert missing.exit_code == 2 and "checkpoint dir not found" in missing.output, missing.output
+    engine = CliRunner().invoke(app, ["eval", "-t", "basic_arithmetic", "--pool", str(POOL), "--conductor", str(path), "--conductor-engine", "vllm", "--out", str(out)])
+    assert engine.exit_code == 2 and "--conductor-engine must be auto, llama.cpp or transformers" in engine.output, engine.output
+    # The torch engine, named: the same rows (this tiny checkpoint has no llama.cpp copy, so auto is torch too).
+    torch_out = tmp_path / "eval-torch"
+    torch_args = [a if a != str(out) else str(torch_out) for a in args] + ["--conductor-engine", "transformers"]
+    assert CliRunner().invoke(app, torch_args).exit_code == 0
+    assert len(load_records(torch_out / "results.jsonl")) == 4
