@@ -69,8 +69,10 @@ def eval_command(
     from .tasks import DatasetMissing, GraderUnavailable, TaskError, load_task
     from .traces import TraceStore
 
-    if conductor_engine not in ("auto", "llama.cpp", "transformers"):
-        fail(f"--conductor-engine must be auto, llama.cpp or transformers, got {conductor_engine!r}")
+    from .providers.transformers_local import ENGINES
+
+    if conductor_engine not in ENGINES:
+        fail(f"--conductor-engine must be {', '.join(ENGINES[:-1])} or {ENGINES[-1]}, got {conductor_engine!r}")
     spec, trained_options = load_pool_or_default(pool_file, conductor_dir, engine=conductor_engine)
     if data is not None and len(task) != 1:
         fail("--data applies to one task; pass a single --task")

@@ -13,7 +13,7 @@ import asyncio
 import json
 import threading
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -72,8 +72,11 @@ def _llamacpp_backend(path: Path, manifest: dict) -> Optional[WorkerSpec]:
     return WorkerSpec(name=f"conductor:{path.name}", provider="local_gguf", model=str(file), concurrency=1, timeout_s=600)
 
 
-def trained_conductor(spec: PoolSpec, path: str | Path, *,
-                      engine: Literal["auto", "llama.cpp", "transformers"] = "auto") -> tuple[PoolSpec, dict]:
+Engine = Literal["auto", "llama.cpp", "transformers"]
+ENGINES: tuple[str, ...] = get_args(Engine)
+
+
+def trained_conductor(spec: PoolSpec, path: str | Path, *, engine: Engine = "auto") -> tuple[PoolSpec, dict]:
     """A pool whose conductor backend is the checkpoint at ``path``, and the LMConductor options.
 
     The checkpoint's manifest (if any) says how its prompt was built (few-shot examples, access

@@ -233,18 +233,13 @@ def conductor_trainer_class():
     return ConductorGRPOTrainer
 
 
-def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True):
-    """Everything up to ``trainer.train()``: returns (trainer, reward)."""
-    import os
-
+def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True):
+    """The run dir, the model after the optional warm-up (done now, or loaded from RUN/warmup), and the
+    dataset rows: returns (pool spec, model, tokenizer, rows)."""
     import torch
-    from datasets import Dataset
-    from trl import GRPOTrainer
 
-    from .rollout import SharedPromptRollout, generate_batch
     from .warmup import format_targets, warmup_format
 
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
     spec = pool_spec or load_pool(cfg.pool_path)
@@ -277,7 +272,20 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
             targets = [_clip_ids(t, len(row["workers"])) for t, row in zip(targets, shown)]
         losses = warmup_format(model, tokenizer, [row["prompt"] for row in shown], targets, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
         export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses})
+    return spec, model, tokenizer, rows
 
+
+def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True):
+    """Everything up to ``trainer.train()``: returns (trainer, reward)."""
+    import os
+
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from .rollout import SharedPromptRollout, generate_batch
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    spec, model, tokenizer, rows = prepare(cfg, model=model, tokenizer=tokenizer, pool_spec=pool_spec, warmup=warmup)
     settings = cfg.settings
     replay = _replay_store(cfg)
     if replay is not None:
@@ -468,9 +476,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False) 
     if warmup_only:
         if not cfg.warmup_sft.examples:
             raise TrainConfigError("--warmup-only needs a warm-up: warmup_sft.examples = 0 turns it off")
-        _, reward = build_trainer(cfg)
-        if reward.cache is not None:
-            reward.cache.close()
+        prepare(cfg)
         return cfg.output_dir / "warmup"
     trainer, reward = build_trainer(cfg)
     last = _latest_checkpoint(cfg.output_dir) if resume else None

@@ -131,15 +131,18 @@ def format_targets(n: int, n_workers: int, max_steps: int, seed: int, *, fine_gr
     writers = [i for i in range(n_workers) if i not in code_runners]
     code = bool(code_runners) and bool(writers)
     out = []
+
+    def worker(role: str, coded: bool) -> int:
+        # A write-run chain runs its program on a code runner and writes/reads it on the other workers.
+        if not coded:
+            return rng.randrange(n_workers)
+        return rng.choice(code_runners) if role == "run" else rng.choice(writers)
+
     for i in range(n):
         k = 1 + i % max_steps  # uniform over the step counts, in rotation
         layout = shape(k, fine_grained=fine_grained, rng=rng, code=code)
-        if layout[0][0] == "code":
-            steps = tuple(Step(rng.choice(code_runners) if role == "run" else rng.choice(writers), rng.choice(PHRASES[role]), access)
-                          for role, access in layout)
-            out.append(Workflow(steps, reasoning=_reasoning([role for role, _ in layout])).render())
-            continue
-        steps = tuple(Step(rng.randrange(n_workers), rng.choice(PHRASES[role]), access) for role, access in layout)
+        coded = layout[0][0] == "code"
+        steps = tuple(Step(worker(role, coded), rng.choice(PHRASES[role]), access) for role, access in layout)
         out.append(Workflow(steps, reasoning=_reasoning([role for role, _ in layout])).render())
     rng.shuffle(out)
     return out
