@@ -72,6 +72,30 @@ def test_model_and_provider_options_are_in_the_key_but_the_worker_name_is_not():
     assert cache_key(w, MESSAGES, **args) == cache_key(w.model_copy(update={"name": "renamed"}), MESSAGES, **args)
 
 
+def test_a_model_retrained_into_the_same_path_is_a_new_key(tmp_path):
+    """Local weights are keyed by their files, not only their path: a conductor re-exported into RUN/warmup
+    must not be answered with the plans the previous model wrote there (this happened, 2026-11-25)."""
+    import os
+
+    from openconductor.cache import context_key
+
+    path = tmp_path / "warmup"
+    path.mkdir()
+    (path / "conductor.gguf").write_bytes(b"old weights")
+    w = WorkerSpec(name="c", provider="local_gguf", model=str(path / "conductor.gguf"))
+    d = WorkerSpec(name="t", provider="transformers", model=str(path))
+    args = dict(max_tokens=64, temperature=0.0, grammar=None, seed=1)
+    before = cache_key(w, MESSAGES, **args), context_key(w, None, MESSAGES, **args), cache_key(d, MESSAGES, **args)
+    assert before == (cache_key(w, MESSAGES, **args), context_key(w, None, MESSAGES, **args), cache_key(d, MESSAGES, **args))
+    (path / "conductor.gguf").write_bytes(b"new weights, retrained")
+    os.utime(path / "conductor.gguf", ns=(1, 1))
+    after = cache_key(w, MESSAGES, **args), context_key(w, None, MESSAGES, **args), cache_key(d, MESSAGES, **args)
+    assert all(a != b for a, b in zip(before, after))
+    # Names that are not local files (API models, packaged GGUFs) key as before.
+    named = WorkerSpec(name="q", provider="local_gguf", model="qwen2.5-coder-0.5b-instruct")
+    assert cache_key(named, MESSAGES, **args) == cache_key(named.model_copy(), MESSAGES, **args)
+
+
 async def test_different_temperature_or_seed_misses(tmp_path):
     cache = ResponseCache(tmp_path / "c.sqlite3")
     async with Pool(spec(), cache=cache) as pool:

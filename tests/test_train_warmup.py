@@ -228,3 +228,22 @@ def test_keep_within_copies_only_the_plans_near_the_domains_best(tmp_path, domai
     assert any(d["kept_mean"] < d["best"] for d in loose["domains"])  # without the margin, weaker plans are kept too
     with pytest.raises(TrainConfigError, match="keep_within is a margin"):
         _config(tmp_path, "examples = 8\ncandidates = 16\nkeep_within = 0.1")
+
+
+def test_constrained_rollouts_must_admit_the_warmup_targets(tmp_path, responders):
+    """A warm-up subtask longer than the rollout format's bound would be cut in every GRPO sample: a config error."""
+    from openconductor.train.trainer import _check_rollouts_admit, row_format
+    from openconductor.train.warmup import format_targets
+
+    cfg = _config(tmp_path, "examples = 4", extra="[rollout]\nconstrained = true\nsubtask_chars = 12\n")
+    rows = build_rows(cfg, load_pool(cfg.pool_path), load_items(cfg))
+    long = 'Reasoning: one agent answers.\nmodel_id = [2]\nsubtasks = ["Solve the task and give the final answer."]\naccess_list = [[]]'
+    _check_rollouts_admit(cfg, rows[:1], ['Reasoning: one.\nmodel_id = [2]\nsubtasks = ["Solve it."]\naccess_list = [[]]'])
+    with pytest.raises(TrainConfigError, match="subtask_chars = 12"):
+        _check_rollouts_admit(cfg, rows[:1], [long])
+    # The shipped real-pool recipe admits every target it can draw, the write-a-program wording included.
+    real = load_train_config(Path(__file__).resolve().parents[1] / "examples" / "train_local_tools.toml")
+    targets = format_targets(300, 3, real.prompt.max_steps, 0, code_runners=(2,))
+    assert any("Python program" in t for t in targets)
+    fmt = row_format(real, {"workers": [0, 1, 2], "round": 1})
+    assert all(fmt.complete(fmt.advance(fmt.start(), t)) for t in targets)

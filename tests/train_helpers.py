@@ -19,6 +19,8 @@ WORKFLOW_TOKENS = [
     *(f"model_id = [{i}]\nsubtasks = ['Solve the task and state the final answer.']\naccess_list = [[]]\n" for i in range(6)),
     "model_id = [2, 4]\nsubtasks = ['Solve the task.', 'Check the previous answer and give the final answer.']\naccess_list = [[], ['all']]\n",
     "model_id = []\nsubtasks = []\naccess_list = []\n",
+    # Whole plans in the runtime grammar's form (one token each): what a grammar-constrained tiny model can write.
+    *(f'Reasoning: one agent answers.\nmodel_id = [{i}]\nsubtasks = ["Solve the task."]\naccess_list = [[]]' for i in range(3)),
 ]
 WORDS = ["system", "user", "assistant", "Reasoning:", "the", "task", "answer", "one", "agent", "check", "model", "id"]
 

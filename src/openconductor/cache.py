@@ -53,11 +53,26 @@ def default_cache_path() -> Path:
     return Path(platformdirs.user_cache_dir("openconductor")) / "responses.sqlite3"
 
 
+def model_identity(model: Optional[str]) -> Any:
+    """The model a key names: its reference, and for local weights (a file or a checkpoint dir) their
+    files' sizes and modification times, so a model retrained into the same path is a new model, not a
+    cache hit of the old one. Names that are not local paths (API models, packaged GGUFs) stay as is."""
+    if not model:
+        return model
+    path = Path(model).expanduser()
+    try:
+        files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else []
+        stamp = [(f.name, st.st_size, st.st_mtime_ns) for f in files for st in (f.stat(),)]
+    except OSError:  # unreadable: the reference alone
+        return model
+    return [model, stamp] if stamp else model
+
+
 def cache_key(spec: Any, messages: list[dict], *, max_tokens: int, temperature: float, grammar: Optional[str], seed: Optional[int]) -> str:
     """A stable hash of one call. ``spec`` is a WorkerSpec; its name is left out (renaming is free)."""
     payload = {
         "provider": spec.provider,
-        "model": spec.model,
+        "model": model_identity(spec.model),
         "base_url": spec.base_url,
         "options": spec.options,
         "top_p": spec.top_p,
@@ -106,7 +121,7 @@ def context_key(
     if context is None:
         return cache_key(spec, messages, max_tokens=max_tokens, temperature=temperature, grammar=grammar, seed=None if ignore_seed else seed)
     payload = {
-        "provider": spec.provider, "model": spec.model, "base_url": spec.base_url, "options": spec.options,
+        "provider": spec.provider, "model": model_identity(spec.model), "base_url": spec.base_url, "options": spec.options,
         "top_p": spec.top_p, "context": context, "max_tokens": max_tokens, "temperature": temperature,
         "grammar": grammar, "seed": None if ignore_seed else seed,
     }  # fmt: skip

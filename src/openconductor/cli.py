@@ -152,7 +152,7 @@ def ask(
     seed: Optional[int] = typer.Option(None, help="Sampling seed (reproducible runs on local models)."),
     as_json: bool = typer.Option(False, "--json", help="Print one machine-readable Run and nothing else."),
     trace: bool = typer.Option(True, help="Save the run to the trace store."),
-    conductor_dir: Optional[Path] = typer.Option(None, "--conductor", help="A trained conductor checkpoint dir (conductor train's final/) as the conductor backend."),
+    conductor_dir: Optional[Path] = typer.Option(None, "--conductor", help="A trained conductor (conductor train's final/ dir, or builtin:NAME) as the conductor backend; default: the pool's [conductor] checkpoint; none: the untrained prompted backend."),
 ):
     """Plan a workflow for QUESTION and run it on the pool."""
     question = read_question(question)
@@ -281,7 +281,7 @@ def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; defau
     """Show a pool as the conductor sees it: workers, the conductor backend, limits, missing keys."""
     from .pool import missing_requirements
 
-    spec, _ = load_pool_or_default(pool_file, check=False)
+    spec, _ = load_pool_or_default(pool_file, check=False, trained=False)
     c = spec.conductor
     console.print(f"[bold]pool {escape(spec.name)}[/]: {len(spec.workers)} workers, shown to the conductor as {c.show}")
     for i, w in enumerate(spec.workers):  # plain lines, not a table: readable at 80 columns
@@ -297,6 +297,8 @@ def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; defau
         backend = f"{c.backend.name} ({c.backend.provider} / {c.backend.model or '-'})"
     else:
         backend = "none declared (only baseline policies can run: --policy single|moa|self-reflection)"
+    if c.checkpoint is not None:
+        backend = f"trained conductor {c.checkpoint} (--conductor none: the prompted {backend})"
     console.print(f"conductor: {backend}; at most {c.max_steps} steps, {c.max_attempts} attempt(s), fallback {c.fallback}", markup=False, highlight=False)
     limits = ", ".join(f"{k} {'none' if v is None else v}" for k, v in spec.limits.model_dump().items())
     console.print(f"limits per request: {limits}", markup=False, highlight=False)

@@ -53,20 +53,30 @@ def require(extra: str, *modules: str) -> None:
             needs_extra(extra, exc)
 
 
+UNTRAINED = "none"  # `--conductor none`: the pool's prompted backend, even where the pool names a checkpoint
+
+
 def load_pool_or_default(path: Optional[Path], conductor_dir: Optional[Path] = None, *, check: bool = True,
-                         engine: str = "auto") -> tuple["PoolSpec", dict]:
-    """The pool file (or the packaged local pool), with a trained conductor checkpoint as its conductor
-    backend when ``conductor_dir`` is given. Returns (pool spec, the conductor policy's extra options).
+                         engine: str = "auto", trained: bool = True) -> tuple["PoolSpec", dict]:
+    """The pool file (or the packaged local pool), with a trained conductor as its conductor backend:
+    ``conductor_dir`` if given, else the pool's own ``[conductor] checkpoint`` (``--conductor none`` keeps
+    the prompted backend; ``trained=False`` only shows the pool, without loading a checkpoint). Returns
+    (pool spec, the conductor policy's extra options); the spec's ``conductor.checkpoint`` says which
+    checkpoint plans (None: the prompted backend).
     With ``check``, a missing API key or SDK fails here, before any work starts (``pool.check_pool``)."""
     from .pool import PoolConfigError, check_pool, load_default_pool, load_pool
 
     try:
         spec = load_pool(path) if path else load_default_pool()
         options: dict = {}
-        if conductor_dir is not None:
+        chosen = str(conductor_dir) if conductor_dir is not None else spec.conductor.checkpoint
+        if chosen == UNTRAINED:
+            chosen = None
+            spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"checkpoint": None})})
+        if chosen is not None and trained:
             from .providers.transformers_local import trained_conductor
 
-            spec, options = trained_conductor(spec, conductor_dir, engine=engine)
+            spec, options = trained_conductor(spec, chosen, engine=engine)
         if check:
             check_pool(spec)
         return spec, options

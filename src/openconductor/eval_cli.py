@@ -55,7 +55,7 @@ def eval_command(
     title: str = typer.Option("", help="A title for the plot."),
     conductor_dir: Optional[Path] = typer.Option(
         None, "--conductor",
-        help="A trained conductor checkpoint dir (conductor train's final/): the `conductor` policy plans with it; its rows are labelled trained:<dir>.",
+        help="A trained conductor (conductor train's final/ dir, or builtin:NAME): the `conductor` policy plans with it; its rows are labelled trained:<dir>. Default: the pool's [conductor] checkpoint; none: the untrained prompted backend.",
     ),
     conductor_engine: str = typer.Option(
         "auto", "--conductor-engine",
@@ -80,8 +80,8 @@ def eval_command(
     try:
         tasks = [load_task(name, limit=limit, data=data, seed=task_seed, offset=offset, **options) for name in task]
         policies = parse_policy_specs(policy, spec)
-        if conductor_dir is not None:
-            policies = _with_trained_conductor(policies, conductor_dir, trained_options)
+        if spec.conductor.checkpoint is not None:  # --conductor DIR, or the pool's own trained conductor
+            policies = _with_trained_conductor(policies, Path(spec.conductor.checkpoint), trained_options)
     except (TaskError, EvalError) as exc:
         fail(str(exc))
     limits = lowered_limits(spec.limits, max_calls=max_calls)

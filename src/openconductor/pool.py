@@ -111,6 +111,10 @@ class ConductorSpec(BaseModel):
     fine_grained_access: bool = True  # allow index lists besides "all"/[]
     temperature: float = 0.7
     max_tokens: int = 768
+    # A trained conductor that plans for this pool (a `conductor train` output dir, relative to the pool
+    # file, or builtin:NAME for one shipped in the package): it replaces the backend, prompted as it was
+    # trained. `--conductor DIR` overrides it; `--conductor none` plans with the prompted backend instead.
+    checkpoint: Optional[str] = None
 
     @field_validator("fallback")
     @classmethod
@@ -204,9 +208,14 @@ def load_pool(path: str | Path) -> PoolSpec:
         return dotted
 
     try:
-        return PoolSpec.model_validate(data)
+        spec = PoolSpec.model_validate(data)
     except ValidationError as exc:
         raise PoolConfigError(f"{path}: {problems(exc, where)}") from exc
+    checkpoint = spec.conductor.checkpoint
+    if checkpoint and not checkpoint.startswith("builtin:") and not Path(checkpoint).expanduser().is_absolute():
+        # Relative to the pool file, like every path a config names, so the pool works from any directory.
+        spec.conductor.checkpoint = str((path.parent / Path(checkpoint).expanduser()).resolve())
+    return spec
 
 
 def default_pool_path() -> Path:
@@ -487,11 +496,18 @@ class Pool:
     """A pool spec with live providers. Async context manager; closes providers on exit.
 
     Construction checks what every worker needs (``check_pool``) and builds every provider, the
-    conductor backend included, so a missing key or SDK is reported before any call.
+    conductor backend included, so a missing key or SDK is reported before any call. A pool whose
+    ``[conductor] checkpoint`` names a trained conductor plans with it (as ``conductor ask`` does);
+    to plan with the declared backend instead, clear the checkpoint first.
     """
 
     def __init__(self, spec: PoolSpec, cache: Optional["ResponseCache"] = None, *, _view_of: Optional[tuple["Pool", list[int]]] = None):
         if _view_of is None:
+            if spec.conductor.checkpoint is not None:
+                from .providers.transformers_local import applied, trained_conductor
+
+                if not applied(spec):
+                    spec, _ = trained_conductor(spec, spec.conductor.checkpoint)
             check_pool(spec)
             workers = [self._worker(w, cache) for w in spec.workers]
             backend = self._worker(spec.conductor.backend, cache) if spec.conductor.backend is not None else None

@@ -315,6 +315,19 @@ class WorkflowFormat:
         return can_grow or current not in done
 
 
+class FormatGrammar(str):
+    """A ``WorkflowFormat``'s GBNF text that still carries the format: llama.cpp and grammar-taking
+    servers read the text, token-level decoders (the transformers engine) walk ``.format``, so every
+    backend applies the one language. Everything else (cache keys, JSON) sees a plain string."""
+
+    format: WorkflowFormat
+
+    def __new__(cls, fmt: WorkflowFormat) -> "FormatGrammar":
+        self = super().__new__(cls, fmt.gbnf())
+        self.format = fmt
+        return self
+
+
 # --------------------------------------------------------------------------------------------- parser
 
 _LABELS = {

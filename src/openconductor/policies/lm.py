@@ -14,7 +14,7 @@ from typing import Optional
 from ..budget import LimitReached
 from ..pool import PoolConfigError, PoolSpec, WorkerCallError
 from ..records import PlanRecord, Usage
-from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
+from ..workflow import FormatGrammar, Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
 from .base import Plan, PlanRequest, Policy, Previous, register_policy
 
 SYSTEM = """You are the Conductor: you coordinate a pool of AI agents (language models) to solve a task.
@@ -103,7 +103,7 @@ def conductor_messages(
 # Grammar strings are printable ASCII (every such character is one byte, and a token is at least one
 # byte), so a plan of B characters is at most B tokens: the bound below is in characters.
 REASON_CHARS = 80  # the one line of reasoning, at most
-SUBTASK_CHARS = 160  # one subtask, at most (less when max_tokens is small)
+SUBTASK_CHARS = 320  # one subtask, at most (less when max_tokens is small: the room bound below decides)
 MIN_SUBTASK_CHARS = 24
 
 
@@ -148,12 +148,12 @@ def grammar_max_chars(n_workers: int, max_steps: int, max_tokens: int, *, fine_g
     return _fixed_chars(n_workers, max_steps, fine_grained) + reason + max_steps * subtask
 
 
-def workflow_grammar(n_workers: int, max_steps: int, *, allow_empty: bool = False, fine_grained: bool = False, max_tokens: int = 512) -> str:
+def workflow_grammar(n_workers: int, max_steps: int, *, allow_empty: bool = False, fine_grained: bool = False, max_tokens: int = 512) -> FormatGrammar:
     """GBNF of ``WorkflowFormat`` (the one definition of the conductor's output language) with every part
     bounded so that ``max_tokens`` cannot cut a plan (``grammar_limits``)."""
     reason_chars, subtask_chars = grammar_limits(n_workers, max_steps, max_tokens, fine_grained=fine_grained)
-    return WorkflowFormat(n_workers, max_steps, fine_grained=fine_grained, allow_empty=allow_empty,
-                          reason_chars=reason_chars, subtask_chars=subtask_chars).gbnf()
+    return FormatGrammar(WorkflowFormat(n_workers, max_steps, fine_grained=fine_grained, allow_empty=allow_empty,
+                                        reason_chars=reason_chars, subtask_chars=subtask_chars))
 
 
 @register_policy("conductor")
@@ -162,9 +162,9 @@ class LMConductor(Policy):
 
     name = "conductor"
 
-    def __init__(self, temperature: Optional[float] = None, examples: bool = True, constrained: Optional[bool] = None):
+    def __init__(self, temperature: Optional[float] = None, examples: Optional[bool] = None, constrained: Optional[bool] = None):
         self.temperature = temperature
-        self.examples = examples
+        self.examples = examples  # None: as the pool's trained conductor was trained (its manifest), else with
         self.constrained = constrained  # None: use a grammar whenever the backend takes one
 
     async def plan(self, request: PlanRequest) -> Plan:
@@ -172,9 +172,14 @@ class LMConductor(Policy):
         options = spec.conductor
         backend = pool.conductor_backend()
         recursive = request.previous is not None
+        examples = self.examples
+        if examples is None and options.checkpoint:
+            from ..providers.transformers_local import trained_prompt
+
+            examples = trained_prompt(options.checkpoint).get("examples", True)
         messages = conductor_messages(
             request.question, spec, max_steps=request.max_steps, previous=request.previous, show=options.show,
-            fine_grained=options.fine_grained_access, examples=self.examples,
+            fine_grained=options.fine_grained_access, examples=examples is not False,
         )
         use_grammar = backend.provider.supports_grammar if self.constrained is None else self.constrained
         try:

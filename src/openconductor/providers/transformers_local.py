@@ -4,14 +4,23 @@
 its base model with peft. A conductor exported by ``conductor train`` also carries
 ``openconductor.json`` (how its prompt was built); ``trained_conductor`` turns that into the pool
 settings and policy options that make the runtime prompt it exactly as it was trained.
-Options: ``TransformersOptions``.
+
+A conductor can ship inside the package as a LoRA adapter over a packaged GGUF model
+(``builtin:NAME``, from ``data/conductors/NAME``): on first use its llama.cpp copy is built from the base
+file and the adapter with numpy (``train.gguf_export.merge_adapter_gguf``) and cached, so it plans with
+nothing but the ``local`` extra. Options: ``TransformersOptions``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import json
+import logging
+import os
 import threading
+from importlib import resources
 from pathlib import Path
 from typing import Literal, Optional, get_args
 
@@ -19,9 +28,32 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..pool import PoolConfigError, PoolSpec, Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
+from ..workflow import WorkflowFormat
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "openconductor.json"
 CONDUCTOR_GGUF = "conductor.gguf"  # the llama.cpp copy `conductor train` writes beside the checkpoint
+BUILTIN = "builtin:"  # a conductor shipped in the package: data/conductors/<name>
+
+
+def builtin_conductors() -> list[str]:
+    root = resources.files("openconductor").joinpath("data/conductors")
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def checkpoint_path(ref: str | Path, base_dir: Optional[Path] = None) -> Path:
+    """The directory of a trained conductor: ``builtin:NAME`` (shipped in the package), or a path
+    (relative ones against ``base_dir``, e.g. the pool file's directory)."""
+    text = str(ref)
+    if text.startswith(BUILTIN):
+        name = text[len(BUILTIN):]
+        path = Path(str(resources.files("openconductor").joinpath(f"data/conductors/{name}")))
+        if not name or not (path / MANIFEST).is_file():
+            raise PoolConfigError(f"no built-in conductor {text!r}; shipped: {', '.join(builtin_conductors()) or 'none'}")
+        return path
+    path = Path(text).expanduser()
+    return path if path.is_absolute() or base_dir is None else base_dir / path
 
 
 def load_checkpoint(path: str | Path, *, device: str = "cpu", dtype: str = "float32"):
@@ -36,20 +68,48 @@ def load_checkpoint(path: str | Path, *, device: str = "cpu", dtype: str = "floa
     if (path / "adapter_config.json").exists():
         from peft import PeftModel
 
-        base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
-        manifest = read_manifest(path)
-        base = manifest.get("base_model") or base
-        if not base:
-            raise PoolConfigError(f"{path}: adapter without a base model (adapter_config.json base_model_name_or_path)")
+        base = _adapter_base(path)
         model = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype)
         model = PeftModel.from_pretrained(model, str(path)).merge_and_unload()  # merged: no adapter cost per token
     else:
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype)
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
+        base = str(path)
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype)
+    # A shipped adapter carries no tokenizer of its own: its base model's is the one it was trained with.
+    tokenizer = AutoTokenizer.from_pretrained(str(path) if (path / "tokenizer_config.json").exists() else base)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.to(device).eval()
     return model, tokenizer
+
+
+def _adapter_base(path: Path) -> str:
+    """The base model an adapter dir applies to: the one it was trained on if that path is here, else
+    the manifest's model reference resolved on this machine (``gguf:<package>``, e.g. a shipped conductor)."""
+    manifest = read_manifest(path)
+    base = manifest.get("base_model") or json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    ref = str(manifest.get("model") or "")
+    if (not base or (Path(base).is_absolute() and not Path(base).exists())) and ref:
+        from ..train.models import ModelSourceError, resolve_model
+
+        try:
+            return resolve_model(ref)
+        except ModelSourceError as exc:
+            raise PoolConfigError(f"{path}: base model {ref!r}: {exc}") from exc
+    if not base:
+        raise PoolConfigError(f"{path}: adapter without a base model (adapter_config.json base_model_name_or_path)")
+    return base
+
+
+@functools.lru_cache(maxsize=32)
+def trained_prompt(checkpoint: str) -> dict:
+    """How a trained conductor's prompt was built (its manifest's ``prompt``: examples, steps, ...)."""
+    return dict(read_manifest(checkpoint_path(checkpoint)).get("prompt", {}))
+
+
+def applied(spec: PoolSpec) -> bool:
+    """Whether the pool's ``[conductor] checkpoint`` is already its backend (``trained_conductor`` ran)."""
+    backend, checkpoint = spec.conductor.backend, spec.conductor.checkpoint
+    return checkpoint is None or (backend is not None and backend.name == f"conductor:{checkpoint_path(checkpoint).name}")
 
 
 def read_manifest(path: Path) -> dict:
@@ -62,14 +122,42 @@ def _llamacpp_backend(path: Path, manifest: dict) -> Optional[WorkerSpec]:
     """The checkpoint's llama.cpp copy (``conductor.gguf``, written by ``conductor train``) as a backend."""
     if "gguf" in manifest and not manifest["gguf"]:
         return None  # the last export wrote none: a conductor.gguf left there is an older model's
-    file = path / (manifest.get("gguf") or CONDUCTOR_GGUF)
-    if not file.is_file():
-        return None
     try:
         import xllamacpp  # noqa: F401
     except ImportError:
         return None
+    file = path / (manifest.get("gguf") or CONDUCTOR_GGUF)
+    if not file.is_file():
+        file = _merged_copy(path, manifest)
+    if file is None:
+        return None
     return WorkerSpec(name=f"conductor:{path.name}", provider="local_gguf", model=str(file), concurrency=1, timeout_s=600)
+
+
+def _merged_copy(path: Path, manifest: dict) -> Optional[Path]:
+    """For an adapter over a packaged GGUF model (a shipped conductor): its llama.cpp copy, built once
+    with numpy into the cache (keyed by the adapter's bytes). None (logged) when it cannot be built."""
+    ref = str(manifest.get("model") or "")
+    adapter = path / "adapter_model.safetensors"
+    if manifest.get("kind") != "adapter" or not ref.startswith("gguf:") or not adapter.is_file():
+        return None
+    try:
+        from ..train.gguf_export import GGUFExportError, merge_adapter_gguf
+        from ..train.models import ModelSourceError, cache_root, gguf_source
+
+        source, name = gguf_source(ref)
+        digest = hashlib.sha256(adapter.read_bytes() + (path / "adapter_config.json").read_bytes()).hexdigest()[:16]
+        target = cache_root().parent / "conductors" / f"{path.name}-{name}-{digest}.gguf"
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_suffix(f".{os.getpid()}.part")
+            log.info("building the llama.cpp copy of %s in %s (once)", path, target)
+            merge_adapter_gguf(path, source, partial)
+            partial.replace(target)  # atomic: a concurrent or interrupted build never leaves half a file
+        return target
+    except (ImportError, ModelSourceError, GGUFExportError, OSError) as exc:
+        log.warning("%s: no llama.cpp copy (%s); planning with transformers", path, exc)
+        return None
 
 
 Engine = Literal["auto", "llama.cpp", "transformers"]
@@ -85,7 +173,7 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *, engine: Engine = "aut
     several times faster on a CPU; its untouched layers stay quantized, so its plans can differ from
     the transformers model's in rare near-ties), else with transformers.
     """
-    path = Path(path).expanduser().resolve()
+    path = checkpoint_path(path).resolve()
     if not path.is_dir():
         raise PoolConfigError(f"--conductor: checkpoint dir not found: {path}")
     manifest = read_manifest(path)
@@ -99,6 +187,7 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *, engine: Engine = "aut
         update={
             "worker": None,
             "backend": backend,
+            "checkpoint": str(path),
             "max_steps": int(prompt.get("max_steps", spec.conductor.max_steps)),
             "fine_grained_access": bool(prompt.get("fine_grained", spec.conductor.fine_grained_access)),
             "show": prompt.get("show", spec.conductor.show),
@@ -119,10 +208,15 @@ class TransformersOptions(BaseModel):
 
 
 class TransformersProvider(Provider):
-    """Generates with a transformers model in a worker thread (one generation at a time per model)."""
+    """Generates with a transformers model in a worker thread (one generation at a time per model).
+
+    Takes the conductor's workflow grammar (``workflow.FormatGrammar``): decoding then walks the same
+    format automaton as the training rollouts, so every plan parses, as on llama.cpp. Other GBNF text
+    is refused (this engine has no general GBNF decoder)."""
 
     Options = TransformersOptions
     retry_timeouts = False
+    supports_grammar = True
     requires = ("torch", "transformers")
     extra = "train"
 
@@ -148,7 +242,8 @@ class TransformersProvider(Provider):
             self._model, self._tokenizer = load_checkpoint(self.spec.model, device=o.device, dtype=o.dtype)
         return self._model, self._tokenizer
 
-    def _generate(self, messages, max_tokens: int, temperature: float, seed: Optional[int]) -> Completion:
+    def _generate(self, messages, max_tokens: int, temperature: float, seed: Optional[int],
+                  fmt: Optional[WorkflowFormat] = None) -> Completion:
         import torch
 
         with self._lock:
@@ -157,12 +252,15 @@ class TransformersProvider(Provider):
             enc = {k: v.to(model.device) for k, v in enc.items()}
             if seed is not None:
                 torch.manual_seed(seed)
-            sampling = dict(do_sample=True, temperature=temperature, top_p=self.spec.top_p or 1.0) if temperature > 0 else dict(do_sample=False)
-            with torch.no_grad():
-                out = model.generate(**enc, max_new_tokens=max_tokens, pad_token_id=tok.pad_token_id, **sampling)
-            new = out[0, enc["input_ids"].shape[1] :]
+            if fmt is not None:
+                new, finish = self._constrained(model, tok, enc["input_ids"][0].tolist(), fmt, max_tokens, temperature, seed)
+            else:
+                sampling = dict(do_sample=True, temperature=temperature, top_p=self.spec.top_p or 1.0) if temperature > 0 else dict(do_sample=False)
+                with torch.no_grad():
+                    out = model.generate(**enc, max_new_tokens=max_tokens, pad_token_id=tok.pad_token_id, **sampling)
+                new = out[0, enc["input_ids"].shape[1] :].tolist()
+                finish = "length" if len(new) >= max_tokens else "stop"
             text = tok.decode(new, skip_special_tokens=True)
-            finish = "length" if len(new) >= max_tokens else "stop"
             return Completion(
                 text=text,
                 usage=Usage(input_tokens=int(enc["input_ids"].shape[1]), output_tokens=int(len(new))),
@@ -170,11 +268,30 @@ class TransformersProvider(Provider):
                 model=str(self.spec.model or self.spec.name),
             )
 
+    def _constrained(self, model, tok, prompt_ids: list[int], fmt: WorkflowFormat, max_tokens: int, temperature: float,
+                     seed: Optional[int]) -> tuple[list[int], str]:
+        """Tokens of one completion that stays inside ``fmt`` (the training rollouts' sampler), and why it ended."""
+        import torch
+
+        from ..train.rollout import TokenConstraint, sample_group
+
+        eos = tok.eos_token_id
+        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        generator = torch.Generator().manual_seed(seed if seed is not None else 0)
+        (row,) = sample_group(model, prompt_ids, 1, max_new_tokens=max_tokens, eos_ids=eos_ids, temperature=temperature,
+                              top_p=self.spec.top_p or 1.0, generator=generator,
+                              constraint=TokenConstraint(tok, eos_ids), fmt=fmt)
+        return row, ("stop" if row and row[-1] in eos_ids else "length")
+
     async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None,
                        answer=None) -> Completion:
         # Nothing of a request's answer format is native here (``native`` is empty): it arrives prepared.
+        fmt = getattr(grammar, "format", None)
+        if grammar is not None and not isinstance(fmt, WorkflowFormat):
+            raise ProviderError(f"transformers worker {self.spec.name!r}: takes only the conductor's workflow grammar, "
+                                "not arbitrary GBNF; use a local_gguf worker for other grammars")
         try:
-            completion = await asyncio.to_thread(self._generate, messages, max_tokens, temperature, seed)
+            completion = await asyncio.to_thread(self._generate, messages, max_tokens, temperature, seed, fmt)
         except PoolConfigError:
             raise
         except (OSError, ValueError, RuntimeError) as exc:

@@ -179,10 +179,11 @@ class ServerConfig(BaseModel):
             spec = load_default_pool()
         else:
             spec = load_pool(self._path(preset.pool))
-        if preset.conductor is not None:
+        checkpoint = self._path(preset.conductor) if preset.conductor is not None else spec.conductor.checkpoint
+        if checkpoint is not None:  # the preset's, else the pool's own (e.g. the local pool's built-in one)
             from ..providers.transformers_local import trained_conductor  # torch is imported only on use
 
-            spec, _ = trained_conductor(spec, self._path(preset.conductor))
+            spec, _ = trained_conductor(spec, checkpoint)
         if preset.max_steps is not None:
             spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"max_steps": preset.max_steps})})
         if preset.limits is not None:
@@ -212,11 +213,11 @@ def parse_server_config(data: dict, *, base_dir: Path = Path("."), source: str =
         except PoolConfigError as exc:
             field = "conductor" if preset.conductor is not None and "checkpoint" in str(exc) else "pool"
             raise ServerConfigError(f"{source}: models.{name}.{field}: {exc}") from exc
-        if preset.conductor is not None:
+        if spec.conductor.checkpoint is not None and preset.policy == "conductor":
             from ..providers.transformers_local import trained_conductor
 
             # The checkpoint says how it was prompted in training; the preset's own options win.
-            _, trained = trained_conductor(spec, config._path(preset.conductor))
+            _, trained = trained_conductor(spec, spec.conductor.checkpoint)
             preset.policy_options = {**trained, **preset.policy_options}
     return config
 

@@ -193,7 +193,7 @@ class RolloutSettings:
     # Constrain sampled plans to the conductor's output language (the runtime grammar's, from
     # workflow.WorkflowFormat): every rollout parses. Needs mode = "shared-prompt".
     constrained: bool = False
-    reason_chars: int = 64  # the format's bounds while constrained (keep them within max_completion_length)
+    reason_chars: int = 80  # the format's bounds while constrained (keep them within max_completion_length); 80 as at run time
     subtask_chars: int = 72
 
     def format(self, n_workers: int, max_steps: int, *, fine_grained: bool, recursive: bool = False):

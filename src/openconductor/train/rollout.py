@@ -76,7 +76,8 @@ class TokenConstraint:
                 return token, nxt
         # The draws all left the format (e.g. a subtask at its length bound that the model wants to go on):
         # sample among every valid token of the vocabulary.
-        valid = [(t, n) for t in range(len(self.texts)) if (n := self._next(fmt, state, t)) is not None]
+        # The model's vocabulary and the tokenizer's may differ in size (padded embeddings, added tokens).
+        valid = [(t, n) for t in range(min(len(self.texts), probs.numel())) if (n := self._next(fmt, state, t)) is not None]
         if not valid:
             raise RuntimeError("constrained sampling found no token that continues the workflow format")
         weights = torch.tensor([float(probs[t]) for t, _ in valid]) + 1e-12
@@ -85,8 +86,8 @@ class TokenConstraint:
         return valid[int(torch.multinomial(weights, 1, generator=generator))]
 
     def _next(self, fmt: WorkflowFormat, state, token: int):
-        if token in self.eos_ids:
-            return None  # only a complete plan ends, and that case returned above
+        if token in self.eos_ids or token >= len(self.texts):
+            return None  # only a complete plan ends (that case returned above); an id past the tokenizer's has no text
         text = self.texts[token]
         return fmt.advance(state, text) if text else None
 

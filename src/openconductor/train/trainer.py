@@ -270,6 +270,7 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
             shown = [rows[(i // w.targets_per_prompt) % len(rows)] for i in range(w.examples)]
             # Randomized pools show fewer workers: keep every target's ids within the prompt's pool.
             targets = [_clip_ids(t, len(row["workers"])) for t, row in zip(targets, shown)]
+        _check_rollouts_admit(cfg, shown, targets)
         losses = warmup_format(model, tokenizer, [row["prompt"] for row in shown], targets, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
         export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses})
     return spec, model, tokenizer, rows
@@ -335,6 +336,20 @@ def _load_weights(model, path: Path) -> None:
     else:
         model.load_state_dict(load_file(str(path / "model.safetensors")), strict=False)
     log.info("loaded the format warm-up from %s", path)
+
+
+def _check_rollouts_admit(cfg: TrainConfig, shown: list[dict], targets: list[str]) -> None:
+    """Constrained rollouts must be able to write what the warm-up teaches: a target longer than the
+    rollout format's bounds would be cut mid-subtask on every GRPO sample (and at run time)."""
+    if not cfg.rollout.constrained:
+        return
+    for row, target in zip(shown, targets):
+        fmt = row_format(cfg, row)
+        if not fmt.complete(fmt.advance(fmt.start(), target)):
+            raise TrainConfigError(
+                f"a warm-up target does not fit the constrained rollout format (rollout.reason_chars = {cfg.rollout.reason_chars}, "
+                f"subtask_chars = {cfg.rollout.subtask_chars}): raise them (and grpo.max_completion_length) to admit it:\n{target}"
+            )
 
 
 def row_format(cfg: TrainConfig, row: dict):

@@ -53,11 +53,17 @@ PHRASES = {
         "Reconcile the answers above.",
     ],
     # Only for pools with a code-running tool (``code_runners``): a model writes a program, the tool
-    # runs it, and optionally a model reads its output.
-    # One wording: on 20 training questions of the offline pool, Qwen2.5-Coder answered 35 % through it
-    # and 0-5 % through two near rewordings (it printed the question's expression as a string instead).
+    # runs it, and optionally a model reads its output. Qwen2.5-Coder-0.5B is brittle here: a near
+    # rewording can drop it from 5/8 to 0/8 (it prints a number it made up instead of computing it), so
+    # these are wordings measured on training questions (seed 0, 8 per kind): the first computes
+    # (arithmetic 5/8, equations 0/8), the second is the pool file's code-then-run wording (arithmetic
+    # 80 % on stop 19's table), the third solves for an unknown by search (equations 6/8, arithmetic
+    # 2/8). Which suits a question is what the search, then the conductor, learns.
     "code": [
         "Write a Python program that computes the answer to the overall task with Python arithmetic and prints: Final answer: <result>. Reply with one python block.",
+        "Write a short Python program that computes the answer to the overall task and prints it as: Final answer: <answer>. If the result is a whole number, "
+        "convert it with int() so that it prints without a decimal point. Reply with the code in one ```python block.",
+        "Write a Python program that finds the unknown by trying every integer from -100000 to 100000 and prints: Final answer: <value>. Reply with one python block.",
     ],
     "run": [
         "Run the program.",

@@ -1,0 +1,91 @@
+"""Trained conductors as pool members of the config: ``[conductor] checkpoint`` (a path relative to the
+pool file, or ``builtin:NAME`` shipped in the package), ``--conductor none`` for the prompted backend,
+and the shipped adapter's llama.cpp copy built with numpy on first use (real model, real llama.cpp)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from openconductor.cli import app
+from openconductor.clikit import load_pool_or_default
+from openconductor.pool import PoolConfigError, load_default_pool, load_pool
+from openconductor.providers.transformers_local import BUILTIN, builtin_conductors, checkpoint_path, trained_conductor
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = load_default_pool().conductor.checkpoint
+
+
+def test_the_default_pool_plans_with_a_shipped_trained_conductor():
+    assert SHIPPED is not None and SHIPPED.startswith(BUILTIN)
+    path = checkpoint_path(SHIPPED)
+    assert SHIPPED[len(BUILTIN):] in builtin_conductors()
+    manifest = json.loads((path / "openconductor.json").read_text())
+    # Small enough to ship: the adapter and manifest, no weights copy, no tokenizer, no machine paths.
+    assert manifest["kind"] == "adapter" and manifest["model"].startswith("gguf:") and "base_model" not in manifest
+    assert sum(f.stat().st_size for f in path.iterdir()) < 8e6
+    assert {f.name for f in path.iterdir()} == {"adapter_config.json", "adapter_model.safetensors", "openconductor.json"}
+
+
+def test_an_unknown_builtin_is_a_clear_error():
+    with pytest.raises(PoolConfigError, match="no built-in conductor 'builtin:nope'; shipped: "):
+        checkpoint_path("builtin:nope")
+
+
+def test_a_pool_files_checkpoint_is_relative_to_the_file_and_none_turns_it_off(tmp_path):
+    text = (ROOT / "src/openconductor/data/local_pool.toml").read_text()
+    (tmp_path / "pools").mkdir()
+    pool_file = tmp_path / "pools" / "mine.toml"
+    pool_file.write_text(text.replace(f'checkpoint = "{SHIPPED}"', 'checkpoint = "../ckpt/final"'))
+    spec = load_pool(pool_file)
+    assert spec.conductor.checkpoint == str(tmp_path / "ckpt" / "final")
+    with pytest.raises(PoolConfigError, match="checkpoint dir not found"):
+        trained_conductor(spec, spec.conductor.checkpoint)
+    # --conductor none: the prompted backend the pool declares, whatever checkpoint it names.
+    plain, options = load_pool_or_default(pool_file, Path("none"), check=False)
+    assert plain.conductor.checkpoint is None and options == {}
+    assert plain.conductor.backend.name == "conductor-smollm2"
+    shown = CliRunner().invoke(app, ["pool", str(pool_file)])
+    assert f"trained conductor {tmp_path / 'ckpt' / 'final'}" in shown.output.replace("\n", "")
+
+
+@pytest.mark.realmodel
+async def test_the_shipped_conductor_plans_on_llamacpp_from_its_adapter(tmp_path, monkeypatch):
+    """Real path: the adapter is merged into the packaged SmolLM2 GGUF with numpy (cached), llama.cpp
+    plans under the runtime grammar, and the plan parses on the local pool."""
+    from openconductor.policies.base import PlanRequest
+    from openconductor.policies.lm import LMConductor
+    from openconductor.pool import Pool
+
+    monkeypatch.setenv("OPENCONDUCTOR_MODEL_CACHE", str(tmp_path / "cache"))
+    shipped = tmp_path / "shipped"
+    shutil.copytree(checkpoint_path(SHIPPED), shipped)  # a copy: its cache key is its bytes, not its place
+    spec, options = trained_conductor(load_default_pool(), shipped)
+    backend = spec.conductor.backend
+    assert backend.provider == "local_gguf" and Path(backend.model).parent == tmp_path / "cache" / "conductors"
+    assert spec.conductor.checkpoint == str(shipped) and spec.conductor.temperature == 0.0
+    again, _ = trained_conductor(load_default_pool(), shipped)
+    assert again.conductor.backend.model == backend.model  # built once, then reused
+    async with Pool(spec) as pool:
+        plan = await LMConductor(**options).plan(PlanRequest("Calculate 12 * 34 - 5.", pool, max_steps=spec.conductor.max_steps, seed=0))
+    assert plan.workflow is not None and plan.record.fallback is None and plan.record.attempts == 1
+    assert all(0 <= s.worker < len(spec.workers) for s in plan.workflow.steps)
+
+
+@pytest.mark.realmodel
+async def test_the_python_api_plans_with_the_pools_trained_conductor_too():
+    """`Pool(load_default_pool())` + `make_policy("conductor")` (the README's Python example) plans with the
+    shipped conductor, prompted as it was trained, exactly as `conductor ask` does."""
+    from openconductor import make_policy, solve
+    from openconductor.pool import Pool
+    from openconductor.providers.transformers_local import trained_prompt
+
+    assert trained_prompt(SHIPPED)["examples"] is True and trained_prompt(SHIPPED)["max_steps"] == 3
+    async with Pool(load_default_pool()) as pool:
+        assert pool.spec.conductor.backend.name == f"conductor:{SHIPPED[len(BUILTIN):]}" and pool.spec.conductor.temperature == 0.0
+        run = await solve("Calculate 12 * 34 - 5.", make_policy("conductor"), pool, seed=0)
+    assert run.plan.fallback is None and run.plan.attempts == 1 and run.steps
