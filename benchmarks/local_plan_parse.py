@@ -1,4 +1,6 @@
 """How often the grammar-constrained conductor of the offline local pool writes a plan that does not parse.
+The pool's own conductor: its shipped trained one (``builtin:local-tools``), or with ``--untrained`` the
+prompted SmolLM2 backend.
 
 Plans only (no worker runs): the LM conductor on the packaged local pool (SmolLM2-135M under a GBNF
 grammar) plans N reasoning-gym basic_arithmetic questions with the pool's own settings (max_tokens,
@@ -21,11 +23,16 @@ import time
 
 from openconductor import Pool, load_default_pool, make_policy
 from openconductor.policies.base import PlanRequest
+from openconductor.providers.transformers_local import trained_conductor
 from openconductor.tasks import load_task
 
 
-async def main(n: int, seed: int, timeout: float) -> None:
+async def main(n: int, seed: int, timeout: float, untrained: bool) -> None:
     spec = load_default_pool()
+    if untrained:
+        spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"checkpoint": None})})
+    elif spec.conductor.checkpoint is not None:
+        spec, _ = trained_conductor(spec, spec.conductor.checkpoint)
     # A slow (shared) machine should measure parsing, not the backend's timeout.
     backend = spec.conductor.backend.model_copy(update={"timeout_s": timeout})
     spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"backend": backend})})
@@ -48,7 +55,7 @@ async def main(n: int, seed: int, timeout: float) -> None:
             fallbacks += record.fallback is not None
             print(f"question {i:>2}: attempts {record.attempts}  rejected {errors or '-'}  fallback {record.fallback or '-'}  "
                   f"{seconds[-1]:.1f} s", flush=True)
-    print(f"\nlocal pool conductor ({spec.conductor.backend.model}, grammar-constrained, max_tokens {spec.conductor.max_tokens}, "
+    print(f"\nlocal pool conductor ({spec.conductor.checkpoint or spec.conductor.backend.model}, grammar-constrained, max_tokens {spec.conductor.max_tokens}, "
           f"max_attempts {spec.conductor.max_attempts}), {n} plans, wall seconds per plan: median {statistics.median(seconds):.1f}, "
           f"max {max(seconds):.1f} (the first includes loading the model)")
     print(f"plans that needed a resample: {resampled} of {n}; plans that fell back: {fallbacks} of {n}")
@@ -61,5 +68,6 @@ if __name__ == "__main__":
     parser.add_argument("--n", type=int, default=13, help="questions to plan")
     parser.add_argument("--seed", type=int, default=0, help="task generator seed; question i plans with seed + i")
     parser.add_argument("--timeout", type=float, default=3600.0, help="the conductor backend's timeout_s (the pool's: 300)")
+    parser.add_argument("--untrained", action="store_true", help="plan with the prompted backend, not the shipped trained conductor")
     args = parser.parse_args()
-    asyncio.run(main(args.n, args.seed, args.timeout))
+    asyncio.run(main(args.n, args.seed, args.timeout, args.untrained))
