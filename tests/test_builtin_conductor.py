@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from openconductor.cli import app
 from openconductor.clikit import load_pool_or_default
+from openconductor.pool import BUILTIN_CONDUCTOR as BUILTIN
 from openconductor.pool import PoolConfigError, load_default_pool, load_pool
-from openconductor.providers.transformers_local import BUILTIN, builtin_conductors, checkpoint_path, trained_conductor
+from openconductor.providers.transformers_local import builtin_conductors, checkpoint_path, trained_conductor
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = load_default_pool().conductor.checkpoint

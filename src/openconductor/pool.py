@@ -97,6 +97,9 @@ class WorkerSpec(BaseModel):
         return (usage.input_tokens * self.price_input_per_m + usage.output_tokens * self.price_output_per_m) / 1e6
 
 
+BUILTIN_CONDUCTOR = "builtin:"  # a checkpoint shipped in the package: data/conductors/<name>
+
+
 class ConductorSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -212,7 +215,7 @@ def load_pool(path: str | Path) -> PoolSpec:
     except ValidationError as exc:
         raise PoolConfigError(f"{path}: {problems(exc, where)}") from exc
     checkpoint = spec.conductor.checkpoint
-    if checkpoint and not checkpoint.startswith("builtin:") and not Path(checkpoint).expanduser().is_absolute():
+    if checkpoint and not checkpoint.startswith(BUILTIN_CONDUCTOR) and not Path(checkpoint).expanduser().is_absolute():
         # Relative to the pool file, like every path a config names, so the pool works from any directory.
         spec.conductor.checkpoint = str((path.parent / Path(checkpoint).expanduser()).resolve())
     return spec

@@ -14,7 +14,6 @@ nothing but the ``local`` extra. Options: ``TransformersOptions``.
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import json
 import logging
@@ -26,7 +25,7 @@ from typing import Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..pool import PoolConfigError, PoolSpec, Provider, ProviderError, TokenCallback, WorkerSpec
+from ..pool import BUILTIN_CONDUCTOR, PoolConfigError, PoolSpec, Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
 from ..workflow import WorkflowFormat
 
@@ -34,7 +33,6 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "openconductor.json"
 CONDUCTOR_GGUF = "conductor.gguf"  # the llama.cpp copy `conductor train` writes beside the checkpoint
-BUILTIN = "builtin:"  # a conductor shipped in the package: data/conductors/<name>
 
 
 def builtin_conductors() -> list[str]:
@@ -42,18 +40,17 @@ def builtin_conductors() -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 
 
-def checkpoint_path(ref: str | Path, base_dir: Optional[Path] = None) -> Path:
+def checkpoint_path(ref: str | Path) -> Path:
     """The directory of a trained conductor: ``builtin:NAME`` (shipped in the package), or a path
-    (relative ones against ``base_dir``, e.g. the pool file's directory)."""
+    (``load_pool`` has already made a pool file's relative one absolute)."""
     text = str(ref)
-    if text.startswith(BUILTIN):
-        name = text[len(BUILTIN):]
+    if text.startswith(BUILTIN_CONDUCTOR):
+        name = text[len(BUILTIN_CONDUCTOR):]
         path = Path(str(resources.files("openconductor").joinpath(f"data/conductors/{name}")))
         if not name or not (path / MANIFEST).is_file():
             raise PoolConfigError(f"no built-in conductor {text!r}; shipped: {', '.join(builtin_conductors()) or 'none'}")
         return path
-    path = Path(text).expanduser()
-    return path if path.is_absolute() or base_dir is None else base_dir / path
+    return Path(text).expanduser()
 
 
 def load_checkpoint(path: str | Path, *, device: str = "cpu", dtype: str = "float32"):
@@ -100,9 +97,9 @@ def _adapter_base(path: Path) -> str:
     return base
 
 
-@functools.lru_cache(maxsize=32)
 def trained_prompt(checkpoint: str) -> dict:
-    """How a trained conductor's prompt was built (its manifest's ``prompt``: examples, steps, ...)."""
+    """How a trained conductor's prompt was built (its manifest's ``prompt``: examples, steps, ...).
+    Read on every plan, not cached: a conductor retrained into the same dir must not keep the old prompt."""
     return dict(read_manifest(checkpoint_path(checkpoint)).get("prompt", {}))
 
 
