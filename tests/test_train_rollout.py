@@ -174,3 +174,30 @@ def test_format_automaton_accepts_exactly_what_render_writes():
     for bad in ("Reasoning: x\nmodel_id = [1, 2]\nsubtasks = [\"abcd\"]", "Reasoning: x\nmodel_id = [6]",
                 'Reasoning: x\nmodel_id = [0]\nsubtasks = ["abcd"]\naccess_list = [["all"]]', "model_id = [0]"):
         assert fmt.advance(fmt.start(), bad) is None, bad
+
+
+def test_constrained_draws_follow_the_probabilities_restricted_to_valid_tokens():
+    """Each live row's token is a draw from its probabilities renormalised over the tokens its format
+    admits (the batched Gumbel-top-k candidates), and a complete or finished row ends with EOS."""
+    from types import SimpleNamespace
+
+    from openconductor.train.rollout import _choose
+
+    eos, valid = 4, {1, 2, 3}
+    constraint = SimpleNamespace(
+        eos_ids={eos},
+        first_valid=lambda fmt, state, order: next(((t, state) for t in order if t in valid), None),
+        fallback=lambda *a: pytest.fail("4 candidates always include a valid token"),
+    )
+    fmt = SimpleNamespace(complete=lambda state: state == "done")
+    probs = torch.tensor([0.4, 0.3, 0.2, 0.05, 0.05])
+    rows = 6000
+    logits = probs.log().expand(rows + 2, -1)
+    states = ["s"] * rows + ["done", None]
+    tokens, new_states = _choose(logits, 1.0, 1.0, torch.Generator().manual_seed(0), constraint, [fmt] * (rows + 2), states)
+    assert tokens[-2:].tolist() == [eos, eos] and new_states[-2:] == [None, None]
+    counts = torch.bincount(tokens[:rows], minlength=5).float() / rows
+    expected = torch.tensor([0.0, 0.3, 0.2, 0.05, 0.0]) / 0.55
+    assert torch.allclose(counts, expected, atol=0.025), counts
+    greedy, _ = _choose(logits[:3], 0.0, 1.0, None, constraint, [fmt] * 3, ["s", "s", "done"])
+    assert greedy.tolist() == [1, 1, eos]  # the most probable valid token

@@ -5,6 +5,7 @@ responders that always give one answer) and grades them with the real numeric gr
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -154,7 +155,45 @@ def test_domain_search_keeps_each_domains_best_worker_not_one_questions_luck(tmp
     assert "lucky" in kept_q
 
 
+class _TableGrader:
+    """A grader whose reward of (workflow text, question) is read off a table: no pool, no model."""
+
+    def __init__(self, table: dict[tuple[str, str], float]):
+        self.table, self.calls = table, 0
+
+    async def workflow_reward(self, prompts, completions, question, **_):
+        self.calls += len(completions)
+        return [self.table.get((text, q), 0.0) for text, q in zip(completions, question)]
+
+
+def test_screen_rounds_spare_a_good_plan_one_unlucky_screen_question():
+    """Successive halving: "good" is right on 1 of the 2 screen questions and on every later one; three
+    decoys are right on both screen questions only. One screen keeps the decoys; three rounds keep good."""
+    import random
+
+    from openconductor.train.trainer import _screen
+
+    rows = [{"question": f"q{i}", "prompt": []} for i in range(8)]
+    screen, spare = rows[:2], rows[2:]
+    texts = ["good", "decoy1", "decoy2", "decoy3", "bad1", "bad2", "bad3", "bad4"]
+    table = {("good", "q1"): 1.0, **{("good", r["question"]): 1.0 for r in spare}}
+    table |= {(d, q): 1.0 for d in ("decoy1", "decoy2", "decoy3") for q in ("q0", "q1")}
+
+    def run(rounds):
+        grader = _TableGrader(table)
+        kept, first = asyncio.run(_screen(grader, texts, screen, spare, rounds=rounds, per_round=2, keep=2, rng=random.Random(0)))
+        return kept, first, grader.calls
+
+    kept, first, calls = run(1)
+    assert kept == ["decoy1", "decoy2"] and first[0] == 0.5 and calls == 16
+    kept, first, calls = run(3)
+    assert kept[0] == "good" and first[0] == 0.5
+    assert calls == 16 + 4 * 2 + 2 * 2  # 8 on the screen, then the best 4, then the best 2, each on 2 new questions
+
+
 def test_domain_search_config_errors(tmp_path, domain_experts):
+    with pytest.raises(TrainConfigError, match="screen_rounds must be >= 1"):
+        _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\nscreen_rounds = 0')
     with pytest.raises(TrainConfigError, match="search_questions must be >= 1"):
         _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\nsearch_questions = 0')
     with pytest.raises(TrainConfigError, match="needs a fixed pool"):

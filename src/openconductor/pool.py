@@ -189,6 +189,13 @@ class PoolSpec(BaseModel):
             conductor = conductor.model_copy(update={"fallback": "strongest"})
         return self.model_copy(update={"workers": workers, "strongest": strongest, "conductor": conductor})
 
+    def for_execution(self) -> "PoolSpec":
+        """The pool that runs plans written elsewhere (training rewards): a conductor backend declared apart
+        from the workers, and a trained checkpoint, never plan there, so they are dropped, and a machine
+        without the backend's SDK (a GPU box without llama.cpp) can still train on the pool."""
+        conductor = self.conductor.model_copy(update={"backend": None, "checkpoint": None})
+        return self.model_copy(update={"conductor": conductor})
+
     def all_workers(self) -> list[WorkerSpec]:
         """Every worker the pool runs: its members and, if declared apart, the conductor backend."""
         return self.workers + ([self.conductor.backend] if self.conductor.backend is not None else [])

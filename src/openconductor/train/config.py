@@ -142,6 +142,12 @@ class WarmupSFT:
     # workflow runs per domain. Fixed pools only (randomized pools renumber the ids per question).
     selection: Literal["question", "domain"] = "question"
     search_questions: int = 64
+    # Domain search: successive halving before the ranking. Round 1 screens every candidate on the screen's
+    # questions; each later round runs the surviving half on as many new questions and keeps the best
+    # half by mean reward over all its screen questions so far, down to the finalists. 1 = one screen (the
+    # best eighth after 2 questions). More rounds spare a good plan one unlucky question: on the offline
+    # pool a single screen of 2 questions dropped the code wording that was best on 16 (docs/evaluation.md).
+    screen_rounds: int = 1
     # The per-step cost the domain search ranks with; None: reward.step_weight. Lets the search prefer
     # short plans (fewer tokens) while GRPO afterwards is paid for accuracy alone (reward.step_weight = 0),
     # so it has no gradient toward dropping the checks the search found (run 8).
@@ -306,6 +312,8 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     if w.candidates < 0 or w.targets_per_prompt < 1 or (w.candidates and w.candidates < w.targets_per_prompt):
         raise TrainConfigError(f"warmup_sft: need targets_per_prompt >= 1 and candidates = 0 (no selection) or >= targets_per_prompt, "
                                f"got candidates = {w.candidates}, targets_per_prompt = {w.targets_per_prompt}")
+    if w.screen_rounds < 1:
+        raise TrainConfigError(f"warmup_sft.screen_rounds must be >= 1 (1 = a single screen), got {w.screen_rounds}")
     if w.search_questions < 1:
         raise TrainConfigError(f"warmup_sft.search_questions must be >= 1, got {w.search_questions}")
     if w.step_weight is not None and (w.step_weight < 0 or w.selection != "domain"):

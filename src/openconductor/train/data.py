@@ -178,7 +178,7 @@ def prompt_for(item: Item, spec: PoolSpec, cfg: TrainConfig, previous: Optional[
 async def _draft_answers(spec: PoolSpec, items: list[Item], indices: list[list[int]], seed: int) -> list[str]:
     """One single-worker answer per item (the previous answer a recursive row is shown)."""
     rng = random.Random(f"drafts|{seed}")
-    async with Pool(spec) as pool:
+    async with Pool(spec.for_execution()) as pool:
 
         async def one(item: Item, shown: list[int]) -> str:
             view = pool.view(shown)

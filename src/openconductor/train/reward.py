@@ -232,7 +232,7 @@ class WorkflowReward:
     def pool(self) -> Pool:
         # Built lazily inside TRL's reward event loop, and kept: one set of workers for the whole run.
         if self._pool is None:
-            self._pool = Pool(self.pool_spec, self.cache)
+            self._pool = Pool(self.pool_spec.for_execution(), self.cache)
         return self._pool
 
     async def aclose(self) -> None:

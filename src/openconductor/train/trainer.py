@@ -415,8 +415,8 @@ async def _per_question(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward
 
 async def _domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward, prompts: list[dict], first: list[dict]):
     """Per domain, ``candidates`` random workflows are screened on ``max(2, search_questions // 8)`` of its
-    training questions; the best eighth are ranked by mean reward on up to ``search_questions`` others
-    (not the screen's: the questions that picked a finalist would flatter it), and the
+    training questions (``screen_rounds`` > 1: successive halving, ``_screen``); the best eighth are
+    ranked by mean reward on up to ``search_questions`` others (not the screen's: the questions that picked a finalist would flatter it), and the
     ``targets_per_prompt`` best become the targets of every prompt of that domain. One question's lucky
     outcome picks nothing here (the weakness of per-question selection: long chains win by having more
     chances to repair). Fixed pools only (the config check): ids must mean the same worker on every row."""
@@ -435,13 +435,16 @@ async def _domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowRewar
         if len(texts) < w.targets_per_prompt:
             raise TrainConfigError(f"warmup_sft: only {len(texts)} distinct workflows among {w.candidates} candidates for domain {domain!r}, "
                                    f"fewer than targets_per_prompt = {w.targets_per_prompt}; raise warmup_sft.candidates")
-        screen = rng.sample(questions, min(len(questions), max(2, w.search_questions // 8)))
-        marks = await _mean_rewards(grader, texts, screen)
-        screened += marks
-        n_final = max(w.targets_per_prompt, len(texts) // 8)
-        finalists = [texts[i] for i in sorted(range(len(texts)), key=lambda i: -marks[i])[:n_final]]
+        per_round = max(2, w.search_questions // 8)
+        screen = rng.sample(questions, min(len(questions), per_round))
         rest = [row for row in questions if row not in screen]
         ranking = rng.sample(rest, min(len(rest), w.search_questions)) or screen  # a domain of <= 2 questions: the screen
+        n_final = max(w.targets_per_prompt, len(texts) // 8)
+        # Later rounds' questions come from neither the first screen nor the ranking (drawn in that order,
+        # so a one-round search draws what it always drew).
+        spare = [row for row in rest if row not in ranking]
+        finalists, marks = await _screen(grader, texts, screen, spare, rounds=w.screen_rounds, per_round=per_round, keep=n_final, rng=rng)
+        screened += marks
         final = await _mean_rewards(grader, finalists, ranking)
         best = keep_best([finalists], [final], w.targets_per_prompt, cfg.data.seed)[0]
         by_text = dict(zip(finalists, final))
@@ -451,12 +454,33 @@ async def _domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowRewar
             near = [t for t in best if by_text[t] >= max(final) - w.keep_within]
             best = [near[i % len(near)] for i in range(w.targets_per_prompt)]
         kept_by_domain[domain] = [(t, by_text[t]) for t in best]
-        report.append({"domain": domain, "screened_on": len(screen), "ranked_on": len(ranking), "candidates": len(texts),
+        report.append({"domain": domain, "screened_on": len(screen), "screen_rounds": w.screen_rounds, "ranked_on": len(ranking), "candidates": len(texts),
                        "best": max(final), "kept_mean": sum(by_text[t] for t in best) / len(best),
                        "kept_steps": [len(parse(t).steps) for t in best], "kept_distinct": len(set(best))})
         log.info("domain search %s: %d candidates, best %.3f over %d questions", domain, len(texts), max(final), len(ranking))
     kept = [[(row, text, score) for text, score in kept_by_domain[row["domain"]]] for row in prompts]
     return kept, {"mean_reward_candidates": sum(screened) / len(screened), "domains": report}
+
+
+async def _screen(grader: WorkflowReward, texts: list[str], screen: list[dict], spare: list[dict], *, rounds: int, per_round: int,
+                  keep: int, rng: random.Random) -> tuple[list[str], list[float]]:
+    """Successive halving: every text on ``screen``; each later round the best half (never fewer than
+    ``keep``) on ``per_round`` new questions from ``spare``, ranked by the mean over all its questions so
+    far. Returns the ``keep`` best texts and the first round's mean rewards (all candidates)."""
+    first = await _mean_rewards(grader, texts, screen)
+    totals = {t: m * len(screen) for t, m in zip(texts, first)}
+    seen = {t: len(screen) for t in texts}
+    alive = list(texts)
+    for _ in range(rounds - 1):
+        new = rng.sample(spare, min(len(spare), per_round))
+        if len(alive) <= keep or not new:
+            break
+        spare = [row for row in spare if row not in new]
+        alive = sorted(alive, key=lambda t: -totals[t] / seen[t])[: max(keep, -(-len(alive) // 2))]
+        for t, m in zip(alive, await _mean_rewards(grader, alive, new)):
+            totals[t] += m * len(new)
+            seen[t] += len(new)
+    return sorted(alive, key=lambda t: -totals[t] / seen[t])[:keep], first
 
 
 async def _mean_rewards(grader: WorkflowReward, texts: list[str], questions: list[dict]) -> list[float]:
