@@ -86,7 +86,7 @@ class TokenConstraint:
 
     def _next(self, fmt: WorkflowFormat, state, token: int):
         if token in self.eos_ids or token >= len(self.texts):
-            return None  # only a complete plan ends (that case returned above); an id past the tokenizer's has no text
+            return None  # only a complete plan ends (``_choose`` gives it EOS); an id past the tokenizer's has no text
         text = self.texts[token]
         return fmt.advance(state, text) if text else None
 

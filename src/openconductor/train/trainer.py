@@ -416,10 +416,11 @@ async def _per_question(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward
 async def _domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward, prompts: list[dict], first: list[dict]):
     """Per domain, ``candidates`` random workflows are screened on ``max(2, search_questions // 8)`` of its
     training questions (``screen_rounds`` > 1: successive halving, ``_screen``); the best eighth are
-    ranked by mean reward on up to ``search_questions`` others (not the screen's: the questions that picked a finalist would flatter it), and the
-    ``targets_per_prompt`` best become the targets of every prompt of that domain. One question's lucky
-    outcome picks nothing here (the weakness of per-question selection: long chains win by having more
-    chances to repair). Fixed pools only (the config check): ids must mean the same worker on every row."""
+    ranked by mean reward on up to ``search_questions`` others (not the screen's: the questions that
+    picked a finalist would flatter it), and the ``targets_per_prompt`` best become the targets of every
+    prompt of that domain. One question's lucky outcome picks nothing here (the weakness of per-question
+    selection: long chains win by having more chances to repair). Fixed pools only (the config check):
+    ids must mean the same worker on every row."""
     from .warmup import format_targets, keep_best
 
     w = cfg.warmup_sft
@@ -468,19 +469,18 @@ async def _screen(grader: WorkflowReward, texts: list[str], screen: list[dict], 
     ``keep``) on ``per_round`` new questions from ``spare``, ranked by the mean over all its questions so
     far. Returns the ``keep`` best texts and the first round's mean rewards (all candidates)."""
     first = await _mean_rewards(grader, texts, screen)
+    # Every survivor has run on the same questions, so ranking by total reward is ranking by the mean.
     totals = {t: m * len(screen) for t, m in zip(texts, first)}
-    seen = {t: len(screen) for t in texts}
     alive = list(texts)
     for _ in range(rounds - 1):
         new = rng.sample(spare, min(len(spare), per_round))
         if len(alive) <= keep or not new:
             break
         spare = [row for row in spare if row not in new]
-        alive = sorted(alive, key=lambda t: -totals[t] / seen[t])[: max(keep, -(-len(alive) // 2))]
+        alive = sorted(alive, key=lambda t: -totals[t])[: max(keep, -(-len(alive) // 2))]
         for t, m in zip(alive, await _mean_rewards(grader, alive, new)):
             totals[t] += m * len(new)
-            seen[t] += len(new)
-    return sorted(alive, key=lambda t: -totals[t] / seen[t])[:keep], first
+    return sorted(alive, key=lambda t: -totals[t])[:keep], first
 
 
 async def _mean_rewards(grader: WorkflowReward, texts: list[str], questions: list[dict]) -> list[float]:
