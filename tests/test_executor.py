@@ -245,6 +245,36 @@ async def test_lm_conductor_parses_simulated_plan_and_counts_conductor_tokens():
     assert run.totals.conductor_usage.output_tokens > 0
 
 
+async def test_a_trained_conductor_is_prompted_in_the_style_it_was_trained_with(tmp_path):
+    """A checkpoint whose manifest says style = "compact" (and no examples) gets the compact system prompt:
+    the pool and the output's shape, under a third of the paper prompt's length."""
+    import json
+
+    from openconductor.policies import make_policy
+    from openconductor.policies.lm import conductor_messages
+
+    seen = []
+    plan = 'Reasoning: easy.\nmodel_id = [1]\nsubtasks = ["solve"]\naccess_list = [[]]'
+    register_responder("recording-planner")(lambda spec, messages, rng: seen.append(messages) or plan)
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    conductor = {"backend": {"name": "conductor:ckpt", "provider": "simulated", "options": {"world": "recording-planner"}}, "checkpoint": str(checkpoint)}
+    spec = PoolSpec(name="t", workers=[sim("a"), sim("b")], conductor=conductor)
+    for style, examples in (("compact", False), ("paper", True)):
+        (checkpoint / "openconductor.json").write_text(json.dumps({"prompt": {"style": style, "examples": examples}}))
+        async with Pool(spec) as pool:
+            run = await solve("What is 2 + 2?", make_policy("conductor"), pool)
+        assert run.steps[0].worker_name == "b"
+        expected = conductor_messages("What is 2 + 2?", spec, max_steps=spec.conductor.max_steps, show=spec.conductor.show,
+                                      fine_grained=spec.conductor.fine_grained_access, examples=examples, style=style)
+        assert seen[-1][0]["content"] == expected[0]["content"]
+    compact, paper = (m[0]["content"] for m in seen)
+    assert "Model id 1" in compact and "model_id, subtasks, access_list" in compact and "Example 1" not in compact
+    assert len(compact) < len(paper) / 3
+    with pytest.raises(ValueError, match="unknown conductor prompt style 'short'"):
+        conductor_messages("q", spec, style="short")
+
+
 async def test_conductor_planning_is_reserved_against_the_budget():
     # Issue 9: with max_tokens = 100, a conductor that never wrote a plan spent 945 tokens planning and
     # the run reported no limit. Planning calls are now reserved first, like worker calls.

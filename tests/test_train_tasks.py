@@ -46,6 +46,22 @@ def test_fixed_dataset_held_out_questions_come_after_the_training_ones(tmp_path)
     assert all(i.task == "code" for i in train + held)
 
 
+def test_a_task_offset_keeps_the_first_questions_of_a_fixed_dataset_out_of_training(tmp_path):
+    """HumanEval 0-19 is the offline pool's evaluation set: with offset = 20 neither training nor its
+    held-out checks read them."""
+    from openconductor.tasks import load_task
+
+    cfg = config(tmp_path, 'kind = "tasks"\ntasks = ["humaneval"]\nn_train = 3\nn_eval = 2\n[data.task_options.humaneval]\noffset = 20')
+    train, held = load_items(cfg), load_items(cfg, held_out=True)
+    evaluation = load_task("humaneval", limit=20)
+    kept_out = {evaluation.text(q) for q in evaluation.questions}
+    assert len(train) == 3 and len(held) == 2 and not {i.question for i in train + held} & kept_out
+    assert train[0].question == load_items(config(tmp_path, 'kind = "tasks"\ntasks = ["humaneval"]\nn_train = 21\nn_eval = 0'))[20].question
+    for bad in ("-1", "2.5", '"20"'):
+        with pytest.raises(TrainConfigError, match="offset must be a whole number >= 0"):
+            config(tmp_path, f'kind = "tasks"\ntasks = ["humaneval"]\n[data.task_options.humaneval]\noffset = {bad}')
+
+
 def test_the_grading_column_keeps_the_reference_types_the_grader_compares(tmp_path):
     """ARC's scorer compares tuples of tuples: a JSON round trip (tuples -> lists) scored the exact right
     grid 0.05. The row's grading column must give the reward the same reference the evaluation grades."""
@@ -137,9 +153,13 @@ def test_the_offline_pool_example_trains_on_its_tasks_with_the_packaged_pool():
     spec = load_pool(cfg.pool_path)
     items = load_items(cfg)
     assert len(items) == cfg.data.n_train and {i.domain for i in items} == {
-        "basic_arithmetic", "gsm_symbolic", "letter_counting", "simple_equations", "syllogism"}
+        "basic_arithmetic", "gsm_symbolic", "letter_counting", "simple_equations", "syllogism", "humaneval"}
     held = load_items(cfg, held_out=True)
     assert len(held) == cfg.data.n_eval and not {i.question for i in items} & {i.question for i in held}
+    from openconductor.tasks import load_task
+
+    evaluation = load_task("humaneval", limit=20)  # what docs/evaluation.md evaluates the conductor on
+    assert not {i.question for i in items + held} & {evaluation.text(q) for q in evaluation.questions}
     rows = build_rows(cfg, spec, items[:2])
     system = rows[0]["prompt"][0]["content"]
     assert "python" in system and "runs the Python program" in system  # the tool is described, not an id

@@ -181,7 +181,7 @@ def test_screen_rounds_spare_a_good_plan_one_unlucky_screen_question():
 
     def run(rounds):
         grader = _TableGrader(table)
-        kept, first = asyncio.run(_screen(grader, texts, screen, spare, rounds=rounds, per_round=2, keep=2, rng=random.Random(0)))
+        kept, first, _ = asyncio.run(_screen(grader, texts, screen, spare, rounds=rounds, per_round=2, keep=2, rng=random.Random(0)))
         return kept, first, grader.calls
 
     kept, first, calls = run(1)
@@ -191,9 +191,55 @@ def test_screen_rounds_spare_a_good_plan_one_unlucky_screen_question():
     assert calls == 16 + 4 * 2 + 2 * 2  # 8 on the screen, then the best 4, then the best 2, each on 2 new questions
 
 
+def test_rank_rounds_settle_a_close_race_on_more_questions():
+    """Two finalists one question apart on the ranking: "lucky" leads on it but is right on no later
+    question, "steady" is right on every later one. One ranking keeps lucky; two rounds keep steady, run
+    only the better half on the new questions, and list the others after the survivors."""
+    import random
+
+    from openconductor.train.trainer import _rank
+
+    spare = [{"question": f"s{i}", "prompt": []} for i in range(8)]
+    table = {("steady", r["question"]): 1.0 for r in spare} | {("weak", r["question"]): 1.0 for r in spare}
+    finalists, final = ["steady", "lucky", "weak", "poor"], [0.75, 1.0, 0.25, 0.0]
+
+    def run(rounds):
+        grader = _TableGrader(table)
+        ranked, scores, alive = asyncio.run(_rank(grader, finalists, final, spare, rounds=rounds, per_round=4, seed=0, rng=random.Random(0)))
+        return ranked, scores, alive, grader.calls
+
+    ranked, scores, alive, calls = run(1)
+    assert ranked == ["lucky", "steady", "weak", "poor"] and calls == 0 and alive == set(finalists)
+    ranked, scores, alive, calls = run(2)
+    assert ranked == ["steady", "lucky", "weak", "poor"] and alive == {"steady", "lucky"}
+    assert calls == 2 * 4 and scores["steady"] == pytest.approx(0.875) and scores["lucky"] == pytest.approx(0.5)
+    assert scores["weak"] == 0.25  # never in the better half: its ranking score stands
+    ranked, _, alive, calls = run(5)  # the spare questions run out after 2 more rounds of 4
+    assert ranked[0] == "steady" and calls == 2 * 4 + 2 * 4 and len(alive) == 2
+
+
+def test_a_finalist_that_lost_its_place_catches_up_when_the_leaders_fall_back():
+    """"first" and "second" lead the ranking but are wrong on every new question; "third" was just behind
+    and is right on them: it re-enters the better half, runs the questions it missed, and wins."""
+    import random
+
+    from openconductor.train.trainer import _rank
+
+    spare = [{"question": f"s{i}", "prompt": []} for i in range(4)]
+    table = {("third", r["question"]): 1.0 for r in spare}
+    grader = _TableGrader(table)
+    ranked, scores, alive = asyncio.run(_rank(grader, ["first", "second", "third", "fourth"], [1.0, 0.9, 0.8, 0.1], spare, rounds=2,
+                                               per_round=4, seed=0, rng=random.Random(0)))
+    assert ranked[:3] == ["third", "first", "second"] and alive == {"third", "first"}
+    assert scores["third"] == pytest.approx(0.9) and scores["first"] == pytest.approx(0.5) and scores["second"] == pytest.approx(0.45)
+    assert grader.calls == 3 * 4  # first and second, then third catching up; fourth never ran
+
+
 def test_domain_search_config_errors(tmp_path, domain_experts):
     with pytest.raises(TrainConfigError, match="screen_rounds must be >= 1"):
         _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\nscreen_rounds = 0')
+    with pytest.raises(TrainConfigError, match="rank_rounds must be >= 1"):
+        _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\nrank_rounds = 0')
     with pytest.raises(TrainConfigError, match="search_questions must be >= 1"):
         _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\nsearch_questions = 0')
     with pytest.raises(TrainConfigError, match="needs a fixed pool"):
@@ -263,10 +309,53 @@ def test_keep_within_copies_only_the_plans_near_the_domains_best(tmp_path, domai
     for loose_d, tight_d in zip(loose["domains"], tight["domains"]):
         assert tight_d["kept_mean"] == pytest.approx(tight_d["best"])  # only plans as good as the best
         assert tight_d["kept_mean"] >= loose_d["kept_mean"] and len(tight_d["kept_steps"]) == 4  # repeated to fill
+        # The manifest names the kept plans (each once), so a reader can see what the conductor was taught.
+        assert [k["workflow"] for k in tight_d["kept"]] == list(dict.fromkeys(t for r, t in zip(shown, targets) if r["domain"] == tight_d["domain"]))
+        assert all(k["mean_reward"] == pytest.approx(tight_d["best"], abs=1e-4) for k in tight_d["kept"])
+        ranked = [f["mean_reward"] for f in tight_d["finalists"]]  # every finalist with its ranking score
+        assert ranked == sorted(ranked, reverse=True) and ranked[0] == pytest.approx(tight_d["best"], abs=1e-4) and len(ranked) >= 4
     assert len(targets) == 16
     assert any(d["kept_mean"] < d["best"] for d in loose["domains"])  # without the margin, weaker plans are kept too
     with pytest.raises(TrainConfigError, match="keep_within is a margin"):
         _config(tmp_path, "examples = 8\ncandidates = 16\nkeep_within = 0.1")
+
+
+def test_a_domain_can_search_a_smaller_size_and_single_worker_plans_join_the_candidates(tmp_path, domain_experts):
+    """[warmup_sft.domains.b] shrinks domain b's search (a slow domain, e.g. code), and single_worker_plans
+    adds "ask worker i" for every model: of 4 random candidates none need ask b's expert, yet every plan
+    kept for b (only those as good as its best) does."""
+    warmup = 'examples = 16\ntargets_per_prompt = 2\ncandidates = 60\nselection = "domain"\nsearch_questions = 8\n'
+    small = warmup + ("keep_within = 0.0\nsingle_worker_plans = true\nrank_rounds = 2\n"
+                      "[warmup_sft.domains.b]\ncandidates = 4\nsearch_questions = 3\nscreen_rounds = 1\nrank_rounds = 1\n")
+    spec, rows, shown, targets, summary = _select(_domain_config(tmp_path, small))
+    a, b = summary["domains"]
+    assert (a["domain"], a["ranked_on"], a["rank_rounds"]) == ("a", 8, 2) and (b["domain"], b["ranked_on"], b["screen_rounds"], b["rank_rounds"]) == ("b", 3, 1, 1)
+    # a's second ranking round ran its better half only; b ranked once, so every finalist is a contender.
+    assert sum(f["contender"] for f in a["finalists"]) == max(2, -(-len(a["finalists"]) // 2)) and all(f["contender"] for f in b["finalists"])
+    assert b["candidates"] <= 4 + len(spec.workers)  # its random draws plus one plan per worker (all are models here)
+    expert = [w.name for w in spec.workers].index("b-expert")
+    for row, text in zip(shown, targets):
+        if row["domain"] == "b":
+            assert [s.worker for s in parse(text).steps][-1] == expert, text
+    with pytest.raises(TrainConfigError, match="names \\['c'\\], which are not domains of the training data"):
+        _select(_domain_config(tmp_path, warmup + "[warmup_sft.domains.c]\ncandidates = 8\n"))
+    with pytest.raises(TrainConfigError, match="warmup_sft.domains.b.candidates must be >= targets_per_prompt = 2"):
+        _domain_config(tmp_path, warmup + "[warmup_sft.domains.b]\ncandidates = 1\n")
+    with pytest.raises(TrainConfigError, match="warmup_sft.domains.b.screen_rounds must be >= 1"):
+        _domain_config(tmp_path, warmup + "[warmup_sft.domains.b]\nscreen_rounds = 0\n")
+    with pytest.raises(TrainConfigError, match="need selection = 'domain'"):
+        _config(tmp_path, "examples = 8\ncandidates = 16\nsingle_worker_plans = true")
+
+
+def test_single_worker_plans_ask_each_model_but_no_tool():
+    from openconductor.pool import PoolSpec, WorkerSpec
+    from openconductor.train.warmup import single_worker_plans
+
+    spec = PoolSpec(name="p", workers=[WorkerSpec(name="m", provider="simulated"), WorkerSpec(name="python", provider="python"),
+                                       WorkerSpec(name="r", provider="retrieval"), WorkerSpec(name="n", provider="simulated")])
+    plans = [parse(t) for t in single_worker_plans(spec)]
+    assert [[s.worker for s in wf.steps] for wf in plans] == [[0], [3]]
+    assert all(wf.steps[0].access == () for wf in plans)
 
 
 def test_constrained_rollouts_must_admit_the_warmup_targets(tmp_path, responders):

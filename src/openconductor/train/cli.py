@@ -40,6 +40,9 @@ def train_command(
     from .config import TrainConfigError, load_train_config
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The trainer's own milestones (one line per searched domain, the kept targets) show without -v: a
+    # search on a real pool runs for many minutes and was otherwise silent until the export.
+    logging.getLogger("openconductor.train.trainer").setLevel(logging.INFO)
     try:
         cfg = load_train_config(config, _overrides(set_))
     except TrainConfigError as exc:

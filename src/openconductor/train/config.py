@@ -7,6 +7,7 @@ resolved against the file's own directory.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -54,6 +55,10 @@ class PromptSettings:
     examples: bool = True
     fine_grained: bool = True
     show: Literal["ids", "names", "descriptions"] = "ids"
+    # "paper": the paper's instructions (what a prompted model needs); "compact": the pool and the output's
+    # shape only (171 system-prompt tokens on the offline pool against 333, or 487 with the examples), for a
+    # conductor whose warm-up teaches the plans.
+    style: Literal["paper", "compact"] = "paper"
 
 
 @dataclass(config=_STRICT)
@@ -115,6 +120,18 @@ class RecursionSettings:
 
 
 @dataclass(config=_STRICT)
+class DomainSearchSize:
+    """One domain's overrides of the domain search's size (``[warmup_sft.domains.NAME]``): a domain whose
+    runs are slow (code: each HumanEval run takes 20-60 s on 2 cores) can search fewer candidates on fewer
+    questions than the quick ones. Unset fields keep ``warmup_sft``'s value."""
+
+    candidates: Optional[int] = None
+    search_questions: Optional[int] = None
+    screen_rounds: Optional[int] = None
+    rank_rounds: Optional[int] = None
+
+
+@dataclass(config=_STRICT)
 class WarmupSFT:
     """Optional supervised format warm-up before GRPO (a 135M model cannot write the lists at all).
 
@@ -148,6 +165,12 @@ class WarmupSFT:
     # best eighth after 2 questions). More rounds spare a good plan one unlucky question: on the offline
     # pool a single screen of 2 questions dropped the code wording that was best on 16 (docs/evaluation.md).
     screen_rounds: int = 1
+    # Domain search: race the finalists on more questions. Each later round draws search_questions new
+    # training questions, which the better half of the finalists (at least 2, by the mean over every ranking
+    # question each has run) must all have run: whoever enters that half behind catches up. 1 = rank once.
+    # A race decided by 1 question of 16 is a coin toss: on the offline pool it kept a code wording that
+    # scored 58 % on held-out arithmetic where the runner-up's wording scores 76 %.
+    rank_rounds: int = 1
     # The per-step cost the domain search ranks with; None: reward.step_weight. Lets the search prefer
     # short plans (fewer tokens) while GRPO afterwards is paid for accuracy alone (reward.step_weight = 0),
     # so it has no gradient toward dropping the checks the search found (run 8).
@@ -155,6 +178,20 @@ class WarmupSFT:
     # Domain search: keep only the finalists whose mean reward is within this of the domain's best (each
     # repeated to fill targets_per_prompt); None keeps the targets_per_prompt best whatever their reward.
     keep_within: Optional[float] = None
+    # Domain search: also rank the one-step plan "ask worker i" for every model in the pool (not its tools),
+    # so that asking the best single worker is always among the finalists' rivals: a small search of
+    # random plans can miss it (of 12 candidates, 4 are one-step, each on a random worker and wording).
+    single_worker_plans: bool = False
+    # Domain search: per-domain sizes (the domain is the task's name, e.g. "humaneval"); see DomainSearchSize.
+    domains: dict[str, DomainSearchSize] = Field(default_factory=dict)
+
+    def for_domain(self, domain: str) -> "WarmupSFT":
+        """These settings with ``domains[domain]``'s overrides applied."""
+        size = self.domains.get(domain)
+        if size is None:
+            return self
+        changed = {k: v for k, v in vars(size).items() if v is not None}
+        return dataclasses.replace(self, **changed)
 
 
 # The paper's GRPO recipe (TRL ``GRPOConfig`` field names). A config's ``[grpo]`` table holds any
@@ -312,10 +349,18 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     if w.candidates < 0 or w.targets_per_prompt < 1 or (w.candidates and w.candidates < w.targets_per_prompt):
         raise TrainConfigError(f"warmup_sft: need targets_per_prompt >= 1 and candidates = 0 (no selection) or >= targets_per_prompt, "
                                f"got candidates = {w.candidates}, targets_per_prompt = {w.targets_per_prompt}")
-    if w.screen_rounds < 1:
-        raise TrainConfigError(f"warmup_sft.screen_rounds must be >= 1 (1 = a single screen), got {w.screen_rounds}")
-    if w.search_questions < 1:
-        raise TrainConfigError(f"warmup_sft.search_questions must be >= 1, got {w.search_questions}")
+    if (w.domains or w.single_worker_plans) and w.selection != "domain":
+        raise TrainConfigError("warmup_sft.domains and warmup_sft.single_worker_plans shape the domain search: they need "
+                               f"selection = 'domain', got {w.selection!r}")
+    for where, settings in [("warmup_sft", w), *((f"warmup_sft.domains.{d}", w.for_domain(d)) for d in w.domains)]:
+        if settings.screen_rounds < 1:
+            raise TrainConfigError(f"{where}.screen_rounds must be >= 1 (1 = a single screen), got {settings.screen_rounds}")
+        if settings.rank_rounds < 1:
+            raise TrainConfigError(f"{where}.rank_rounds must be >= 1 (1 = rank once), got {settings.rank_rounds}")
+        if settings.search_questions < 1:
+            raise TrainConfigError(f"{where}.search_questions must be >= 1, got {settings.search_questions}")
+        if settings is not w and settings.candidates < settings.targets_per_prompt:
+            raise TrainConfigError(f"{where}.candidates must be >= targets_per_prompt = {settings.targets_per_prompt}, got {settings.candidates}")
     if w.step_weight is not None and (w.step_weight < 0 or w.selection != "domain"):
         raise TrainConfigError(f"warmup_sft.step_weight is the domain search's per-step cost: it needs selection = 'domain' and a value "
                                f">= 0, got selection = {w.selection!r}, step_weight = {w.step_weight}")
@@ -350,10 +395,14 @@ def _check_tasks(d: DataSettings) -> None:
     if twice:
         raise TrainConfigError(f"data.tasks lists {twice} more than once; list each task once")
     for name, options in d.task_options.items():
-        reserved = sorted(set(options) & {"seed", "limit", "offset"})
+        reserved = sorted(set(options) & {"seed", "limit"})
         if reserved:
             raise TrainConfigError(f"data.task_options.{name} sets {reserved}, which training sets itself "
                                    "(data.seed / data.eval_seed and data.n_train / data.n_eval); remove them")
+        offset = options.get("offset", 0)
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise TrainConfigError(f"data.task_options.{name}.offset must be a whole number >= 0 (the questions of a fixed "
+                                   f"dataset that training never reads, e.g. 20 to keep HumanEval 0-19 for evaluation), got {offset!r}")
     if d.n_train < len(d.tasks) or 0 < d.n_eval < len(d.tasks):
         raise TrainConfigError(f"data: {len(d.tasks)} tasks need n_train >= {len(d.tasks)} and n_eval = 0 or >= {len(d.tasks)} "
                                f"(each task gets its share), got n_train = {d.n_train}, n_eval = {d.n_eval}")

@@ -110,8 +110,11 @@ def _task_items(cfg: TrainConfig, *, held_out: bool) -> list[Item]:
         return [total // len(names) + (1 if i < total % len(names) else 0) for i in range(len(names))]
 
     def load(name: str, count: int, seed: int, offset: int = 0):
+        # A task's own offset skips questions that training never reads (kept for evaluation).
+        options = dict(d.task_options.get(name, {}))
+        offset += options.pop("offset", 0)
         try:
-            return load_task(name, limit=count, seed=seed, offset=offset, **d.task_options.get(name, {}))
+            return load_task(name, limit=count, seed=seed, offset=offset, **options)
         except TaskError as exc:
             raise TrainConfigError(f"data.tasks: {exc}") from exc
 
@@ -170,7 +173,7 @@ def sample_subset(n_workers: int, k_min: int, k_max: int, rng: random.Random) ->
 def prompt_for(item: Item, spec: PoolSpec, cfg: TrainConfig, previous: Optional[str] = None) -> list[dict]:
     p = cfg.prompt
     return conductor_messages(
-        item.question, spec, max_steps=p.max_steps, show=p.show, fine_grained=p.fine_grained, examples=p.examples,
+        item.question, spec, max_steps=p.max_steps, show=p.show, fine_grained=p.fine_grained, examples=p.examples, style=p.style,
         previous=Previous(answer=previous) if previous is not None else None,
     )
 

@@ -287,7 +287,7 @@ class WorkflowReward:
         """Run one on-policy recursive round after a round-1 workflow and blend the two rewards."""
         messages = conductor_messages(
             question, pool.spec, max_steps=self.prompt.max_steps, previous=Previous(answer=first.final_answer),
-            show=self.prompt.show, fine_grained=self.prompt.fine_grained, examples=self.prompt.examples,
+            show=self.prompt.show, fine_grained=self.prompt.fine_grained, examples=self.prompt.examples, style=self.prompt.style,
         )
         [text] = await self.recursive_sampler([messages])
         later = await score_completion(

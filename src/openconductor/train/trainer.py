@@ -233,6 +233,9 @@ def conductor_trainer_class():
     return ConductorGRPOTrainer
 
 
+WARMUP_TARGETS = "warmup_targets.jsonl"
+
+
 def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True):
     """The run dir, the model after the optional warm-up (done now, or loaded from RUN/warmup), and the
     dataset rows: returns (pool spec, model, tokenizer, rows)."""
@@ -271,6 +274,10 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
             # Randomized pools show fewer workers: keep every target's ids within the prompt's pool.
             targets = [_clip_ids(t, len(row["workers"])) for t, row in zip(targets, shown)]
         _check_rollouts_admit(cfg, shown, targets)
+        # What the warm-up was taught, kept beside the model (each prompt's question, domain and target).
+        with open(out_dir / WARMUP_TARGETS, "w") as f:
+            for row, target in zip(shown, targets):
+                f.write(json.dumps({"domain": row["domain"], "question": row["question"], "target": target}) + "\n")
         losses = warmup_format(model, tokenizer, [row["prompt"] for row in shown], targets, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
         export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses})
     return spec, model, tokenizer, rows
@@ -421,17 +428,23 @@ async def _domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowRewar
     prompt of that domain. One question's lucky outcome picks nothing here (the weakness of per-question
     selection: long chains win by having more chances to repair). Fixed pools only (the config check):
     ids must mean the same worker on every row."""
-    from .warmup import format_targets, keep_best
+    from .warmup import format_targets, keep_best, single_worker_plans
 
-    w = cfg.warmup_sft
     rng = random.Random(f"domain-search|{cfg.data.seed}")
     kept_by_domain: dict[str, list[tuple[str, float]]] = {}
     report = []
     screened: list[float] = []
-    for g, domain in enumerate(dict.fromkeys(row["domain"] for row in prompts)):
+    domains = list(dict.fromkeys(row["domain"] for row in prompts))
+    unknown = sorted(set(cfg.warmup_sft.domains) - set(domains))
+    if unknown:
+        raise TrainConfigError(f"warmup_sft.domains names {unknown}, which are not domains of the training data; its domains: {domains}")
+    for g, domain in enumerate(domains):
+        w = cfg.warmup_sft.for_domain(domain)
         questions = [row for row in first if row["domain"] == domain]
         drawn = format_targets(w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed * 7919 + g, fine_grained=cfg.prompt.fine_grained,
                                code_runners=_code_runners(cfg, spec))
+        if w.single_worker_plans:
+            drawn += single_worker_plans(spec)
         texts = list(dict.fromkeys(drawn))
         if len(texts) < w.targets_per_prompt:
             raise TrainConfigError(f"warmup_sft: only {len(texts)} distinct workflows among {w.candidates} candidates for domain {domain!r}, "
@@ -444,30 +457,38 @@ async def _domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowRewar
         # Later rounds' questions come from neither the first screen nor the ranking (drawn in that order,
         # so a one-round search draws what it always drew).
         spare = [row for row in rest if row not in ranking]
-        finalists, marks = await _screen(grader, texts, screen, spare, rounds=w.screen_rounds, per_round=per_round, keep=n_final, rng=rng)
+        finalists, marks, spare = await _screen(grader, texts, screen, spare, rounds=w.screen_rounds, per_round=per_round, keep=n_final, rng=rng)
         screened += marks
         final = await _mean_rewards(grader, finalists, ranking)
-        best = keep_best([finalists], [final], w.targets_per_prompt, cfg.data.seed)[0]
-        by_text = dict(zip(finalists, final))
+        # Its own random stream: drawing more questions here must not move later domains' draws.
+        ranked, by_text, contenders = await _rank(grader, finalists, final, spare, rounds=w.rank_rounds, per_round=len(ranking),
+                                                  seed=cfg.data.seed, rng=random.Random(f"rank-rounds|{cfg.data.seed}|{domain}"))
+        best = ranked[: w.targets_per_prompt]
+        top = by_text[ranked[0]]
         if w.keep_within is not None:
-            # A small search keeps weak plans beside its one good one; copy only those near the best,
-            # repeated to fill the prompt's targets (so the warm-up's size stays what the config says).
-            near = [t for t in best if by_text[t] >= max(final) - w.keep_within]
+            # A small search keeps weak plans beside its one good one; copy only those near the best (and not
+            # beaten in a ranking round), repeated to fill the prompt's targets (the warm-up's size stays).
+            near = [t for t in best if t in contenders and by_text[t] >= top - w.keep_within]
             best = [near[i % len(near)] for i in range(w.targets_per_prompt)]
         kept_by_domain[domain] = [(t, by_text[t]) for t in best]
-        report.append({"domain": domain, "screened_on": len(screen), "screen_rounds": w.screen_rounds, "ranked_on": len(ranking), "candidates": len(texts),
-                       "best": max(final), "kept_mean": sum(by_text[t] for t in best) / len(best),
-                       "kept_steps": [len(parse(t).steps) for t in best], "kept_distinct": len(set(best))})
-        log.info("domain search %s: %d candidates, best %.3f over %d questions", domain, len(texts), max(final), len(ranking))
+        report.append({"domain": domain, "screened_on": len(screen), "screen_rounds": w.screen_rounds, "ranked_on": len(ranking),
+                       "rank_rounds": w.rank_rounds, "candidates": len(texts),
+                       "best": top, "kept_mean": sum(by_text[t] for t in best) / len(best),
+                       "kept_steps": [len(parse(t).steps) for t in best], "kept_distinct": len(set(best)),
+                       "kept": [{"workflow": t, "mean_reward": round(by_text[t], 4)} for t in dict.fromkeys(best)],
+                       "finalists": [{"workflow": t, "mean_reward": round(by_text[t], 4), "contender": t in contenders} for t in ranked]})
+        log.info("domain search %s: %d candidates, best %.3f after %d ranking round(s) of %d questions", domain, len(texts), top,
+                 w.rank_rounds, len(ranking))
     kept = [[(row, text, score) for text, score in kept_by_domain[row["domain"]]] for row in prompts]
     return kept, {"mean_reward_candidates": sum(screened) / len(screened), "domains": report}
 
 
 async def _screen(grader: WorkflowReward, texts: list[str], screen: list[dict], spare: list[dict], *, rounds: int, per_round: int,
-                  keep: int, rng: random.Random) -> tuple[list[str], list[float]]:
+                  keep: int, rng: random.Random) -> tuple[list[str], list[float], list[dict]]:
     """Successive halving: every text on ``screen``; each later round the best half (never fewer than
     ``keep``) on ``per_round`` new questions from ``spare``, ranked by the mean over all its questions so
-    far. Returns the ``keep`` best texts and the first round's mean rewards (all candidates)."""
+    far. Returns the ``keep`` best texts, the first round's mean rewards (all candidates) and the spare
+    questions no round used."""
     first = await _mean_rewards(grader, texts, screen)
     # Every survivor has run on the same questions, so ranking by total reward is ranking by the mean.
     totals = {t: m * len(screen) for t, m in zip(texts, first)}
@@ -480,7 +501,46 @@ async def _screen(grader: WorkflowReward, texts: list[str], screen: list[dict], 
         alive = sorted(alive, key=lambda t: -totals[t])[: max(keep, -(-len(alive) // 2))]
         for t, m in zip(alive, await _mean_rewards(grader, alive, new)):
             totals[t] += m * len(new)
-    return sorted(alive, key=lambda t: -totals[t])[:keep], first
+    return sorted(alive, key=lambda t: -totals[t])[:keep], first, spare
+
+
+async def _rank(grader: WorkflowReward, finalists: list[str], final: list[float], spare: list[dict], *, rounds: int, per_round: int,
+                seed: int, rng: random.Random) -> tuple[list[str], dict[str, float], set[str]]:
+    """The finalists best first, after ``rounds - 1`` more ranking rounds. Each round draws ``per_round``
+    new questions; the better half of all finalists (at least 2), ranked by the mean over every ranking
+    question each has run, must have run every round's questions: whoever is behind catches up, and the
+    half is re-ranked until it has. So a finalist that lost its place on the first questions comes back
+    when the leaders' means fall on the new ones, as a leader's first-round luck tends to (on the
+    offline pool two code wordings 1 question apart of 16 were 18 points apart on held-out arithmetic).
+    Returns (texts in rank order: the last half, then the rest; each text's mean reward; that half).
+    Ties in a seeded random order, as ``keep_best`` breaks them."""
+    from .warmup import keep_best
+
+    totals = {t: m * per_round for t, m in zip(finalists, final)}
+    counts = dict.fromkeys(finalists, per_round)
+    ran = dict.fromkeys(finalists, 0)  # extra rounds each text has run
+    batches: list[list[dict]] = []
+
+    def order() -> list[str]:
+        return keep_best([finalists], [[totals[t] / counts[t] for t in finalists]], len(finalists), seed)[0]
+
+    cut = len(finalists)
+    for _ in range(rounds - 1):
+        new = rng.sample(spare, min(len(spare), per_round))
+        if len(finalists) <= 1 or not new:
+            break
+        spare = [row for row in spare if row not in new]
+        batches.append(new)
+        cut = max(2, -(-len(finalists) // 2))
+        while behind := [t for t in order()[:cut] if ran[t] < len(batches)]:
+            for t in behind:
+                missed = [row for batch in batches[ran[t]:] for row in batch]
+                [mean] = await _mean_rewards(grader, [t], missed)
+                totals[t] += mean * len(missed)
+                counts[t] += len(missed)
+                ran[t] = len(batches)
+    ranked = order()
+    return ranked, {t: totals[t] / counts[t] for t in finalists}, set(ranked[:cut])
 
 
 async def _mean_rewards(grader: WorkflowReward, texts: list[str], questions: list[dict]) -> list[float]:

@@ -21,6 +21,7 @@ import logging
 import random
 from typing import TypeVar
 
+from ..pool import TOOL_PROVIDERS, PoolSpec
 from ..workflow import Access, Step, Workflow
 
 log = logging.getLogger(__name__)
@@ -152,6 +153,13 @@ def format_targets(n: int, n_workers: int, max_steps: int, seed: int, *, fine_gr
         out.append(Workflow(steps, reasoning=_reasoning([role for role, _ in layout])).render())
     rng.shuffle(out)
     return out
+
+
+def single_worker_plans(spec: PoolSpec) -> list[str]:
+    """One one-step plan per model of the pool (tools cannot answer alone): "ask worker i", worded as the
+    warm-up's first solve phrase. The domain search ranks them beside its random candidates."""
+    return [Workflow((Step(i, PHRASES["solve"][0], ()),), reasoning=_reasoning(["solve"])).render()
+            for i, worker in enumerate(spec.workers) if worker.provider not in TOOL_PROVIDERS | {"conductor"}]
 
 
 def keep_best(candidates: list[list[T]], scores: list[list[float]], k: int, seed: int) -> list[list[T]]:
