@@ -337,14 +337,16 @@ def test_a_domain_can_search_a_smaller_size_and_single_worker_plans_join_the_can
     for row, text in zip(shown, targets):
         if row["domain"] == "b":
             assert [s.worker for s in parse(text).steps][-1] == expert, text
-    with pytest.raises(TrainConfigError, match="names \\['c'\\], which are not domains of the training data"):
+    with pytest.raises(TrainConfigError, match="names \\['c'\\], which are not domains of the warm-up's prompts"):
         _select(_domain_config(tmp_path, warmup + "[warmup_sft.domains.c]\ncandidates = 8\n"))
     with pytest.raises(TrainConfigError, match="warmup_sft.domains.b.candidates must be >= targets_per_prompt = 2"):
         _domain_config(tmp_path, warmup + "[warmup_sft.domains.b]\ncandidates = 1\n")
     with pytest.raises(TrainConfigError, match="warmup_sft.domains.b.screen_rounds must be >= 1"):
         _domain_config(tmp_path, warmup + "[warmup_sft.domains.b]\nscreen_rounds = 0\n")
-    with pytest.raises(TrainConfigError, match="need selection = 'domain'"):
+    with pytest.raises(TrainConfigError, match="need selection = 'domain' and candidates > 0"):
         _config(tmp_path, "examples = 8\ncandidates = 16\nsingle_worker_plans = true")
+    with pytest.raises(TrainConfigError, match="need selection = 'domain' and candidates > 0"):
+        _config(tmp_path, 'examples = 8\nselection = "domain"\nrank_rounds = 2')
 
 
 def test_single_worker_plans_ask_each_model_but_no_tool():

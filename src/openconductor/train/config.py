@@ -349,9 +349,9 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     if w.candidates < 0 or w.targets_per_prompt < 1 or (w.candidates and w.candidates < w.targets_per_prompt):
         raise TrainConfigError(f"warmup_sft: need targets_per_prompt >= 1 and candidates = 0 (no selection) or >= targets_per_prompt, "
                                f"got candidates = {w.candidates}, targets_per_prompt = {w.targets_per_prompt}")
-    if (w.domains or w.single_worker_plans) and w.selection != "domain":
-        raise TrainConfigError("warmup_sft.domains and warmup_sft.single_worker_plans shape the domain search: they need "
-                               f"selection = 'domain', got {w.selection!r}")
+    if (w.domains or w.single_worker_plans or w.rank_rounds > 1) and (w.selection != "domain" or not w.candidates):
+        raise TrainConfigError("warmup_sft.domains, single_worker_plans and rank_rounds shape the domain search: they need "
+                               f"selection = 'domain' and candidates > 0, got selection = {w.selection!r}, candidates = {w.candidates}")
     for where, settings in [("warmup_sft", w), *((f"warmup_sft.domains.{d}", w.for_domain(d)) for d in w.domains)]:
         if settings.screen_rounds < 1:
             raise TrainConfigError(f"{where}.screen_rounds must be >= 1 (1 = a single screen), got {settings.screen_rounds}")

@@ -437,7 +437,8 @@ async def _domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowRewar
     domains = list(dict.fromkeys(row["domain"] for row in prompts))
     unknown = sorted(set(cfg.warmup_sft.domains) - set(domains))
     if unknown:
-        raise TrainConfigError(f"warmup_sft.domains names {unknown}, which are not domains of the training data; its domains: {domains}")
+        raise TrainConfigError(f"warmup_sft.domains names {unknown}, which are not domains of the warm-up's prompts (a task's own name, "
+                               f"e.g. letter_counting for rg:letter_counting); they are: {domains}")
     for g, domain in enumerate(domains):
         w = cfg.warmup_sft.for_domain(domain)
         questions = [row for row in first if row["domain"] == domain]
@@ -447,8 +448,9 @@ async def _domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowRewar
             drawn += single_worker_plans(spec)
         texts = list(dict.fromkeys(drawn))
         if len(texts) < w.targets_per_prompt:
+            setting = f"warmup_sft.domains.{domain}.candidates" if cfg.warmup_sft.domains.get(domain, None) and cfg.warmup_sft.domains[domain].candidates else "warmup_sft.candidates"
             raise TrainConfigError(f"warmup_sft: only {len(texts)} distinct workflows among {w.candidates} candidates for domain {domain!r}, "
-                                   f"fewer than targets_per_prompt = {w.targets_per_prompt}; raise warmup_sft.candidates")
+                                   f"fewer than targets_per_prompt = {w.targets_per_prompt}; raise {setting}")
         per_round = max(2, w.search_questions // 8)
         screen = rng.sample(questions, min(len(questions), per_round))
         rest = [row for row in questions if row not in screen]
@@ -512,7 +514,8 @@ async def _rank(grader: WorkflowReward, finalists: list[str], final: list[float]
     half is re-ranked until it has. So a finalist that lost its place on the first questions comes back
     when the leaders' means fall on the new ones, as a leader's first-round luck tends to (on the
     offline pool two code wordings 1 question apart of 16 were 18 points apart on held-out arithmetic).
-    Returns (texts in rank order: the last half, then the rest; each text's mean reward; that half).
+    Returns (texts in rank order: the last round's better half, then the rest; each text's mean reward;
+    that half).
     Ties in a seeded random order, as ``keep_best`` breaks them."""
     from .warmup import keep_best
 
@@ -521,8 +524,13 @@ async def _rank(grader: WorkflowReward, finalists: list[str], final: list[float]
     ran = dict.fromkeys(finalists, 0)  # extra rounds each text has run
     batches: list[list[dict]] = []
 
+    def mean(t: str) -> float:
+        # Rounded: a text that caught up on two batches at once sums its rewards in another order than one
+        # that ran them round by round, and exact ties must stay ties (keep_within = 0, the seeded tie-break).
+        return round(totals[t] / counts[t], 9)
+
     def order() -> list[str]:
-        return keep_best([finalists], [[totals[t] / counts[t] for t in finalists]], len(finalists), seed)[0]
+        return keep_best([finalists], [[mean(t) for t in finalists]], len(finalists), seed)[0]
 
     cut = len(finalists)
     for _ in range(rounds - 1):
@@ -535,12 +543,12 @@ async def _rank(grader: WorkflowReward, finalists: list[str], final: list[float]
         while behind := [t for t in order()[:cut] if ran[t] < len(batches)]:
             for t in behind:
                 missed = [row for batch in batches[ran[t]:] for row in batch]
-                [mean] = await _mean_rewards(grader, [t], missed)
-                totals[t] += mean * len(missed)
+                [caught_up] = await _mean_rewards(grader, [t], missed)
+                totals[t] += caught_up * len(missed)
                 counts[t] += len(missed)
                 ran[t] = len(batches)
     ranked = order()
-    return ranked, {t: totals[t] / counts[t] for t in finalists}, set(ranked[:cut])
+    return ranked, {t: mean(t) for t in finalists}, set(ranked[:cut])
 
 
 async def _mean_rewards(grader: WorkflowReward, texts: list[str], questions: list[dict]) -> list[float]:
