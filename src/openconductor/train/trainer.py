@@ -448,7 +448,8 @@ async def _domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowRewar
             drawn += single_worker_plans(spec)
         texts = list(dict.fromkeys(drawn))
         if len(texts) < w.targets_per_prompt:
-            setting = f"warmup_sft.domains.{domain}.candidates" if cfg.warmup_sft.domains.get(domain, None) and cfg.warmup_sft.domains[domain].candidates else "warmup_sft.candidates"
+            size = cfg.warmup_sft.domains.get(domain)
+            setting = f"warmup_sft.domains.{domain}.candidates" if size and size.candidates else "warmup_sft.candidates"
             raise TrainConfigError(f"warmup_sft: only {len(texts)} distinct workflows among {w.candidates} candidates for domain {domain!r}, "
                                    f"fewer than targets_per_prompt = {w.targets_per_prompt}; raise {setting}")
         per_round = max(2, w.search_questions // 8)
