@@ -143,17 +143,22 @@ async def test_reward_grades_task_rows_with_their_own_grader_through_the_sandbox
     assert logged["basic_arithmetic/accuracy"] == 0.5
 
 
-def test_the_offline_pool_example_trains_on_its_tasks_with_the_packaged_pool():
-    """examples/train_local_tools.toml: the real offline pool (pool = "default"), its five kinds of questions
-    with their own graders, workers shown by description, and held-out questions apart from training."""
+REASONING_KINDS = {"basic_arithmetic", "gsm_symbolic", "letter_counting", "simple_equations", "syllogism"}
+
+
+@pytest.mark.parametrize("recipe, domains", [("train_local_tools.toml", REASONING_KINDS),
+                                             ("train_local_tools_code.toml", REASONING_KINDS | {"humaneval"})])
+def test_the_offline_pool_examples_train_on_their_tasks_with_the_packaged_pool(recipe, domains):
+    """examples/train_local_tools.toml (the shipped conductor's recipe) and its HumanEval variant: the real
+    offline pool (pool = "default"), their kinds of questions with their own graders, workers shown by
+    description, and held-out questions apart from training and from the evaluation's HumanEval 0-19."""
     from openconductor.pool import default_pool_path, load_pool
 
-    cfg = load_train_config(ROOT / "examples" / "train_local_tools.toml")
+    cfg = load_train_config(ROOT / "examples" / recipe)
     assert cfg.pool_path == default_pool_path()
     spec = load_pool(cfg.pool_path)
     items = load_items(cfg)
-    assert len(items) == cfg.data.n_train and {i.domain for i in items} == {
-        "basic_arithmetic", "gsm_symbolic", "letter_counting", "simple_equations", "syllogism", "humaneval"}
+    assert len(items) == cfg.data.n_train and {i.domain for i in items} == domains
     held = load_items(cfg, held_out=True)
     assert len(held) == cfg.data.n_eval and not {i.question for i in items} & {i.question for i in held}
     from openconductor.tasks import load_task

@@ -372,8 +372,9 @@ def test_constrained_rollouts_must_admit_the_warmup_targets(tmp_path, responders
     with pytest.raises(TrainConfigError, match="subtask_chars = 12"):
         _check_rollouts_admit(cfg, rows[:1], [long])
     # The shipped real-pool recipe admits every target it can draw, the write-a-program wording included.
-    real = load_train_config(Path(__file__).resolve().parents[1] / "examples" / "train_local_tools.toml")
-    targets = format_targets(300, 3, real.prompt.max_steps, 0, code_runners=(2,))
-    assert any("Python program" in t for t in targets)
-    fmt = row_format(real, {"workers": [0, 1, 2], "round": 1})
-    assert all(fmt.complete(fmt.advance(fmt.start(), t)) for t in targets)
+    for recipe in ("train_local_tools.toml", "train_local_tools_code.toml"):
+        real = load_train_config(Path(__file__).resolve().parents[1] / "examples" / recipe)
+        targets = format_targets(300, 3, real.prompt.max_steps, 0, code_runners=(2,))
+        assert any("Python program" in t for t in targets)
+        fmt = row_format(real, {"workers": [0, 1, 2], "round": 1})
+        assert all(fmt.complete(fmt.advance(fmt.start(), t)) for t in targets)
