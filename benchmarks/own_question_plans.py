@@ -7,6 +7,9 @@ evaluation tasks all end in the same answer-format instruction; these do not, so
 the benchmark's phrasing rather than the pool shows it here (garbled subtasks, code for a capital city).
 
     PYTHONPATH=src python benchmarks/own_question_plans.py [CHECKPOINT]     # ~20 s on 2 cores
+
+--with-instruction appends the training tasks' answer-format instruction to each question: a conductor
+that garbles the bare questions but not these learned the instruction's presence, not the question.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import asyncio
 from openconductor import Pool, load_default_pool, make_policy
 from openconductor.policies.base import PlanRequest
 from openconductor.providers.transformers_local import trained_conductor
+from openconductor.tasks.reasoning_gym_tasks import INSTRUCTION
 
 QUESTIONS = [
     "A farmer has 17 sheep and buys 3 times as many goats as sheep. How many animals does he have?",
@@ -30,13 +34,14 @@ QUESTIONS = [
 ]
 
 
-async def main(checkpoint: str | None) -> None:
+async def main(checkpoint: str | None, with_instruction: bool = False) -> None:
     spec = load_default_pool()
     spec, _ = trained_conductor(spec, checkpoint or spec.conductor.checkpoint)
     policy = make_policy("conductor")
     async with Pool(spec) as pool:
         for i, question in enumerate(QUESTIONS):
-            plan = await policy.plan(PlanRequest(question, pool, max_steps=spec.conductor.max_steps, seed=0))
+            asked = f"{question}\n\n{INSTRUCTION}" if with_instruction else question
+            plan = await policy.plan(PlanRequest(asked, pool, max_steps=spec.conductor.max_steps, seed=0))
             print(f"{i}. {question}")
             for step in plan.workflow.steps:
                 print(f"     {spec.workers[step.worker].name}: {step.subtask}")
@@ -45,4 +50,6 @@ async def main(checkpoint: str | None) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", nargs="?", help="a trained conductor dir or builtin:NAME (default: the pool's)")
-    asyncio.run(main(parser.parse_args().checkpoint))
+    parser.add_argument("--with-instruction", action="store_true", help="append the tasks' answer-format instruction to each question")
+    args = parser.parse_args()
+    asyncio.run(main(args.checkpoint, args.with_instruction))

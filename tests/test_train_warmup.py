@@ -372,7 +372,7 @@ def test_constrained_rollouts_must_admit_the_warmup_targets(tmp_path, responders
     with pytest.raises(TrainConfigError, match="subtask_chars = 12"):
         _check_rollouts_admit(cfg, rows[:1], [long])
     # The shipped real-pool recipe admits every target it can draw, the write-a-program wording included.
-    for recipe in ("train_local_tools.toml", "train_local_tools_code.toml"):
+    for recipe in ("train_local_tools.toml", "train_local_tools_reasoning.toml"):
         real = load_train_config(Path(__file__).resolve().parents[1] / "examples" / recipe)
         targets = format_targets(300, 3, real.prompt.max_steps, 0, code_runners=(2,))
         assert any("Python program" in t for t in targets)

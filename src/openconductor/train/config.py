@@ -184,6 +184,12 @@ class WarmupSFT:
     single_worker_plans: bool = False
     # Domain search: per-domain sizes (the domain is the task's name, e.g. "humaneval"); see DomainSearchSize.
     domains: dict[str, DomainSearchSize] = Field(default_factory=dict)
+    # The share of warm-up prompts shown as the bare question, without its task's answer-format
+    # instruction ("End your response with 'Final answer: ...'"), the target plans unchanged. Every task
+    # question ends in that instruction and a user's question does not: taught on the suffixed form alone,
+    # the conductor garbled its subtasks on questions of our own and wrote clean ones once the suffix was
+    # appended (docs/evaluation.md). Tasks without an instruction (and simulated items) are left as they are.
+    bare_share: float = 0.0
 
     def for_domain(self, domain: str) -> "WarmupSFT":
         """These settings with ``domains[domain]``'s overrides applied."""
@@ -367,6 +373,11 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     if w.keep_within is not None and (w.keep_within < 0 or w.selection != "domain"):
         raise TrainConfigError(f"warmup_sft.keep_within is a margin on the domain search's mean rewards: it needs selection = 'domain' "
                                f"and a value >= 0, got selection = {w.selection!r}, keep_within = {w.keep_within}")
+    if not 0.0 <= w.bare_share <= 1.0:
+        raise TrainConfigError(f"warmup_sft.bare_share is a share of the warm-up's prompts: it must be in [0, 1], got {w.bare_share}")
+    if w.bare_share and cfg.data.kind != "tasks":
+        raise TrainConfigError(f"warmup_sft.bare_share strips the answer-format instruction of registered tasks' questions: it needs "
+                               f"data.kind = 'tasks', got {cfg.data.kind!r}")
     if w.selection == "domain" and w.candidates and cfg.randomize.enabled:
         raise TrainConfigError("warmup_sft.selection = 'domain' needs a fixed pool: with randomize.enabled a worker's id differs from "
                                "question to question, so one workflow cannot be scored across a domain; use selection = 'question'")

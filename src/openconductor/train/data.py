@@ -17,7 +17,7 @@ import itertools
 import json
 import pickle
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from ..executor import solve
@@ -36,6 +36,7 @@ class Item:
     task: str  # "simulated" or a grader kind
     domain: str = ""
     grader_options: dict[str, Any] = field(default_factory=dict)
+    bare: str = ""  # the question without its task's answer-format instruction; "" where it has none
 
     def grading(self) -> str:
         """The row's grading column: the reference and grader options exactly as the grader takes them
@@ -148,7 +149,8 @@ def _task_items(cfg: TrainConfig, *, held_out: bool) -> list[Item]:
                                        f"{n_eval} asked (data.n_eval split over {len(names)} tasks); lower data.n_eval or data.n_train")
             chosen = fresh[:n_eval]
             seen.update(task.text(q) for q in chosen)
-        per_task.append([Item(task.text(q), q.reference, q.grader, task.name, dict(q.grader_options)) for q in chosen])
+        per_task.append([Item(task.text(q), q.reference, q.grader, task.name, dict(q.grader_options), bare=q.prompt if task.instruction else "")
+                         for q in chosen])
     # Tasks in rotation, so every stretch of training sees all of them.
     return [item for group in itertools.zip_longest(*per_task) for item in group if item is not None]
 
@@ -212,6 +214,35 @@ def build_rows(cfg: TrainConfig, spec: PoolSpec, items: list[Item]) -> list[dict
         for j, row in enumerate(rec_rows):
             rows.insert(min(len(rows), (j + 1) * step + j), row)
     return rows
+
+
+def with_bare_questions(cfg: TrainConfig, spec: PoolSpec, shown: list[dict], items: list[Item], share: float) -> list[dict]:
+    """The warm-up's rows with ``share`` of each domain's prompts asking the bare question (no answer-format
+    instruction), the targets unchanged. A prompt's consecutive targets keep one form: they share its
+    forward pass. Rows whose question has no bare form stay as they are."""
+    bare = {item.question: item for item in items if item.bare}
+    runs: list[list[int]] = []  # indices of consecutive rows with the same prompt
+    for i, row in enumerate(shown):
+        if runs and shown[runs[-1][0]]["prompt"] == row["prompt"]:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    by_domain: dict[str, list[list[int]]] = {}
+    for run in runs:
+        if shown[run[0]]["question"] in bare:
+            by_domain.setdefault(shown[run[0]]["domain"], []).append(run)
+    rng = random.Random(f"bare|{cfg.data.seed}")
+    out = list(shown)
+    for domain in sorted(by_domain):
+        candidates = by_domain[domain]
+        for run in rng.sample(candidates, round(share * len(candidates))):
+            row = shown[run[0]]
+            item = replace(bare[row["question"]], question=bare[row["question"]].bare)
+            stripped = {**row, "question": item.question,
+                        "prompt": prompt_for(item, spec.subset(row["workers"]), cfg, row["previous"] if row["round"] > 1 else None)}
+            for i in run:
+                out[i] = stripped
+    return out
 
 
 def _row(item: Item, shown: list[int], spec: PoolSpec, cfg: TrainConfig, *, round_: int, previous: Optional[str] = None, blend: bool = False) -> dict:

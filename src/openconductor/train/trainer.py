@@ -26,7 +26,7 @@ from ..pool import PoolSpec, load_pool
 from ..providers.transformers_local import MANIFEST
 from ..workflow import Step, Workflow, parse
 from .config import TrainConfig, TrainConfigError
-from .data import build_rows, load_items, prompt_for
+from .data import build_rows, load_items, prompt_for, with_bare_questions
 from .models import resolve_model
 from .reward import WorkflowReward
 
@@ -273,6 +273,10 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
             shown = [rows[(i // w.targets_per_prompt) % len(rows)] for i in range(w.examples)]
             # Randomized pools show fewer workers: keep every target's ids within the prompt's pool.
             targets = [_clip_ids(t, len(row["workers"])) for t, row in zip(targets, shown)]
+        if w.bare_share:
+            suffixed = shown
+            shown = with_bare_questions(cfg, spec, shown, items, w.bare_share)
+            extra["bare_examples"] = sum(new is not old for new, old in zip(shown, suffixed))
         _check_rollouts_admit(cfg, shown, targets)
         # What the warm-up was taught, kept beside the model (each prompt's question, domain and target).
         with open(out_dir / WARMUP_TARGETS, "w") as f:
