@@ -217,7 +217,7 @@ def test_warmup_only_stops_before_grpo_and_a_later_run_starts_from_that_warmup(t
     assert out == run / "warmup" and (out / "openconductor.json").exists()
     taught = [json.loads(line) for line in (run / "warmup_targets.jsonl").read_text().splitlines()]
     cfg = load_train_config(path)
-    assert len(taught) == cfg.warmup_sft.examples and all(parse(t["target"]).steps and t["question"] and "domain" in t for t in taught)
+    assert len(taught) == cfg.warmup_sft.examples and all(parse(t["target"]).steps and t["question"] and "domain" in t and t["bare"] is False for t in taught)
     assert not (run / "final").exists() and not list(run.glob("checkpoint-*")) and not (run / "metrics.jsonl").exists()
     made = (out / "openconductor.json").stat().st_mtime_ns
     final = train(load_train_config(path))  # GRPO in the same dir: the warm-up is loaded, not redone

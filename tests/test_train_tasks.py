@@ -104,6 +104,8 @@ def test_bare_share_shows_half_of_each_tasks_warmup_prompts_without_the_answer_f
         assert sum(1 for i in stripped if out[i]["domain"] == domain) == 4
     assert with_bare_questions(cfg, spec, shown, items, 0.0) == shown
     assert all(row["question"] in bare.values() for row in with_bare_questions(cfg, spec, shown, items, 1.0))
+    one = [r for r in shown if r["domain"] == "letter_counting"][:1]
+    assert with_bare_questions(cfg, spec, one, items, 0.5)[0] is not one[0]  # half of 1 prompt rounds up
     # humaneval's instruction ("Complete the function ...") is stripped the same way.
     he = load_items(config(tmp_path, 'kind = "tasks"\ntasks = ["humaneval"]\nn_train = 1\nn_eval = 0'))[0]
     assert he.bare and he.question.startswith(he.bare) and he.bare != he.question

@@ -235,7 +235,7 @@ def with_bare_questions(cfg: TrainConfig, spec: PoolSpec, shown: list[dict], ite
     out = list(shown)
     for domain in sorted(by_domain):
         candidates = by_domain[domain]
-        for run in rng.sample(candidates, round(share * len(candidates))):
+        for run in rng.sample(candidates, int(share * len(candidates) + 0.5)):  # half up: 1 of 1 at 0.5, not 0
             row = shown[run[0]]
             item = replace(bare[row["question"]], question=bare[row["question"]].bare)
             stripped = {**row, "question": item.question,

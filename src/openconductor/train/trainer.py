@@ -273,15 +273,16 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
             shown = [rows[(i // w.targets_per_prompt) % len(rows)] for i in range(w.examples)]
             # Randomized pools show fewer workers: keep every target's ids within the prompt's pool.
             targets = [_clip_ids(t, len(row["workers"])) for t, row in zip(targets, shown)]
+        suffixed = shown
         if w.bare_share:
-            suffixed = shown
             shown = with_bare_questions(cfg, spec, shown, items, w.bare_share)
             extra["bare_examples"] = sum(new is not old for new, old in zip(shown, suffixed))
         _check_rollouts_admit(cfg, shown, targets)
-        # What the warm-up was taught, kept beside the model (each prompt's question, domain and target).
+        # What the warm-up was taught, kept beside the model (each prompt's question, domain and target;
+        # "bare": asked without the task's answer-format instruction).
         with open(out_dir / WARMUP_TARGETS, "w") as f:
-            for row, target in zip(shown, targets):
-                f.write(json.dumps({"domain": row["domain"], "question": row["question"], "target": target}) + "\n")
+            for row, old, target in zip(shown, suffixed, targets):
+                f.write(json.dumps({"domain": row["domain"], "question": row["question"], "target": target, "bare": row is not old}) + "\n")
         losses = warmup_format(model, tokenizer, [row["prompt"] for row in shown], targets, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
         export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses})
     return spec, model, tokenizer, rows
