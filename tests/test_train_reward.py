@@ -69,6 +69,8 @@ async def test_configurable_values_cost_and_step_penalties():
     assert sample.reward == pytest.approx(2.0 - 1000.0 * sample.cost_usd - 0.1)
     wrong = await score(one_step(0), sure_pool(**{"gemma-3-27b-it": 0.0}), settings)
     assert wrong.reward == pytest.approx(0.25 - 1000.0 * wrong.cost_usd - 0.1)
+    tokens = await score(one_step(2), sure_pool(), RewardSettings(token_weight=0.05))
+    assert tokens.reward == pytest.approx(1.0 - 0.05 * tokens.tokens / 1000) and tokens.tokens > 100
 
 
 async def test_worker_failure_is_scored_not_raised():

@@ -269,6 +269,14 @@ def test_the_domain_search_can_rank_with_its_own_step_cost(tmp_path, domain_expe
         _config(tmp_path, "examples = 8\ncandidates = 16\nstep_weight = 0.01")
     with pytest.raises(TrainConfigError, match="a value >= 0"):
         _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\nstep_weight = -0.1')
+    # warmup_sft.token_weight prices each plan's tokens in the search alone, in the same way.
+    cfg = _domain_config(tmp_path, warmup + "token_weight = 0.05")
+    cfg.reward.step_weight = 0.0
+    assert cfg.reward.token_weight == 0.0
+    *_, summary = _select(cfg)
+    assert all(0.9 < d["best"] < 1.0 for d in summary["domains"]) and mean_steps(summary) < 1.6
+    with pytest.raises(TrainConfigError, match="warmup_sft.token_weight is the domain search's per-1k-token cost"):
+        _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\ntoken_weight = -1')
 
 
 def test_with_a_python_tool_the_domain_search_finds_write_then_run_chains(tmp_path):

@@ -93,6 +93,9 @@ class RewardSettings:
     worker_failure: float | Literal["grade"] = 0.0
     cost_weight: float = 0.0  # reward -= cost_weight * cost_usd of the workflow
     step_weight: float = 0.0  # reward -= step_weight * number of steps
+    # reward -= token_weight * the workflow's tokens / 1000 (every worker call's prompt and completion):
+    # the paper's efficiency measure, where cost_weight weighs each worker by its price.
+    token_weight: float = 0.0
     max_concurrency: int = 64  # workflows executed at once per reward call (workers have their own limits)
     # A replay store of real worker calls (SQLite, `ResponseCache(match="context")`; a relative path
     # resolves from the config file). A call whose question, visible earlier steps, subtask, worker and
@@ -175,6 +178,9 @@ class WarmupSFT:
     # short plans (fewer tokens) while GRPO afterwards is paid for accuracy alone (reward.step_weight = 0),
     # so it has no gradient toward dropping the checks the search found (run 8).
     step_weight: Optional[float] = None
+    # The per-1k-token cost the domain search ranks with; None: reward.token_weight. As step_weight: the
+    # search prices tokens, GRPO afterwards need not.
+    token_weight: Optional[float] = None
     # Domain search: keep only the finalists whose mean reward is within this of the domain's best (each
     # repeated to fill targets_per_prompt); None keeps the targets_per_prompt best whatever their reward.
     keep_within: Optional[float] = None
@@ -367,9 +373,11 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
             raise TrainConfigError(f"{where}.search_questions must be >= 1, got {settings.search_questions}")
         if settings is not w and settings.candidates < settings.targets_per_prompt:
             raise TrainConfigError(f"{where}.candidates must be >= targets_per_prompt = {settings.targets_per_prompt}, got {settings.candidates}")
-    if w.step_weight is not None and (w.step_weight < 0 or w.selection != "domain"):
-        raise TrainConfigError(f"warmup_sft.step_weight is the domain search's per-step cost: it needs selection = 'domain' and a value "
-                               f">= 0, got selection = {w.selection!r}, step_weight = {w.step_weight}")
+    for name, what in (("step_weight", "per-step cost"), ("token_weight", "per-1k-token cost")):
+        value = getattr(w, name)
+        if value is not None and (value < 0 or w.selection != "domain"):
+            raise TrainConfigError(f"warmup_sft.{name} is the domain search's {what}: it needs selection = 'domain' and a value "
+                                   f">= 0, got selection = {w.selection!r}, {name} = {value}")
     if w.keep_within is not None and (w.keep_within < 0 or w.selection != "domain"):
         raise TrainConfigError(f"warmup_sft.keep_within is a margin on the domain search's mean rewards: it needs selection = 'domain' "
                                f"and a value >= 0, got selection = {w.selection!r}, keep_within = {w.keep_within}")
@@ -389,13 +397,13 @@ def _warn_amplified_cost(cfg: TrainConfig) -> None:
     """A step or cost term divided by one group's reward spread becomes a full-size advantage wherever a
     group's plans are all right or all wrong, and pushes every such group toward the shortest plan (run 5
     collapsed to one-step plans this way: docs/training.md)."""
-    if not (cfg.reward.step_weight or cfg.reward.cost_weight):
+    if not (cfg.reward.step_weight or cfg.reward.cost_weight or cfg.reward.token_weight):
         return
     g = cfg.settings
     scale = g.get("scale_rewards", "group")
     questions = g.get("per_device_train_batch_size", 1) * g.get("gradient_accumulation_steps", 1) // max(1, g.get("num_generations", 1))
     if scale in ("group", True) or (scale == "batch" and questions <= 1):
-        log.warning("reward.step_weight/cost_weight with advantages scaled per group (grpo.scale_rewards = %r, %d question(s) "
+        log.warning("reward.step_weight/cost_weight/token_weight with advantages scaled per group (grpo.scale_rewards = %r, %d question(s) "
                     "per batch): the cost term is blown up wherever a group's rewards differ only by it, which drives plans "
                     "to one step; use scale_rewards = 'batch' with >= 2 questions per batch, or 'none'", scale, questions)
 

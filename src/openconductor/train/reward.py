@@ -123,7 +123,7 @@ async def score_completion(
         well_formed, score = await grade_answer(task, run.final_answer, reference, grader_options)
         sample.correct = score >= 1.0
         sample.reward = _graded(settings, well_formed, score)
-    sample.reward -= settings.cost_weight * sample.cost_usd + settings.step_weight * sample.steps
+    sample.reward -= settings.cost_weight * sample.cost_usd + settings.step_weight * sample.steps + settings.token_weight * sample.tokens / 1000
     return sample
 
 

@@ -381,9 +381,10 @@ def _selected_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[dict]) -> tup
     first = [row for row in rows if row.get("round", 1) == 1]
     prompts = [first[i % len(first)] for i in range(n_prompts)]
     if w.selection == "domain":
-        reward = cfg.reward if w.step_weight is None else dataclasses.replace(cfg.reward, step_weight=w.step_weight)
+        priced = {name: getattr(w, name) for name in ("step_weight", "token_weight") if getattr(w, name) is not None}
+        reward = dataclasses.replace(cfg.reward, **priced)
     else:
-        reward = dataclasses.replace(cfg.reward, step_weight=0.0, cost_weight=0.0)
+        reward = dataclasses.replace(cfg.reward, step_weight=0.0, cost_weight=0.0, token_weight=0.0)
     grader = WorkflowReward(spec, reward, cfg.prompt, cache=_replay_store(cfg))
 
     async def select() -> tuple[list[list[tuple[dict, str, float]]], dict]:
