@@ -219,6 +219,11 @@ def test_warmup_only_stops_before_grpo_and_a_later_run_starts_from_that_warmup(t
     cfg = load_train_config(path)
     assert len(taught) == cfg.warmup_sft.examples and all(parse(t["target"]).steps and t["question"] and "domain" in t and t["bare"] is False for t in taught)
     assert not (run / "final").exists() and not list(run.glob("checkpoint-*")) and not (run / "metrics.jsonl").exists()
+    from openconductor.train.plot import plot_run
+
+    png = plot_run(run)  # no GRPO steps yet: the warm-up's own plot
+    assert png == run / "curves.png" and png.read_bytes()[:4] == b"\x89PNG"
+    png.unlink()
     made = (out / "openconductor.json").stat().st_mtime_ns
     final = train(load_train_config(path))  # GRPO in the same dir: the warm-up is loaded, not redone
     assert (final / "openconductor.json").exists()

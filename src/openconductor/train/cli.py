@@ -58,7 +58,7 @@ def train_command(
 
 
 def plot_command(
-    run_dir: Path = typer.Argument(..., help="A training run dir (holds metrics.jsonl)."),
+    run_dir: Path = typer.Argument(..., help="A training run dir (holds metrics.jsonl, or only warmup/ after --warmup-only)."),
     out: Optional[Path] = typer.Option(None, "--out", help="PNG path (default RUN_DIR/curves.png)."),
 ):
     """Write PNG learning curves (reward, format errors, accuracy, steps, routing) from a run's metrics."""

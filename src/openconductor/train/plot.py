@@ -40,6 +40,8 @@ def plot_run(run_dir: Path, out: Optional[Path] = None, *, window: int = 10) -> 
     run_dir = Path(run_dir)
     path = run_dir / "metrics.jsonl"
     if not path.exists():
+        if (run_dir / "warmup" / "openconductor.json").exists():
+            return plot_warmup(run_dir, out)  # a --warmup-only run: no GRPO steps to plot
         raise PlotError(f"no metrics.jsonl in {run_dir}; is it a `conductor train` output dir?")
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     if not rows:
@@ -91,6 +93,42 @@ def plot_run(run_dir: Path, out: Optional[Path] = None, *, window: int = 10) -> 
     fig.suptitle(f"{run_dir.name}: {len(rows)} logged steps (numbers on a simulated pool are SIMULATED)", fontsize=10)
     fig.tight_layout()
     out = Path(out) if out else run_dir / "curves.png"
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+    return out
+
+
+def plot_warmup(run_dir: Path, out: Optional[Path] = None) -> Path:
+    """A warm-up-only run (``conductor train --warmup-only``): the supervised copy's loss per batch and,
+    when its targets were searched, each domain's finalists by mean reward on the ranking questions
+    (filled: the plans kept)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    manifest = json.loads((Path(run_dir) / "warmup" / "openconductor.json").read_text())
+    losses = manifest.get("warmup_losses") or []
+    domains = (manifest.get("selection") or {}).get("domains") or []
+    if not losses:
+        raise PlotError(f"{run_dir}/warmup/openconductor.json records no warm-up losses to plot")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5))
+    left.plot(range(1, len(losses) + 1), losses, lw=1)
+    left.set_title("supervised warm-up: loss per batch", fontsize=9)
+    left.set_xlabel("batch", fontsize=8)
+    if domains:
+        for i, d in enumerate(domains):
+            kept = {k["workflow"] if isinstance(k, dict) else k for k in d.get("kept", [])}
+            for f in d.get("finalists", []):
+                right.scatter(i, f["mean_reward"], s=30, facecolors="C0" if f["workflow"] in kept else "none", edgecolors="C0")
+            right.scatter(i, d["best"], marker="_", s=400, color="C3")
+        right.set_xticks(range(len(domains)), [d["domain"] for d in domains], rotation=20, fontsize=8)
+        right.set_title("domain search: finalists' mean reward on the ranking questions (filled: kept; red: best)", fontsize=9)
+    else:
+        right.axis("off")
+    fig.suptitle(f"{Path(run_dir).name}: warm-up only ({manifest.get('stage', 'format warm-up')})", fontsize=10)
+    fig.tight_layout()
+    out = Path(out) if out else Path(run_dir) / "curves.png"
     fig.savefig(out, dpi=80)
     plt.close(fig)
     return out
