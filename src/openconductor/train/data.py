@@ -237,7 +237,8 @@ def with_bare_questions(cfg: TrainConfig, spec: PoolSpec, shown: list[dict], ite
         candidates = by_domain[domain]
         for run in rng.sample(candidates, int(share * len(candidates) + 0.5)):  # half up: 1 of 1 at 0.5, not 0
             row = shown[run[0]]
-            item = replace(bare[row["question"]], question=bare[row["question"]].bare)
+            source = bare[row["question"]]
+            item = replace(source, question=source.bare)
             stripped = {**row, "question": item.question,
                         "prompt": prompt_for(item, spec.subset(row["workers"]), cfg, row["previous"] if row["round"] > 1 else None)}
             for i in run:

@@ -118,7 +118,7 @@ def plot_warmup(run_dir: Path, out: Optional[Path] = None) -> Path:
     left.set_xlabel("batch", fontsize=8)
     if domains:
         for i, d in enumerate(domains):
-            kept = {k["workflow"] if isinstance(k, dict) else k for k in d.get("kept", [])}
+            kept = {k["workflow"] for k in d.get("kept", [])}
             for f in d.get("finalists", []):
                 right.scatter(i, f["mean_reward"], s=30, facecolors="C0" if f["workflow"] in kept else "none", edgecolors="C0")
             right.scatter(i, d["best"], marker="_", s=400, color="C3")
