@@ -60,3 +60,20 @@ def test_paired_bootstrap_interval_brackets_the_difference():
     assert same == (0.0, 0.0, 0.0)
     with pytest.raises(ValueError, match="equally long"):
         paired_bootstrap([1], [1, 0])
+
+
+def test_summary_tells_who_writes_the_code_from_who_reviews_it():
+    from openconductor.train.data import Item
+    from openconductor.train.evaluate import comparison_table, summarise
+    from openconductor.train.reward import Sample
+
+    items = [Item(question=f"q{i}", reference="1", task="simulated", domain="lcb") for i in range(4)]
+    chain = Sample(reward=1.0, parsed=True, correct=True, steps=2, workers=["gpt-5-minimal", "gemini-2.5-pro"])
+    alone = Sample(reward=1.0, parsed=True, correct=True, steps=1, workers=["claude-sonnet-4"])
+    row = summarise("chains", [chain, chain, chain, alone], items, {"lcb": "gpt-5-minimal"})
+    assert row.first_worker_by_domain == {"lcb": {"gpt-5-minimal": 0.75, "claude-sonnet-4": 0.25}}
+    assert row.final_worker_by_domain == {"lcb": {"gemini-2.5-pro": 0.75, "claude-sonnet-4": 0.25}}
+    table = comparison_table([row], ["lcb"])
+    assert "| gpt-5-minimal 0.75, claude-sonnet-4 0.25 | gemini-2.5-pro 0.75, claude-sonnet-4 0.25 |" in table
+    header, rule = table.splitlines()[:2]
+    assert header.count("|") == rule.count("|")  # the markdown table stays well formed

@@ -157,7 +157,7 @@ def test_a_stop_file_ends_the_run_after_the_current_step_with_a_checkpoint(tmp_p
     assert (cfg.output_dir / "checkpoint-1").is_dir()  # save_steps is 2: this one was the stop's
 
 
-def test_plot_writes_png(tmp_path):
+def test_plot_writes_png(tmp_path, monkeypatch):
     from openconductor.train.plot import PlotError, plot_run
 
     run = tmp_path / "run"
@@ -168,6 +168,22 @@ def test_plot_writes_png(tmp_path):
     (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     png = plot_run(run)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    # The per-domain panels, code's first- and final-step workers among them, on steps that saw code.
+    rows = [dict(r, **{"lcb/steps_per_workflow": 2.0, "lcb/accuracy": 0.5, "lcb/first_worker/a": 1.0, "lcb/final_worker/b": 1.0})
+            for r in rows]
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    from matplotlib.figure import Figure
+
+    titles: list[str] = []
+    save = Figure.savefig
+
+    def record(fig, *args, **kwargs):
+        titles.extend(ax.get_title() for ax in fig.axes if ax.axison)
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    plot_run(run, run / "domains.png")
+    assert {"lcb: first-step worker share (moving avg 10)", "lcb: final-step worker share (moving avg 10)"} <= set(titles)
 
 
 def test_paper_config_builds_grpo_arguments_without_gpu():

@@ -314,3 +314,14 @@ def test_a_step_cost_with_per_group_scaling_is_warned_about(caplog):
         caplog.clear()
         load_train_config(path, {"grpo.num_generations": 16, "grpo.per_device_train_batch_size": 16, "reward.step_weight": 0.0})
         assert "cost term is blown up" not in caplog.text
+
+
+def test_batch_metrics_log_who_writes_and_who_finishes_each_domain():
+    from openconductor.train.reward import Sample, batch_metrics
+
+    chain = Sample(reward=1.0, parsed=True, correct=True, steps=2, workers=["gpt-5-minimal", "gemini-2.5-pro"], pattern=((0, ()), (1, "all")))
+    alone = Sample(reward=1.0, parsed=True, correct=True, steps=1, workers=["gpt-5-minimal"], pattern=((0, ()),))
+    broken = Sample(reward=0.0, parsed=False)
+    metrics = batch_metrics([chain, alone, broken], ["g", "g", "g"], ["lcb", "lcb", "lcb"])
+    assert metrics["lcb/first_worker/gpt-5-minimal"] == 1.0  # the unparseable plan counts in neither share
+    assert metrics["lcb/final_worker/gpt-5-minimal"] == metrics["lcb/final_worker/gemini-2.5-pro"] == 0.5

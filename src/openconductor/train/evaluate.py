@@ -42,6 +42,9 @@ class Row:
     per_domain_steps: dict[str, float] = field(default_factory=dict)
     worker_share: dict[str, float] = field(default_factory=dict)  # final-step worker, all questions
     final_worker_by_domain: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The first step's worker answers from the question alone: in a solve-then-check chain it is the one
+    # that writes the solution (the code, on LiveCodeBench), which the final step only reviews.
+    first_worker_by_domain: dict[str, dict[str, float]] = field(default_factory=dict)
     shapes: dict[str, float] = field(default_factory=dict)
     correct: list[int] = field(default_factory=list)  # per question, for paired comparisons
 
@@ -89,6 +92,7 @@ def summarise(system: str, samples: list[Sample], items: list[Item], best: dict[
     dom_acc: dict[str, int] = defaultdict(int)
     dom_steps: dict[str, list[int]] = defaultdict(list)
     finals: dict[str, Counter] = defaultdict(Counter)
+    firsts: dict[str, Counter] = defaultdict(Counter)
     shares: Counter = Counter()
     right = 0
     for s, item in zip(samples, items):
@@ -96,6 +100,8 @@ def summarise(system: str, samples: list[Sample], items: list[Item], best: dict[
         dom_acc[item.domain] += s.correct
         if s.parsed:
             dom_steps[item.domain].append(s.steps)
+        if s.workers:
+            firsts[item.domain][s.workers[0]] += 1
         last = s.workers[-1] if s.workers else None
         if last is not None:
             shares[last] += 1
@@ -119,6 +125,7 @@ def summarise(system: str, samples: list[Sample], items: list[Item], best: dict[
         per_domain_steps={d: sum(v) / len(v) for d, v in dom_steps.items() if v},
         worker_share={k: v / n for k, v in shares.most_common()},
         final_worker_by_domain={d: {k: v / dom_n[d] for k, v in c.most_common()} for d, c in finals.items()},
+        first_worker_by_domain={d: {k: v / dom_n[d] for k, v in c.most_common()} for d, c in firsts.items()},
         shapes={k: v / n for k, v in Counter(_shape(s) for s in samples).most_common()},
         correct=[int(s.correct) for s in samples],
     )
@@ -256,6 +263,10 @@ def markdown_table(rows: list[Row], domains: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _top_two(share: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.2f}" for k, v in list(share.items())[:2]) or "—"
+
+
 def comparison_table(rows: list[Row], domains: list[str], *, against: tuple[str, ...] = ("oracle single-step router", "best single worker")) -> str:
     """Accuracy with paired-bootstrap 95 % intervals of the difference to the baselines, steps per domain,
     where code goes, and tokens per question relative to MoA."""
@@ -263,8 +274,8 @@ def comparison_table(rows: list[Row], domains: list[str], *, against: tuple[str,
     moa = next((r for r in rows if r.system.startswith("MoA")), None)
     cols = [f"vs {p.split(' (')[0]} (points, 95% CI)" for p in against]
     head = ("| system | accuracy | " + " | ".join(cols) + " | " + " | ".join(f"acc {d}" for d in domains) + " | "
-            + " | ".join(f"steps {d}" for d in domains) + " | final step on lcb | tokens/q | tokens vs MoA |")
-    lines = [head, "|---" * (5 + len(cols) + 2 * len(domains)) + "|"]
+            + " | ".join(f"steps {d}" for d in domains) + " | first step on lcb | final step on lcb | tokens/q | tokens vs MoA |")
+    lines = [head, "|---" * (6 + len(cols) + 2 * len(domains)) + "|"]
     for r in rows:
         deltas = []
         for prefix in against:
@@ -274,12 +285,11 @@ def comparison_table(rows: list[Row], domains: list[str], *, against: tuple[str,
                 continue
             mean, lo, hi = paired_bootstrap(r.correct, b.correct)
             deltas.append(f"{100 * mean:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
-        lcb = r.final_worker_by_domain.get("lcb", {})
-        top = ", ".join(f"{k} {v:.2f}" for k, v in list(lcb.items())[:2]) or "—"
+        first, final = (_top_two(by_domain.get("lcb", {})) for by_domain in (r.first_worker_by_domain, r.final_worker_by_domain))
         ratio = f"{r.tokens / moa.tokens:.2f}x" if moa and moa.tokens else "—"
         lines.append(
             f"| {r.system} | {100 * r.accuracy:.1f} | " + " | ".join(deltas) + " | "
             + " | ".join(f"{100 * r.per_domain_acc.get(d, 0.0):.1f}" for d in domains) + " | "
-            + " | ".join(f"{r.per_domain_steps.get(d, 0.0):.2f}" for d in domains) + f" | {top} | {r.tokens:,.0f} | {ratio} |"
+            + " | ".join(f"{r.per_domain_steps.get(d, 0.0):.2f}" for d in domains) + f" | {first} | {final} | {r.tokens:,.0f} | {ratio} |"
         )
     return "\n".join(lines)

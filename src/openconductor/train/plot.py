@@ -81,13 +81,16 @@ def plot_run(run_dir: Path, out: Optional[Path] = None, *, window: int = 10) -> 
           f"steps per workflow, by domain (moving avg {window})")
     lines(flat[len(PANELS) + 2], [f"{d}/accuracy" for d in domains], lambda k: k.split("/")[0],
           f"accuracy, by domain (moving avg {window})")
-    # Which worker answers (the final step) on the domain with the largest routing gap, per worker.
-    final = sorted({k for r in rows for k in r if k.startswith("lcb/final_worker/")})
+    # On the domain with the largest routing gap (code), who writes the answer (the first step) and who has
+    # the last word (the final step), per worker.
     lcb_steps = [r for r in rows if "lcb/steps_per_workflow" in r]
-    if final and lcb_steps:
-        lines(flat[len(PANELS) + 3], final, lambda k: k.rsplit("/", 1)[1], f"lcb: final-step worker share (moving avg {window})",
-              default=0.0, among=lcb_steps)
-    used = len(PANELS) + (4 if final and lcb_steps else 3)
+    used = len(PANELS) + 3
+    for which in ("first", "final"):
+        keys = sorted({k for r in rows for k in r if k.startswith(f"lcb/{which}_worker/")})
+        if keys and lcb_steps:
+            lines(flat[used], keys, lambda k: k.rsplit("/", 1)[1], f"lcb: {which}-step worker share (moving avg {window})",
+                  default=0.0, among=lcb_steps)
+            used += 1
     for ax in flat[used:]:
         ax.axis("off")
     fig.suptitle(f"{run_dir.name}: {len(rows)} logged steps (numbers on a simulated pool are SIMULATED)", fontsize=10)

@@ -155,7 +155,8 @@ def batch_metrics(samples: list[Sample], groups: list[str], domains: Optional[li
     """Per-step numbers a user watches (all averaged over the batch's completions).
 
     With ``domains`` (the dataset's domain column) the same numbers per domain: accuracy, format errors,
-    steps, the final step's worker (routing) and the topology shares.
+    steps, the first and the final step's worker (who answers, who has the last word) and the topology
+    shares.
     """
     n = len(samples) or 1
     parsed = [s for s in samples if s.parsed and not s.accepted]
@@ -192,6 +193,9 @@ def batch_metrics(samples: list[Sample], groups: list[str], domains: Optional[li
             metrics[f"{domain}/steps_per_workflow"] = sum(s.steps for s in ok) / len(ok)
             for name, count in Counter(s.workers[-1] for s in ok).items():
                 metrics[f"{domain}/final_worker/{name}"] = count / len(ok)
+            # The first step answers from the question alone: in solve-then-check plans, the author.
+            for name, count in Counter(s.workers[0] for s in ok).items():
+                metrics[f"{domain}/first_worker/{name}"] = count / len(ok)
     return metrics
 
 
