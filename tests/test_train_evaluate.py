@@ -70,10 +70,12 @@ def test_summary_tells_who_writes_the_code_from_who_reviews_it():
     items = [Item(question=f"q{i}", reference="1", task="simulated", domain="lcb") for i in range(4)]
     chain = Sample(reward=1.0, parsed=True, correct=True, steps=2, workers=["gpt-5-minimal", "gemini-2.5-pro"])
     alone = Sample(reward=1.0, parsed=True, correct=True, steps=1, workers=["claude-sonnet-4"])
-    row = summarise("chains", [chain, chain, chain, alone], items, {"lcb": "gpt-5-minimal"})
-    assert row.first_worker_by_domain == {"lcb": {"gpt-5-minimal": 0.75, "claude-sonnet-4": 0.25}}
-    assert row.final_worker_by_domain == {"lcb": {"gemini-2.5-pro": 0.75, "claude-sonnet-4": 0.25}}
+    broken = Sample(reward=0.0, parsed=False)
+    items.append(Item(question="q4", reference="1", task="simulated", domain="lcb"))
+    row = summarise("chains", [chain, chain, chain, alone, broken], items, {"lcb": "gpt-5-minimal"})
+    # Shares are over all the domain's questions: the unparsed plan has no first or final worker.
+    assert row.first_worker_by_domain == {"lcb": {"gpt-5-minimal": 0.6, "claude-sonnet-4": 0.2}}
+    assert row.final_worker_by_domain == {"lcb": {"gemini-2.5-pro": 0.6, "claude-sonnet-4": 0.2}}
     table = comparison_table([row], ["lcb"])
-    assert "| gpt-5-minimal 0.75, claude-sonnet-4 0.25 | gemini-2.5-pro 0.75, claude-sonnet-4 0.25 |" in table
-    header, rule = table.splitlines()[:2]
-    assert header.count("|") == rule.count("|")  # the markdown table stays well formed
+    assert "| gpt-5-minimal 0.60, claude-sonnet-4 0.20 | gemini-2.5-pro 0.60, claude-sonnet-4 0.20 |" in table
+    assert len({line.count("|") for line in table.splitlines()}) == 1  # header, rule and rows: one width

@@ -41,9 +41,11 @@ class Row:
     per_domain_acc: dict[str, float] = field(default_factory=dict)
     per_domain_steps: dict[str, float] = field(default_factory=dict)
     worker_share: dict[str, float] = field(default_factory=dict)  # final-step worker, all questions
-    final_worker_by_domain: dict[str, dict[str, float]] = field(default_factory=dict)
+    final_worker_by_domain: dict[str, dict[str, float]] = field(default_factory=dict)  # over all the domain's questions
     # The first step's worker answers from the question alone: in a solve-then-check chain it is the one
-    # that writes the solution (the code, on LiveCodeBench), which the final step only reviews.
+    # that writes the solution (the code, on LiveCodeBench), which the final step only reviews. Over all the
+    # domain's questions, as the final step's (an unparsed plan has neither). In a fan-out it is only the
+    # first of the parallel answers.
     first_worker_by_domain: dict[str, dict[str, float]] = field(default_factory=dict)
     shapes: dict[str, float] = field(default_factory=dict)
     correct: list[int] = field(default_factory=list)  # per question, for paired comparisons
@@ -286,7 +288,7 @@ def comparison_table(rows: list[Row], domains: list[str], *, against: tuple[str,
             mean, lo, hi = paired_bootstrap(r.correct, b.correct)
             deltas.append(f"{100 * mean:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
         first, final = (_top_two(by_domain.get("lcb", {})) for by_domain in (r.first_worker_by_domain, r.final_worker_by_domain))
-        ratio = f"{r.tokens / moa.tokens:.2f}x" if moa and moa.tokens else "—"
+        ratio = f"{r.tokens / moa.tokens:.3f}x" if moa and moa.tokens else "—"  # 3 places: the goal is <= 0.25x
         lines.append(
             f"| {r.system} | {100 * r.accuracy:.1f} | " + " | ".join(deltas) + " | "
             + " | ".join(f"{100 * r.per_domain_acc.get(d, 0.0):.1f}" for d in domains) + " | "
