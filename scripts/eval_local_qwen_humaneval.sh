@@ -10,7 +10,7 @@ set -euo pipefail
 OUT=${1:-runs/local-qwen-humaneval}
 N_TEST=${2:-40}
 N_TRAIN=${3:-20}
-PY=${PYTHON:-python}
+PY=${PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python)}  # the bootstrap venv when there is one
 export PYTHONPATH=${PYTHONPATH:-src}
 POOL=examples/pools/local_qwen.toml
 

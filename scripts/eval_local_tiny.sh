@@ -9,7 +9,7 @@ set -euo pipefail
 OUT=${1:-runs/local-tiny}
 N_TEST=${2:-30}
 N_TRAIN=${3:-30}
-PY=${PYTHON:-python}
+PY=${PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python)}  # the bootstrap venv when there is one
 export PYTHONPATH=${PYTHONPATH:-src}
 POOL=examples/pools/local_tiny.toml  # the default pool when this table was measured
 TASK=(--task basic_arithmetic --task-option min_terms=2 --task-option max_terms=2 --task-option max_digits=1

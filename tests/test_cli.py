@@ -284,6 +284,49 @@ def test_the_readme_python_example_runs_as_pasted_on_the_real_local_pool(tmp_pat
     assert int(calls) >= 1 and int(tokens) > 0
 
 
+FIXED = """
+[workflows.twice]
+description = "fast answers, slow checks"
+steps = [
+  { worker = "fast", subtask = "Answer the question.", access = [] },
+  { worker = "slow", subtask = "Check the answer above.", access = "all" },
+]
+"""
+
+
+def test_ask_takes_a_policy_with_its_argument_as_eval_does(tmp_path):
+    pool = sim_pool(tmp_path)
+    pool.write_text(pool.read_text() + FIXED)
+    done = cli("ask", "q", "--pool", str(pool), "--policy", "fixed:twice", "--json", tmp_path=tmp_path)
+    run = json.loads(done.stdout)
+    assert done.returncode == 0 and [s["worker_name"] for s in run["steps"]] == ["fast", "slow"]
+    done = cli("ask", "q", "--pool", str(pool), "--policy", "single:slow", "--json", tmp_path=tmp_path)
+    assert done.returncode == 0 and [s["worker_name"] for s in json.loads(done.stdout)["steps"]] == ["slow"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--policy", "fixed"], "the fixed policy needs a workflow: --policy fixed:NAME (declared: twice)"),
+    (["--policy", "fixed:nope"], "policy 'fixed:nope':"),
+    (["--policy", "single", "--worker", "nosuch"], "unknown worker 'nosuch'; the pool has fast, slow"),
+    (["--policy", "moa", "--worker", "nosuch"], "unknown worker 'nosuch'; the pool has fast, slow"),
+    (["--policy", "single:*"], "ask runs one policy; 'single:*' names 2"),
+    (["--policy", "single:fast", "--worker", "slow"], "--worker goes with a bare policy name"),
+])
+def test_ask_rejects_a_policy_it_cannot_run_before_running_anything(tmp_path, args, message):
+    pool = sim_pool(tmp_path)
+    pool.write_text(pool.read_text() + FIXED)
+    done = cli("ask", "q", "--pool", str(pool), *args, tmp_path=tmp_path)
+    assert done.returncode == 2 and message in words(done.stderr) and "Traceback" not in done.stderr
+    assert not (tmp_path / "traces.sqlite3").exists() or TraceStore(tmp_path / "traces.sqlite3").list() == []
+
+
+def test_a_run_without_an_answer_says_why(tmp_path):
+    # A pool without a conductor backend: the conductor policy cannot plan, the run ends plan_failed.
+    done = cli("ask", "q", "--pool", str(sim_pool(tmp_path)), "--policy", "conductor", tmp_path=tmp_path)
+    assert done.returncode == 1 and "plan_failed" in done.stdout
+    assert re.search(r"why\s+policy_error: ", done.stdout), done.stdout
+
+
 def test_a_router_policy_without_its_extra_is_an_error_naming_it(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "numpy", None)  # as if not installed
     args = ["eval", "-t", "gsm8k", "--data", str(DATA / "gsm8k_sample.jsonl"), "--pool", str(sim_pool(tmp_path)),

