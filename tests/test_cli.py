@@ -320,6 +320,25 @@ def test_ask_rejects_a_policy_it_cannot_run_before_running_anything(tmp_path, ar
     assert not (tmp_path / "traces.sqlite3").exists() or TraceStore(tmp_path / "traces.sqlite3").list() == []
 
 
+@pytest.mark.parametrize("name", ["true", "a,b", "1e3", "a=b"])
+def test_a_worker_named_like_a_value_is_asked_by_its_name(tmp_path, name):
+    pool = tmp_path / "odd.toml"
+    pool.write_text(f'name = "odd"\n[[workers]]\nname = "other"\nprovider = "simulated"\n[[workers]]\nname = {json.dumps(name)}\nprovider = "simulated"\n')
+    done = cli("ask", "q", "--pool", str(pool), "--policy", "single", "--worker", name, "--json", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [s["worker_name"] for s in json.loads(done.stdout)["steps"]] == [name]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("self-reflection:rounds=1.5", "rounds must be a whole number >= 0, got 1.5"),
+    ("self-reflection:rounds=true", "rounds must be a whole number >= 0, got True"),
+    ("moa:proposers=abc", "proposers must be a whole number >= 1, got 'abc'"),
+])
+def test_a_count_that_is_not_a_whole_number_is_a_clear_error(tmp_path, spec, message):
+    done = cli("ask", "q", "--pool", str(sim_pool(tmp_path)), "--policy", spec, tmp_path=tmp_path)
+    assert done.returncode == 2 and message in words(done.stderr) and "Traceback" not in done.stderr
+
+
 def test_a_run_without_an_answer_says_why(tmp_path):
     # A pool without a conductor backend: the conductor policy cannot plan, the run ends plan_failed.
     done = cli("ask", "q", "--pool", str(sim_pool(tmp_path)), "--policy", "conductor", tmp_path=tmp_path)

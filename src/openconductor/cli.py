@@ -35,29 +35,29 @@ SAMPLE_QUESTION = "A train travels 120 km in 2 hours. What is its average speed 
 def build_policy(name: str, worker: Optional[str], rounds: int, pool: PoolSpec):
     """``--policy`` as ``conductor eval`` reads it (``fixed:NAME``, ``router:PATH``, ``single:WORKER``,
     ``name:key=value,...``), checked against the pool; ``--worker`` and ``--rounds`` fill in a bare name."""
-    from .evaluation import EvalError, parse_policy_specs
+    from .evaluation import EvalError, checked_policy, parse_policy_specs
 
-    options: dict = {}
-    if ":" not in name:
+    try:
+        if ":" in name:
+            if worker:
+                fail(f"--worker goes with a bare policy name (--policy single --worker W); {name!r} takes worker=W in the policy itself")
+            chosen = parse_policy_specs([name], pool)
+            if len(chosen) != 1:
+                fail(f"ask runs one policy; {name!r} names {len(chosen)} (use `conductor eval` to compare them)")
+            return chosen[0][1]
+        if name == "fixed":
+            declared = ", ".join(sorted(pool.workflows)) or "none in this pool"
+            fail(f"the fixed policy needs a workflow: --policy fixed:NAME (declared: {declared}) or fixed:PATH.toml")
+        options: dict = {}
         if name in ("single", "self-reflection") and worker:
-            options["worker"] = worker
+            options["worker"] = worker  # as typed: no key=value parsing of a worker's name
         if name == "moa" and worker:
             options["aggregator"] = worker
         if name == "self-reflection":
             options["rounds"] = rounds
-    elif worker:
-        fail(f"--worker goes with a bare policy name; {name!r} names its own argument")
-    spec = name + (":" + ",".join(f"{k}={v}" for k, v in options.items()) if options else "")
-    if name == "fixed":
-        declared = ", ".join(sorted(pool.workflows)) or "none in this pool"
-        fail(f"the fixed policy needs a workflow: --policy fixed:NAME (declared: {declared}) or fixed:PATH.toml")
-    try:
-        chosen = parse_policy_specs([spec], pool)
+        return checked_policy(name, options, pool)
     except EvalError as exc:
         fail(str(exc))
-    if len(chosen) != 1:
-        fail(f"ask runs one policy; {name!r} names {len(chosen)} (use `conductor eval` to compare them)")
-    return chosen[0][1]
 
 
 # ------------------------------------------------------------------------------------------ live view

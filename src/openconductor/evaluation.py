@@ -46,6 +46,7 @@ class EvalError(ValueError):
 
 # The positional argument of "name:ARG" for each policy.
 POSITIONAL = {"single": "worker", "self-reflection": "worker", "moa": "aggregator", "router": "model", "fixed": "workflow"}
+WORKER_KEYS = ("worker", "aggregator")
 
 
 def _value(text: str) -> Any:
@@ -83,28 +84,34 @@ def parse_policy_specs(specs: Iterable[str], pool: PoolSpec) -> list[tuple[str, 
                     key, eq, value = part.partition("=")
                     if not eq:
                         raise EvalError(f"policy {spec!r}: expected key=value pairs, got {part!r}")
-                    options[key.strip()] = _value(value.strip())
+                    key = key.strip()
+                    # A worker is named as written (a name such as "true" or "1e3" is not a value to convert).
+                    options[key] = value.strip() if key in WORKER_KEYS else _value(value.strip())
             elif name in POSITIONAL:
                 options[POSITIONAL[name]] = arg
             else:
                 raise EvalError(f"policy {spec!r}: {name!r} takes key=value options, not a bare argument")
-        policy = _make(name, options, spec)
-        for key in ("worker", "aggregator"):  # a typo'd worker fails here, not as a row of errors
-            if key in options:
-                try:
-                    worker_index(pool, options[key])
-                except ValueError as exc:
-                    raise EvalError(f"policy {spec!r}: {exc}") from exc
-        if hasattr(policy, "resolve"):  # a fixed workflow: check its workers against this pool now
-            try:
-                policy.resolve(pool)
-            except ValueError as exc:
-                raise EvalError(f"policy {spec!r}: {exc}") from exc
-        out.append((_label(spec, name, options), policy))
+        out.append((_label(spec, name, options), checked_policy(name, options, pool, spec)))
     labels = [label for label, _ in out]
     if len(set(labels)) != len(labels):
         raise EvalError(f"a policy is listed twice: {labels}")
     return out
+
+
+def checked_policy(name: str, options: dict[str, Any], pool: PoolSpec, spec: Optional[str] = None) -> Policy:
+    """The policy ``name`` with ``options``, its workers checked against ``pool`` now: a typo'd worker or
+    workflow fails before any question runs, not as a row of failed runs. EvalError says which."""
+    spec = spec or name
+    policy = _make(name, options, spec)
+    try:
+        for key in WORKER_KEYS:
+            if key in options:
+                worker_index(pool, options[key])
+        if hasattr(policy, "resolve"):  # a fixed workflow
+            policy.resolve(pool)
+    except ValueError as exc:
+        raise EvalError(f"policy {spec!r}: {exc}") from exc
+    return policy
 
 
 def _label(spec: str, name: str, options: dict) -> str:

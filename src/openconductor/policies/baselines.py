@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     from ..pool import PoolSpec
 
 
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # True is an int to Python, not a count
+
+
 def _worker_index(request: PlanRequest, worker: Optional[str | int]) -> int:
     return worker_index(request.pool.spec, worker)
 
@@ -21,6 +25,8 @@ def worker_index(spec: "PoolSpec", worker: Optional[str | int]) -> int:
     """A worker named by name or id in ``spec`` (the strongest when None); ValueError names the pool's workers."""
     if worker is None:
         return spec.strongest_index()
+    if isinstance(worker, bool):
+        raise ValueError(f"a worker is a name or an id, not {worker!r}")
     if isinstance(worker, int) or str(worker).isdigit():
         index = int(worker)
         if not 0 <= index < len(spec.workers):
@@ -60,8 +66,8 @@ class SelfReflection(Policy):
     """One worker answers, then revises its answer ``rounds`` times with every attempt in context."""
 
     def __init__(self, worker: Optional[str | int] = None, rounds: int = 2):
-        if rounds < 0:
-            raise ValueError("rounds must be >= 0")
+        if not _is_count(rounds) or rounds < 0:
+            raise ValueError(f"rounds must be a whole number >= 0, got {rounds!r}")
         self.worker, self.rounds = worker, rounds
         self.name = f"self-reflection:{rounds}"
 
@@ -87,8 +93,8 @@ class MixtureOfAgents(Policy):
     """
 
     def __init__(self, aggregator: Optional[str | int] = None, proposers: Optional[int] = None):
-        if proposers is not None and proposers < 1:
-            raise ValueError("proposers must be >= 1")
+        if proposers is not None and (not _is_count(proposers) or proposers < 1):
+            raise ValueError(f"proposers must be a whole number >= 1, got {proposers!r}")
         self.aggregator, self.proposers = aggregator, proposers
         self.name = "moa"
 
