@@ -45,9 +45,6 @@ def build_policy(name: str, worker: Optional[str], rounds: int, pool: PoolSpec):
             if len(chosen) != 1:
                 fail(f"ask runs one policy; {name!r} names {len(chosen)} (use `conductor eval` to compare them)")
             return chosen[0][1]
-        if name == "fixed":
-            declared = ", ".join(sorted(pool.workflows)) or "none in this pool"
-            fail(f"the fixed policy needs a workflow: --policy fixed:NAME (declared: {declared}) or fixed:PATH.toml")
         options: dict = {}
         if name in ("single", "self-reflection") and worker:
             options["worker"] = worker  # as typed: no key=value parsing of a worker's name

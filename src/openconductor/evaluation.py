@@ -102,6 +102,9 @@ def checked_policy(name: str, options: dict[str, Any], pool: PoolSpec, spec: Opt
     """The policy ``name`` with ``options``, its workers checked against ``pool`` now: a typo'd worker or
     workflow fails before any question runs, not as a row of failed runs. EvalError says which."""
     spec = spec or name
+    if name == "fixed" and "workflow" not in options:
+        declared = ", ".join(sorted(pool.workflows)) or "none in this pool"
+        raise EvalError(f"the fixed policy needs a workflow: --policy fixed:NAME (declared: {declared}) or fixed:PATH.toml")
     policy = _make(name, options, spec)
     try:
         for key in WORKER_KEYS:

@@ -368,13 +368,19 @@ class Missing:
     workers: list[str]
 
 
+def absent_modules(cls: type[Provider]) -> list[str]:
+    """The modules a provider class needs that are not installed (a dotted one's package is looked up first:
+    find_spec on a submodule of a missing package raises)."""
+    return [m for m in cls.requires if importlib.util.find_spec(m.split(".")[0]) is None or importlib.util.find_spec(m) is None]
+
+
 def missing_requirements(spec: PoolSpec) -> list[Missing]:
     """Every API key variable that is unset and every provider SDK that is not installed, with the
     workers that need them (the conductor backend included): a pool is used whole, so all count."""
     found: dict[tuple[str, str], Missing] = {}
     for worker in spec.all_workers():
         cls = provider_class(worker.provider)
-        absent = [m for m in cls.requires if importlib.util.find_spec(m.split(".")[0]) is None or importlib.util.find_spec(m) is None]
+        absent = absent_modules(cls)
         if absent:
             fix = f"pip install 'openconductor[{cls.extra}]'" if cls.extra else f"pip install {absent[0]}"
             found.setdefault(("sdk", absent[0]), Missing("sdk", absent[0], fix, [])).workers.append(worker.name)

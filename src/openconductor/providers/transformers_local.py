@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -26,7 +25,7 @@ from typing import Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..pool import BUILTIN_CONDUCTOR, PoolConfigError, PoolSpec, Provider, ProviderError, TokenCallback, WorkerSpec
+from ..pool import BUILTIN_CONDUCTOR, PoolConfigError, absent_modules, PoolSpec, Provider, ProviderError, TokenCallback, WorkerSpec
 from ..records import Completion, Usage
 from ..workflow import WorkflowFormat
 
@@ -180,7 +179,7 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *, engine: Engine = "aut
     backend, why = _llamacpp_backend(path, manifest) if engine in ("auto", "llama.cpp") else (None, "")
     if backend is None and engine == "llama.cpp":
         raise PoolConfigError(f"--conductor: {path} has no llama.cpp copy ({path / CONDUCTOR_GGUF}): {why}")
-    if backend is None and engine == "auto" and not all(importlib.util.find_spec(m) for m in TransformersProvider.requires):
+    if backend is None and engine == "auto" and absent_modules(TransformersProvider):
         # Without torch the transformers fallback cannot run either: say what stopped llama.cpp, which is
         # the usual fix (e.g. the base model's package), before the heavy alternative.
         raise PoolConfigError(f"--conductor: no llama.cpp copy of {path} ({why}); planning with transformers instead "

@@ -221,12 +221,8 @@ def with_bare_questions(cfg: TrainConfig, spec: PoolSpec, shown: list[dict], ite
     instruction), the targets unchanged. A prompt's consecutive targets keep one form: they share its
     forward pass. Rows whose question has no bare form stay as they are."""
     bare = {item.question: item for item in items if item.bare}
-    runs: list[list[int]] = []  # indices of consecutive rows with the same prompt
-    for i, row in enumerate(shown):
-        if runs and shown[runs[-1][0]]["prompt"] == row["prompt"]:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
+    # Indices of consecutive rows with the same prompt.
+    runs = [list(run) for _, run in itertools.groupby(range(len(shown)), key=lambda i: shown[i]["prompt"])]
     by_domain: dict[str, list[list[int]]] = {}
     for run in runs:
         if shown[run[0]]["question"] in bare:

@@ -191,11 +191,11 @@ def batch_metrics(samples: list[Sample], groups: list[str], domains: Optional[li
         metrics[f"{domain}/format_error_rate"] = sum(not s.parsed for s in group) / len(group)
         if ok:
             metrics[f"{domain}/steps_per_workflow"] = sum(s.steps for s in ok) / len(ok)
-            for name, count in Counter(s.workers[-1] for s in ok).items():
-                metrics[f"{domain}/final_worker/{name}"] = count / len(ok)
-            # The first step answers from the question alone: in solve-then-check plans, the author.
-            for name, count in Counter(s.workers[0] for s in ok).items():
-                metrics[f"{domain}/first_worker/{name}"] = count / len(ok)
+            # The first step answers from the question alone (in solve-then-check plans, the author); the
+            # final step has the last word.
+            for which, at in (("first", 0), ("final", -1)):
+                for name, count in Counter(s.workers[at] for s in ok).items():
+                    metrics[f"{domain}/{which}_worker/{name}"] = count / len(ok)
     return metrics
 
 
