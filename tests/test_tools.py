@@ -12,7 +12,8 @@ import pytest
 
 from openconductor.executor import build_messages, parse_worker_message, solve
 from openconductor.policies.baselines import GivenWorkflow
-from openconductor.pool import Pool, PoolConfigError, PoolSpec, WorkerCallError, WorkerSpec, make_provider
+from openconductor.pool import Pool, PoolConfigError, PoolSpec, WorkerCallError, WorkerSpec
+from openconductor.providers.base import make_provider
 from openconductor.providers.python_tool import find_code, python_blocks
 from openconductor.providers.retrieval import CorpusError, RetrievalOptions, load_corpus
 from openconductor.providers.simulated import register_responder

@@ -139,7 +139,7 @@ async def test_transformers_engine_plans_under_the_runtime_grammar(tmp_path):
     """`--conductor-engine transformers` applies the runtime's workflow grammar through the same automaton
     as the rollouts: a random model's plans all parse, greedy or sampled; GBNF it cannot walk is refused."""
     from openconductor.policies.lm import workflow_grammar
-    from openconductor.pool import ProviderError
+    from openconductor.providers.base import ProviderError
     from openconductor.providers.transformers_local import TransformersProvider
     from openconductor.workflow import parse_and_validate
 

@@ -23,7 +23,8 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..answer_format import AnswerFormat, content_schema
-from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
+from ..pool import PoolConfigError, WorkerSpec
+from .base import Provider, ProviderError, TokenCallback
 from ..records import Completion, Usage
 
 

@@ -18,7 +18,8 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..answer_format import AnswerFormat, NamedTool, new_call_id
-from ..pool import Provider, ProviderError, TokenCallback, WorkerSpec
+from ..pool import WorkerSpec
+from .base import Provider, ProviderError, TokenCallback
 from ..records import Completion, ToolCall, Usage
 from .common import TRANSPORT_ERRORS, api_key, status_error, transport_error
 

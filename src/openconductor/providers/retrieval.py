@@ -27,7 +27,8 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
+from ..pool import PoolConfigError, WorkerSpec
+from .base import Provider, ProviderError, TokenCallback
 from ..records import Completion
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}

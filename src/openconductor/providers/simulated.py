@@ -17,7 +17,8 @@ from typing import Callable, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..answer_format import AnswerFormat, new_call_id
-from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
+from ..pool import PoolConfigError, WorkerSpec
+from .base import Provider, ProviderError, TokenCallback
 from ..records import Completion, ToolCall, Usage
 
 # A worker's context holds this once the caller has run a tool (see server/requests.render_question).

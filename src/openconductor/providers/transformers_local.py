@@ -25,7 +25,8 @@ from typing import Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..pool import BUILTIN_CONDUCTOR, PoolConfigError, absent_modules, PoolSpec, Provider, ProviderError, TokenCallback, WorkerSpec
+from ..pool import BUILTIN_CONDUCTOR, PoolConfigError, PoolSpec, WorkerSpec
+from .base import Provider, ProviderError, TokenCallback, absent_modules
 from ..records import Completion, Usage
 from ..workflow import WorkflowFormat
 
