@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..answer_format import AnswerFormat
 from ..pool import PoolConfigError, WorkerSpec
-from .base import Provider, ProviderError, TokenCallback
 from ..records import Completion, Usage
+from .base import Provider, ProviderError, TokenCallback
 from .common import TRANSPORT_ERRORS, api_key, split_system, status_error, transport_error
 
 # An error event inside a 200 stream carries only its type; its HTTP equivalent decides retrying.

@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict
 
 from ..answer_format import AnswerFormat
 from ..pool import PoolConfigError, WorkerSpec
-from .base import Provider, ProviderError, TokenCallback
 from ..records import Completion, Usage
+from .base import Provider, ProviderError, TokenCallback
 from .common import TRANSPORT_ERRORS, api_key, split_system, status_error, transport_error
 
 try:

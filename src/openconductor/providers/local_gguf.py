@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..answer_format import AnswerFormat, content_schema
 from ..pool import PoolConfigError, WorkerSpec
-from .base import Provider, ProviderError, TokenCallback
 from ..records import Completion, Usage
+from .base import Provider, ProviderError, TokenCallback
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..answer_format import AnswerFormat, NamedTool, new_call_id
 from ..pool import WorkerSpec
-from .base import Provider, ProviderError, TokenCallback
 from ..records import Completion, ToolCall, Usage
+from .base import Provider, ProviderError, TokenCallback
 from .common import TRANSPORT_ERRORS, api_key, status_error, transport_error
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..answer_format import AnswerFormat, new_call_id
 from ..pool import PoolConfigError, WorkerSpec
-from .base import Provider, ProviderError, TokenCallback
 from ..records import Completion, ToolCall, Usage
+from .base import Provider, ProviderError, TokenCallback
 
 # A worker's context holds this once the caller has run a tool (see server/requests.render_question).
 TOOL_RESULT_MARK = "Tool result"

@@ -26,9 +26,9 @@ from typing import Literal, Optional, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..pool import BUILTIN_CONDUCTOR, PoolConfigError, PoolSpec, WorkerSpec
-from .base import Provider, ProviderError, TokenCallback, absent_modules
 from ..records import Completion, Usage
 from ..workflow import WorkflowFormat
+from .base import Provider, ProviderError, TokenCallback, absent_modules
 
 log = logging.getLogger(__name__)
 
