@@ -20,7 +20,7 @@ GPU_CONFIG = ROOT / "examples" / "train_gpu_smollm2.toml"
 
 
 def test_gguf_file_named_by_path(tmp_path, monkeypatch):
-    from openconductor.train.models import ModelSourceError, gguf_source, resolve_model
+    from openconductor.model_files import ModelSourceError, gguf_source, resolve_model
 
     with pytest.raises(ModelSourceError, match="GGUF file not found"):
         gguf_source(f"gguf:{tmp_path / 'missing.gguf'}")

@@ -35,7 +35,7 @@ async def grade_answer(task: str, answer: str, reference: Any, options: Optional
     (``agrade``: off this event loop, so a slow grade never stalls the other rollouts), with the
     question's grader ``options`` (e.g. a reasoning-gym generator's name)."""
     if task == "simulated":
-        from .world import grade_simulated
+        from ..sim.world import grade_simulated
 
         well_formed, correct = grade_simulated(answer, reference)
         return well_formed, float(correct)

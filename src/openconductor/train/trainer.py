@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..cache import ResponseCache
+from ..model_files import resolve_model
 from ..pool import PoolSpec, load_pool
 from ..providers.transformers_local import MANIFEST
 from ..workflow import Step, Workflow, parse
 from .config import TrainConfig, TrainConfigError
 from .data import build_rows, load_items, prompt_for, with_bare_questions
-from .models import resolve_model
 from .reward import WorkflowReward
 
 log = logging.getLogger(__name__)
@@ -295,7 +295,8 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from .rollout import SharedPromptRollout, generate_batch
+    from ..decoding import generate_batch
+    from .rollout import SharedPromptRollout
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     spec, model, tokenizer, rows = prepare(cfg, model=model, tokenizer=tokenizer, pool_spec=pool_spec, warmup=warmup)
