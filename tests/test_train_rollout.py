@@ -139,17 +139,16 @@ def test_constrained_sampling_always_yields_a_valid_workflow(tmp_path):
 async def test_transformers_engine_plans_under_the_runtime_grammar(tmp_path):
     """`--conductor-engine transformers` applies the runtime's workflow grammar through the same automaton
     as the rollouts: a random model's plans all parse, greedy or sampled; GBNF it cannot walk is refused."""
-    from openconductor.policies.lm import workflow_grammar
     from openconductor.providers.base import ProviderError
     from openconductor.providers.transformers_local import TransformersProvider
-    from openconductor.workflow import parse_and_validate
+    from openconductor.workflow import WorkflowFormat, parse_and_validate
 
     tok = _char_tokenizer(tmp_path / "chars")
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**{**CONFIG, "vocab_size": len(tok)}), dtype=torch.float32)
     provider = TransformersProvider.from_model(model, tok)
     assert provider.supports_grammar
-    grammar = workflow_grammar(3, 2, max_tokens=160)
+    grammar = WorkflowFormat.bounded(3, 2, 160).grammar()
     messages = [{"role": "user", "content": "plan it"}]
     texts = set()
     for temperature, seed in [(0.0, None), (1.0, 1), (1.0, 2), (1.0, 3)]:
