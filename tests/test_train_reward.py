@@ -189,7 +189,7 @@ async def test_on_policy_recursion_blends_first_round_reward():
 
 def test_pool_randomization_renumbers_and_shows_only_the_subset():
     cfg = load_train_config(ROOT / "examples" / "train_cpu_smollm2.toml", {"randomize.enabled": True, "randomize.k_min": 2, "randomize.k_max": 3, "data.n_train": 12, "prompt.show": "names",
-                                                                      "warmup_sft.candidates": 0})  # the domain search needs a fixed pool
+                                                                      "search.candidates": 0})  # the domain search needs a fixed pool
     spec = load_pool(cfg.path(cfg.pool))
     rows = build_rows(cfg, spec, load_items(cfg))
     for row in rows:
