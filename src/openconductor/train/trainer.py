@@ -24,7 +24,7 @@ from ..model_files import resolve_model
 from ..pool import PoolSpec, load_pool
 from ..providers.transformers_local import MANIFEST
 from .config import TrainConfig, TrainConfigError
-from .data import build_rows, load_items, prompt_for, with_bare_questions
+from .data import TrainRow, build_rows, load_items, prompt_for, with_bare_questions
 from .reward import WorkflowReward, replay_store
 from .search import warmup_targets
 
@@ -274,8 +274,8 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
         # "bare": asked without the task's answer-format instruction).
         with open(out_dir / WARMUP_TARGETS, "w") as f:
             for row, old, target in zip(shown, suffixed, targets):
-                f.write(json.dumps({"domain": row["domain"], "question": row["question"], "target": target, "bare": row is not old}) + "\n")
-        losses = warmup_format(model, tokenizer, [row["prompt"] for row in shown], targets, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
+                f.write(json.dumps({"domain": row.domain, "question": row.question, "target": target, "bare": row is not old}) + "\n")
+        losses = warmup_format(model, tokenizer, [row.prompt for row in shown], targets, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
         export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses})
     return spec, model, tokenizer, rows
 
@@ -312,14 +312,14 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
         rollout = SharedPromptRollout(
             tokenizer, max_new_tokens=settings["max_completion_length"], temperature=settings["temperature"],
             top_p=settings.get("top_p", 1.0), seed=settings.get("seed", 0),
-            formats={chat(row["prompt"]): row_format(cfg, row) for row in rows} if cfg.rollout.constrained else None,
+            formats={chat(row.prompt): row_format(cfg, row) for row in rows} if cfg.rollout.constrained else None,
         )
     trainer_class = conductor_trainer_class() if shared else GRPOTrainer
     trainer = trainer_class(
         model=model,
         reward_funcs=[reward.workflow_reward],
         args=grpo_args(cfg),
-        train_dataset=Dataset.from_list(rows),
+        train_dataset=Dataset.from_list([row.columns() for row in rows]),
         processing_class=tokenizer,
         callbacks=_callbacks(cfg, reward),
         rollout_func=rollout,
@@ -343,7 +343,7 @@ def _load_weights(model, path: Path) -> None:
     log.info("loaded the format warm-up from %s", path)
 
 
-def _check_rollouts_admit(cfg: TrainConfig, shown: list[dict], targets: list[str]) -> None:
+def _check_rollouts_admit(cfg: TrainConfig, shown: list[TrainRow], targets: list[str]) -> None:
     """Constrained rollouts must be able to write what the warm-up teaches: a target longer than the
     rollout format's bounds would be cut mid-subtask on every GRPO sample (and at run time)."""
     if not cfg.rollout.constrained:
@@ -357,9 +357,9 @@ def _check_rollouts_admit(cfg: TrainConfig, shown: list[dict], targets: list[str
             )
 
 
-def row_format(cfg: TrainConfig, row: dict):
+def row_format(cfg: TrainConfig, row: TrainRow):
     """The output format a dataset row's prompt asks for (its pool size; round 2 may accept)."""
-    return cfg.rollout.format(len(row["workers"]), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, recursive=row["round"] == 2)
+    return cfg.rollout.format(len(row.workers), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, recursive=row.round == 2)
 
 
 def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False) -> Path:
