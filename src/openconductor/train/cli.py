@@ -192,21 +192,25 @@ def export_gguf_command(
 ):
     """Write CHECKPOINT/conductor.gguf so ask/serve plan with llama.cpp."""
     require("train", "torch", "transformers", "peft", "gguf")
-    from ..providers.transformers_local import MANIFEST, load_checkpoint, read_manifest
+    from ..manifest import ManifestError, has_manifest, read_manifest
+    from ..providers.transformers_local import load_checkpoint
     from .gguf_export import export_trained
 
     if not checkpoint.is_dir():
         fail(f"checkpoint dir not found: {checkpoint}")
-    manifest = read_manifest(checkpoint)
-    base = base or manifest.get("model")
+    try:
+        manifest = read_manifest(checkpoint)
+    except ManifestError as exc:
+        fail(str(exc))
+    base = base or manifest.model
     if not base or not base.startswith("gguf:"):
         fail(f"{checkpoint}: pass --base gguf:<package or file> (the model it was trained from); got {base!r}")
     model, _ = load_checkpoint(checkpoint)
     file = export_trained(model, base, checkpoint)
     if file is None:
         fail(f"could not write a GGUF for {checkpoint} (see the warning above)")
-    if manifest:
-        (checkpoint / MANIFEST).write_text(json.dumps({**manifest, "model": base, "gguf": file.name}, indent=2))
+    if has_manifest(checkpoint):
+        manifest.model_copy(update={"model": base, "gguf": file.name}).write(checkpoint)
     console.print(f"wrote {file}\nuse it: conductor ask --conductor {checkpoint} \"QUESTION\"")
 
 

@@ -15,14 +15,13 @@ import csv
 import dataclasses
 import json
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 from ..model_files import resolve_model
 from ..pool import PoolSpec, load_pool
-from ..providers.transformers_local import MANIFEST
+from ..manifest import ConductorManifest, PoolInfo, PromptInfo, has_manifest
 from .config import TrainConfig, TrainConfigError
 from .data import TrainRow, build_rows, load_items, prompt_for, with_bare_questions
 from .reward import WorkflowReward, replay_store
@@ -258,7 +257,7 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
     items = load_items(cfg)
     rows = build_rows(cfg, spec, items)
     w = cfg.warmup_sft
-    if warmup and w.examples and (out_dir / "warmup" / MANIFEST).exists():
+    if warmup and w.examples and has_manifest(out_dir / "warmup"):
         _load_weights(model, out_dir / "warmup")  # a warm-up done before (an interrupted or repeated run)
     elif warmup and w.examples:
         extra: dict[str, Any] = {"stage": "format warm-up"}
@@ -276,7 +275,7 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
             for row, old, target in zip(shown, suffixed, targets):
                 f.write(json.dumps({"domain": row.domain, "question": row.question, "target": target, "bare": row is not old}) + "\n")
         losses = warmup_format(model, tokenizer, [row.prompt for row in shown], targets, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
-        export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses})
+        export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses}, pool=spec)
     return spec, model, tokenizer, rows
 
 
@@ -380,7 +379,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False) 
     if reward.cache is not None:  # what the replay store saved: calls answered from it vs executed
         extra["replay"] = {k: v for k, v in reward.cache.metrics().items() if k != "per_worker"}
         reward.cache.close()
-    return export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra=extra)
+    return export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra=extra, pool=reward.pool_spec)
 
 
 def _latest_checkpoint(out_dir: Path) -> Optional[Path]:
@@ -388,8 +387,9 @@ def _latest_checkpoint(out_dir: Path) -> Optional[Path]:
     return found[-1] if found else None
 
 
-def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dict] = None) -> Path:
-    """Save a conductor the runtime loads: LoRA adapter (or merged/full model) + tokenizer + manifest."""
+def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dict] = None, pool: Optional[PoolSpec] = None) -> Path:
+    """Save a conductor the runtime loads: LoRA adapter (or merged/full model) + tokenizer + manifest
+    (``pool``: the pool it was trained on, default the config's)."""
     target.mkdir(parents=True, exist_ok=True)
     is_peft = hasattr(model, "peft_config")
     mode = cfg.run.export
@@ -406,15 +406,14 @@ def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dic
         mode = "full"
     model.save_pretrained(target, safe_serialization=True)
     tokenizer.save_pretrained(target)
-    manifest = {
-        "format": "openconductor-conductor/1",
-        "kind": mode,
-        "base_model": _base_source(cfg) if mode == "adapter" else None,
-        "prompt": dataclasses.asdict(cfg.prompt),
-        "pool": str(cfg.pool_path),
-        "model": cfg.model.name,
-        "gguf": gguf.name if gguf else None,  # llama.cpp copy of the same weights (ask/serve prefer it)
+    spec = pool or load_pool(cfg.pool_path)
+    ConductorManifest(
+        kind=mode,
+        base_model=_base_source(cfg) if mode == "adapter" else None,
+        prompt=PromptInfo(**dataclasses.asdict(cfg.prompt)),
+        pool=PoolInfo(name=spec.name, workers=[w.name for w in spec.workers], path=str(cfg.pool_path)),
+        model=cfg.model.name,
+        gguf=gguf.name if gguf else None,  # llama.cpp copy of the same weights (ask/serve prefer it)
         **(extra or {}),
-    }
-    (target / MANIFEST).write_text(json.dumps(manifest, indent=2, default=lambda x: x if not isinstance(x, float) or math.isfinite(x) else None))
+    ).write(target)
     return target
