@@ -1,14 +1,23 @@
-"""Math answers (MATH500 style): math-verify first, then LaTeX normalisation and exact match."""
+"""Math answers (MATH500 style): math-verify first, then LaTeX normalisation and exact match.
+
+The stated answer is found by the one rule (:mod:`.final_answer`). Before math-verify sees it, it must
+be one value: math-verify reads ``3 \\vee 5``, ``3 \\implies 5`` or ``3 = 5`` as their last part (5),
+so an answer that joins values with a connective the reference does not use scores 0, and every side of
+an equation (after a leading label, "x = 5") must equal the reference. A percent sign is dropped on
+both sides, as MATH's own normalisation does: ``5\\%`` is 5, never 0.05.
+"""
 
 from __future__ import annotations
 
 import re
+import time
 from fractions import Fraction
 from typing import Any, Optional
 
 from ._mathworker import MathVerifyTimeout, verify
 from .base import Grade, GraderError, register_grader
-from .extract import answer_phrase, brace_pairs, final_segment, last_boxed
+from .extract import brace_pairs, final_segment, last_boxed, unicode_to_latex
+from .final_answer import final_answers, judge
 
 # ------------------------------------------------------------------------------------ normalisation
 
@@ -83,20 +92,64 @@ def as_number(text: str) -> Optional[Fraction]:
         return None
 
 
-def extract_math_answer(response: str) -> Optional[str]:
-    """The answer expression: last \\boxed{} in the last <answer> block, else "the answer is ...",
-    else a short one-line reply itself; None when only a long explanation is left."""
-    seg = final_segment(response)
-    boxed = last_boxed(seg)
-    if boxed is not None:
-        return boxed
-    phrase = answer_phrase(seg)
-    if phrase is not None:
-        return phrase
-    lines = [line for line in seg.strip().splitlines() if line.strip()]
+def _bare_answer(response: str) -> Optional[str]:
+    """A reply that states no explicit answer: a short one-line reply is the answer itself."""
+    lines = [line for line in final_segment(response).strip().splitlines() if line.strip()]
     if len(lines) == 1 and len(lines[0]) <= 80:
         return lines[0].strip().strip("$").strip()
     return None
+
+
+# ------------------------------------------------------------------------------------- one value
+
+# Connectives that join several values: math-verify would grade only their last part.
+_JOINERS = re.compile(
+    r"\\(?:vee|lor|wedge|land|bigvee|bigwedge|implies|impliedby|Rightarrow|Longrightarrow|rightarrow|to|"
+    r"iff|Leftrightarrow|Longleftrightarrow|mid|cup|cap|setminus|pm|mp|quad|qquad)(?![A-Za-z])"
+    r"|\\\\|;|(?i:\b(?:or|and|either)\b)",
+)
+_LIST_JOINERS = {";", "and"}  # "3 and 5" is the list "3, 5" when the reference is a list
+# Equality-like relations: every side of one must be the answer ("2^{10} = 1024" is 1024, "3 = 5" is not 5).
+_EQUALS = re.compile(r":=|\\(?:approx|equiv|sim|simeq|cong|coloneqq)(?![A-Za-z])|(?<![<>!=\\])=(?!=)")
+_PERCENT = re.compile(r"\\?%")
+_COMMAND = re.compile(r"\\[A-Za-z]++")
+
+
+def _plain(text: str) -> str:
+    """The answer as math-verify will read it: Unicode super/subscripts and fractions as LaTeX, no percent sign."""
+    return _PERCENT.sub("", unicode_to_latex(text)).strip()
+
+
+def _top_level_split(text: str, pattern: re.Pattern) -> list[str]:
+    """``text`` split at ``pattern`` where it is outside every brace, bracket and parenthesis."""
+    parts, depth, start = [], 0, 0
+    for m in re.finditer(r"[{}()\[\]]|" + pattern.pattern, text):
+        if m.group() in ("{", "(", "["):
+            depth += 1
+        elif m.group() in ("}", ")", "]"):
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            parts.append(text[start : m.start()])
+            start = m.end()
+    parts.append(text[start:])
+    return parts
+
+
+def _sides(answer: str, ref: str) -> tuple[list[str], Optional[str]]:
+    """The values an answer states, each to be checked against the reference, or (no values, why not)."""
+    joiners = {m.group().lower() for m in _JOINERS.finditer(answer)} - {m.group().lower() for m in _JOINERS.finditer(ref)}
+    if "," in ref:
+        joiners -= _LIST_JOINERS
+    if joiners:
+        return [], f"the answer joins several values ({', '.join(sorted(joiners))}); the reference is one"
+    if _EQUALS.search(ref):
+        return [answer], None
+    sides = [side.strip() for side in _top_level_split(answer, _EQUALS)]
+    if len(sides) > 1 and re.search(r"[A-Za-z]", _COMMAND.sub("", sides[0])):
+        sides = sides[1:]  # "x = 5", "f(2) = 5": a label, then the value
+    if not all(sides):
+        return [], "an equation with an empty side"
+    return sides, None
 
 
 # ------------------------------------------------------------------------------------------- grader
@@ -114,41 +167,74 @@ def _reference(reference: Any) -> str:
     return boxed if boxed is not None else ref
 
 
-@register_grader("math")
-def grade_math(response: str, reference: Any, *, timeout_s: float = 5.0, use_math_verify: bool = True) -> Grade:
-    """Correct if math-verify proves the answers equal, or their normalised forms / values match."""
-    ref = _reference(reference)
-    extracted = extract_math_answer(response)
-    if not response.strip():
-        return Grade(0.0, None, "empty response")
-    note = ""
-    if use_math_verify:
-        # Boxing the extracted answer makes math-verify take exactly it; with no extraction it searches
-        # the whole reply itself (its own last-expression heuristics).
-        pred = f"$\\boxed{{{extracted}}}$" if extracted is not None else final_segment(response)
+class _Verifier:
+    """math-verify for one grade, all its calls within one ``timeout_s`` budget."""
+
+    def __init__(self, timeout_s: float, enabled: bool) -> None:
+        self.deadline = time.monotonic() + timeout_s
+        self.timeout_s, self.enabled, self.note = timeout_s, enabled, ""
+
+    def __call__(self, ref: str, pred: str) -> Optional[dict]:
+        left = self.deadline - time.monotonic()
+        if not self.enabled or left <= 0:
+            return None
         try:
-            reply = verify(ref, pred, timeout_s)
+            return verify(ref, pred, left)
         except MathVerifyTimeout:
-            reply = None
-            note = f"math-verify exceeded {timeout_s:g} s (worker killed); "
+            self.note = f"math-verify exceeded {self.timeout_s:g} s (worker killed); "
         except RuntimeError as exc:
-            reply = None
-            note = f"math-verify unavailable ({exc}); "
-        if reply is not None:
-            if reply["ok"]:
-                return Grade(1.0, extracted or reply.get("pred"), "math-verify: equivalent")
-            if reply.get("error"):
-                note = f"math-verify: {reply['error']}; "
-            else:
-                note = "math-verify: not equivalent; "
-            if extracted is None and reply.get("pred"):
-                extracted = reply["pred"]
-    if extracted is None:
-        return Grade(0.0, None, note + "no answer found (no <answer>, \\boxed{} or 'the answer is')")
-    got, want = normalize_math(extracted), normalize_math(ref)
+            self.note = f"math-verify unavailable ({exc}); "
+        self.enabled = False
+        return None
+
+
+def _equal(side: str, ref: str, mv: _Verifier) -> tuple[bool, str]:
+    """Is one value equal to the reference: math-verify, else normalised text or exact fraction."""
+    reply = mv(ref, f"$\\boxed{{{side}}}$")  # boxed: math-verify takes exactly this expression
+    if reply is not None and reply["ok"]:
+        return True, "math-verify: equivalent"
+    note = mv.note
+    if reply is not None:
+        note = f"math-verify: {reply['error']}; " if reply.get("error") else "math-verify: not equivalent; "
+    got, want = normalize_math(side), normalize_math(ref)
     if got == want:
-        return Grade(1.0, extracted, note + "normalised exact match")
+        return True, note + "normalised exact match"
     a, b = as_number(got), as_number(want)
     if a is not None and b is not None and a == b:
-        return Grade(1.0, extracted, note + "equal numeric value")
-    return Grade(0.0, extracted, note + f"normalised {got!r} != {want!r}")
+        return True, note + "equal numeric value"
+    return False, note + f"normalised {got!r} != {want!r}"
+
+
+def _grade_answer(answer: str, ref: str, mv: _Verifier) -> Grade:
+    """One stated answer against the reference: it must be one value, and every side of it equal."""
+    sides, why = _sides(_plain(answer), _plain(ref))
+    if why is not None:
+        return Grade(0.0, answer, why)
+    reasons = []
+    for side in sides:
+        ok, reason = _equal(side, _plain(ref), mv)
+        if not ok:
+            return Grade(0.0, answer, reason if len(sides) == 1 else f"{side!r} of {answer!r}: {reason}")
+        reasons.append(reason)
+    return Grade(1.0, answer, reasons[-1] + (f" (all {len(sides)} sides of the equation)" if len(sides) > 1 else ""))
+
+
+@register_grader("math")
+def grade_math(response: str, reference: Any, *, timeout_s: float = 5.0, use_math_verify: bool = True) -> Grade:
+    """Correct if the stated answer is one value that math-verify proves equal to the reference, or
+    whose normalised form / exact value matches; every stated final answer must be."""
+    ref = _reference(reference)
+    if not response.strip():
+        return Grade(0.0, None, "empty response")
+    mv = _Verifier(timeout_s, use_math_verify)
+    statements = final_answers(response)
+    if statements:
+        return judge(statements, lambda s: _grade_answer(s.text, ref, mv))
+    answer = _bare_answer(response)
+    if answer is None:
+        # No explicit answer: math-verify picks the reply's last expression, and that is graded as one.
+        reply = mv(ref, final_segment(response))
+        answer = reply.get("pred") if reply is not None else None
+    if not answer:
+        return Grade(0.0, None, mv.note + "no answer found (no <answer>, \\boxed{} or 'the answer is')")
+    return _grade_answer(answer, ref, mv)
