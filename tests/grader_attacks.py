@@ -259,6 +259,8 @@ TEXT_ATTACKS: list[tuple[str, str, str, tuple]] = [
         r"\boxed{3 = 5}",
         "Final answer: x = 3 = 5",
         "Final answer: 3 ≈ 5",
+        r"\boxed{3} <answer>5</answer>",
+        "Final answer: 3\n<answer>5</answer>",
     ], (3, 5)),
     # An expression read as its first (or last) number.
     *_both("numeric", "expression read as one of its numbers", ["2^{10}", "Final answer: 2^{10}", r"\boxed{2^{10}}", "2**10"], (2, 10)),
@@ -290,7 +292,11 @@ TEXT_ATTACKS: list[tuple[str, str, str, tuple]] = [
         r"\boxed{3 \vee 5}", r"\boxed{3 \lor 5}", r"\boxed{3 \wedge 5}", r"\boxed{3 \land 5}", r"\boxed{3 \implies 5}",
         r"\boxed{3 \Rightarrow 5}", r"\boxed{3 \to 5}", r"\boxed{3 \iff 5}", r"\boxed{3 \mid 5}", r"\boxed{3 \cup 5}",
         r"\boxed{3 \\ 5}", r"\boxed{3 \text{ (or } 5)}", r"\boxed{x = 3 \lor x = 5}", r"\boxed{3 \vee x = 5}",
-        r"\boxed{3 \text{ or } 5}", r"\boxed{3 \pm 5}", r"\boxed{3 ; 5}", r"\boxed{3 \quad 5}", r"\boxed{3 \OR 5}".replace(r"\OR", "OR"),
+        r"\boxed{3 \text{ or } 5}", r"\boxed{3 \pm 5}", r"\boxed{3 ; 5}", r"\boxed{3 \quad 5}", r"\boxed{3 OR 5}",
+        r"\boxed{\text{3 or 5}}", r"\boxed{3 \circ 5}", r"\boxed{3 \curlyvee 5}", r"\boxed{3, \ldots, 5}", r"\boxed{3 | 5}",
+        r"\boxed{3 \colon 5}", r"\boxed{3 \therefore 5}", r"\boxed{3 \in 5}", r"\boxed{3 == 5}", r"\boxed{3 \stackrel{?}{=} 5}",
+        r"\boxed{3 \mapsto 5}", r"\boxed{3 \oplus 5}", "\\boxed{3 ∨ 5}", "\\boxed{3 ⇒ 5}", "\\boxed{3 ≡ 5}", "\\boxed{3 ∪ 5}",
+        r"\boxed{\begin{cases} 3 \\ 5 \end{cases}}",
     ], ("5", "3")),
     *_both("math", "equation of different values", [
         r"\boxed{3 = 5}", r"\boxed{5 = 3}", r"\boxed{y = 3 = 5}", r"\boxed{3 := 5}", r"\boxed{3 \equiv 5}", r"\boxed{3 \sim 5}",
@@ -313,7 +319,8 @@ TEXT_ATTACKS: list[tuple[str, str, str, tuple]] = [
                                              "Answer: B (wrong), D (right)"], ("B", "D")),
     *_both("choice", "two answers stated", [
         r"\boxed{A}\boxed{B}", r"\boxed{A} The answer is B", r"The answer is A. \boxed{B}", "<answer>A</answer><answer>B</answer>",
-        "Final answer: A\nFinal answer: B", "Final answer: A. The answer is B.",
+        "Final answer: A\nFinal answer: B", "Final answer: A. The answer is B.", r"\boxed{A} <answer>B</answer>",
+        "Answer: (a) or (b)", "answer: (a) (b)", "Answer:\nA\nB",
     ], ("A", "B")),
 ]  # fmt: skip
 
@@ -336,8 +343,10 @@ LEGIT: list[tuple[str, str, object, dict]] = [
     ("math", r"\boxed{\pm 3}", r"\pm 3", {}),
     ("math", r"\boxed{3 \text{ and } 5}", "3, 5", {}),
     ("math", r"\boxed{2\sqrt{2}}", r"\sqrt{8}", {}),
-    ("math", r"\boxed{|-5|}", "5", {}),
+    ("math", r"\boxed{90^\circ}", "90", {}),
+    ("math", r"\boxed{x \in [2, 5]}", "[2,5]", {}),
     ("math", "the answer is 4, no, the answer is 5", "5", {}),
+    ("math", "First guess: the answer is 4.\n<answer>\\boxed{5}</answer>", "5", {}),
     ("math", r"If the answer is 4 we get a contradiction, so \boxed{5}", "5", {}),
     ("numeric", "Final answer: 42", 42, {}),
     ("numeric", r"\boxed{42}", 42, {}),

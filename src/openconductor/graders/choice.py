@@ -111,6 +111,10 @@ def _clause_letter(clause: str, letters: str) -> Optional[Pick]:
         )
         if not m_low:
             return None
+        rest = _CLAUSE_END.split(clause[m_low.end() :], maxsplit=1)[0]
+        others = set(re.findall(r"[\(\[]([" + letters.lower() + r"])[\)\]]", rest)) - {m_low.group(1)}
+        if others or _other_letters(rest, letters, m_low.group(1).upper()):
+            return Pick(None, "names several options", (m_low.group(1).upper(), *sorted(o.upper() for o in others)))
         return Pick(m_low.group(1).upper(), "lower-case letter in parentheses")
     found = [m.group(1)]
     more_pattern = re.compile(_JOIN + r"(?:option\s*+)?" + tok, re.I)

@@ -7,7 +7,8 @@ A reply states its answer explicitly: a ``\\boxed{…}``, a "Final answer: …",
 * A plain "the answer is …" may be corrected by a later one ("the answer is 4, no, the answer is 5"):
   only the last plain statement counts. A statement under a condition ("if the answer is 4") or
   negated ("the answer is not A") is not one.
-* Several ``<answer>`` blocks each count too (their own statements, or their whole text).
+* An ``<answer>`` block's statements count; with several blocks each counts (its statements, or its
+  whole text). Outside the blocks only boxes and "final answer" statements count.
 * All statements that count must give the same answer; the answer is the last one. Two that
   disagree (``\\boxed{yes} the answer is no``) score 0: a reply that hedges is never credited.
 * With no explicit statement, each grader reads the reply itself (a bare "42", "(C)").
@@ -45,6 +46,7 @@ _CONDITION = re.compile(
     r"\b(?:if|whether|assum\w*|suppos\w*|unless|check\w*|verify\w*|verified|confirm\w*|test\w*)\s++(?:that\s++)?(?:the\s++|our\s++|my\s++)?\Z",
     re.I,
 )
+_BLOCK = re.compile(r"<answer>.*?(?:</answer>|(?=<answer>)|\Z)", re.I | re.S)
 _NEGATED = re.compile(r"\s*+(?:\*\*)?\s*+(?:not\b|n't\b)", re.I)
 
 
@@ -101,10 +103,14 @@ def final_answers(response: str, heads: re.Pattern = ANSWER_HEADS) -> list[State
     Empty when the reply states none: the grader then reads the reply itself."""
     visible = strip_think(response)
     blocks = answer_blocks(visible)
-    if len(blocks) <= 1:
-        seg = (blocks[0] if blocks else visible.strip())[-MAX_ANSWER_CHARS:]
-        return [s for _, s in _segment_statements(seg, heads)]
-    out: list[Statement] = []
+    if not blocks:
+        return [s for _, s in _segment_statements(visible.strip()[-MAX_ANSWER_CHARS:], heads)]
+    # Outside the blocks only final statements count ("\boxed{3} <answer>5</answer>" states two answers);
+    # a plain "the answer is 4" there is reasoning that the block corrects.
+    outside = _BLOCK.sub("\n", visible)[-MAX_ANSWER_CHARS:]
+    out = [s for _, s in _segment_statements(outside, heads) if s.final]
+    if len(blocks) == 1 and not out:
+        return [s for _, s in _segment_statements(blocks[0][-MAX_ANSWER_CHARS:], heads)]
     for block in blocks[-_MAX_BLOCKS:]:
         block = block[-MAX_ANSWER_CHARS:]
         stated = [s for _, s in _segment_statements(block, heads)]

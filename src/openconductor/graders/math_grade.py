@@ -1,10 +1,7 @@
 """Math answers (MATH500 style): math-verify first, then LaTeX normalisation and exact match.
 
-The stated answer is found by the one rule (:mod:`.final_answer`). Before math-verify sees it, it must
-be one value: math-verify reads ``3 \\vee 5``, ``3 \\implies 5`` or ``3 = 5`` as their last part (5),
-so an answer that joins values with a connective the reference does not use scores 0, and every side of
-an equation (after a leading label, "x = 5") must equal the reference. A percent sign is dropped on
-both sides, as MATH's own normalisation does: ``5\\%`` is 5, never 0.05.
+The stated answer is found by the one rule (:mod:`.final_answer`); it must be one value
+(:mod:`.math_sides`: math-verify alone reads ``3 \\vee 5`` or ``3 = 5`` as 5) before it is compared.
 """
 
 from __future__ import annotations
@@ -16,8 +13,9 @@ from typing import Any, Optional
 
 from ._mathworker import MathVerifyTimeout, verify
 from .base import Grade, GraderError, register_grader
-from .extract import brace_pairs, final_segment, last_boxed, unicode_to_latex
+from .extract import brace_pairs, final_segment, last_boxed
 from .final_answer import final_answers, judge
+from .math_sides import answer_sides, plain
 
 # ------------------------------------------------------------------------------------ normalisation
 
@@ -100,58 +98,6 @@ def _bare_answer(response: str) -> Optional[str]:
     return None
 
 
-# ------------------------------------------------------------------------------------- one value
-
-# Connectives that join several values: math-verify would grade only their last part.
-_JOINERS = re.compile(
-    r"\\(?:vee|lor|wedge|land|bigvee|bigwedge|implies|impliedby|Rightarrow|Longrightarrow|rightarrow|to|"
-    r"iff|Leftrightarrow|Longleftrightarrow|mid|cup|cap|setminus|pm|mp|quad|qquad)(?![A-Za-z])"
-    r"|\\\\|;|(?i:\b(?:or|and|either)\b)",
-)
-_LIST_JOINERS = {";", "and"}  # "3 and 5" is the list "3, 5" when the reference is a list
-# Equality-like relations: every side of one must be the answer ("2^{10} = 1024" is 1024, "3 = 5" is not 5).
-_EQUALS = re.compile(r":=|\\(?:approx|equiv|sim|simeq|cong|coloneqq)(?![A-Za-z])|(?<![<>!=\\])=(?!=)")
-_PERCENT = re.compile(r"\\?%")
-_COMMAND = re.compile(r"\\[A-Za-z]++")
-
-
-def _plain(text: str) -> str:
-    """The answer as math-verify will read it: Unicode super/subscripts and fractions as LaTeX, no percent sign."""
-    return _PERCENT.sub("", unicode_to_latex(text)).strip()
-
-
-def _top_level_split(text: str, pattern: re.Pattern) -> list[str]:
-    """``text`` split at ``pattern`` where it is outside every brace, bracket and parenthesis."""
-    parts, depth, start = [], 0, 0
-    for m in re.finditer(r"[{}()\[\]]|" + pattern.pattern, text):
-        if m.group() in ("{", "(", "["):
-            depth += 1
-        elif m.group() in ("}", ")", "]"):
-            depth = max(depth - 1, 0)
-        elif depth == 0:
-            parts.append(text[start : m.start()])
-            start = m.end()
-    parts.append(text[start:])
-    return parts
-
-
-def _sides(answer: str, ref: str) -> tuple[list[str], Optional[str]]:
-    """The values an answer states, each to be checked against the reference, or (no values, why not)."""
-    joiners = {m.group().lower() for m in _JOINERS.finditer(answer)} - {m.group().lower() for m in _JOINERS.finditer(ref)}
-    if "," in ref:
-        joiners -= _LIST_JOINERS
-    if joiners:
-        return [], f"the answer joins several values ({', '.join(sorted(joiners))}); the reference is one"
-    if _EQUALS.search(ref):
-        return [answer], None
-    sides = [side.strip() for side in _top_level_split(answer, _EQUALS)]
-    if len(sides) > 1 and re.search(r"[A-Za-z]", _COMMAND.sub("", sides[0])):
-        sides = sides[1:]  # "x = 5", "f(2) = 5": a label, then the value
-    if not all(sides):
-        return [], "an equation with an empty side"
-    return sides, None
-
-
 # ------------------------------------------------------------------------------------------- grader
 
 
@@ -207,12 +153,12 @@ def _equal(side: str, ref: str, mv: _Verifier) -> tuple[bool, str]:
 
 def _grade_answer(answer: str, ref: str, mv: _Verifier) -> Grade:
     """One stated answer against the reference: it must be one value, and every side of it equal."""
-    sides, why = _sides(_plain(answer), _plain(ref))
+    sides, why = answer_sides(plain(answer), plain(ref))
     if why is not None:
         return Grade(0.0, answer, why)
     reasons = []
     for side in sides:
-        ok, reason = _equal(side, _plain(ref), mv)
+        ok, reason = _equal(side, plain(ref), mv)
         if not ok:
             return Grade(0.0, answer, reason if len(sides) == 1 else f"{side!r} of {answer!r}: {reason}")
         reasons.append(reason)

@@ -293,7 +293,7 @@ class _Parser:
             raise Unreadable("the expression ends early")
         self.i += 1
         if tok.kind in ("num", "const"):
-            return tok.value
+            return _checked(tok.value)
         for opening, closing in (("(", ")"), ("{", "}"), ("[", "]")):
             if tok.text == opening:
                 value = self.expr()
