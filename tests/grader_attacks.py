@@ -413,6 +413,12 @@ STALLS = [
     ("exact", "*" + " " * 20000 + "x" + " *" * 5000, "y", {}),
     ("math", "The answer is \\(" * 5000, "1", {"use_math_verify": False}),
     ("code", "```" * 20000, [{"input": "", "output": "1"}], {}),
+    # Issue 33's answer rule: hundreds of answer heads, conditions and boxes in the 10,000 characters read.
+    ("exact", "Final answer: " * 28000, "x", {}),
+    ("numeric", "the answer is " * 28000, "1", {}),
+    ("choice", "if the answer is " * 23000, "A", {}),
+    ("math", "\\boxed{1}" * 40000 + "\\boxed{2}", "3", {"use_math_verify": False}),
+    ("numeric", "Final answer: " + "(" * 390000, "1", {}),
 ]
 
 # ---------------------------------------------------------------------------------- memory

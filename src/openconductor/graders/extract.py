@@ -15,7 +15,7 @@ from typing import Optional
 from ..reply import answer_block, final_segment as _final_segment, strip_think
 
 __all__ = [
-    "MAX_ANSWER_CHARS", "answer_block", "boxed_all", "boxed_spans", "brace_pairs", "final_segment", "last_boxed",
+    "MAX_ANSWER_CHARS", "MAX_PHRASE_CHARS", "answer_block", "boxed_all", "boxed_spans", "brace_pairs", "final_segment", "last_boxed",
     "nfkc_keeping_numbers", "phrase_text", "strip_think", "trim", "unicode_to_latex", "without_boxes",
 ]  # fmt: skip
 
@@ -23,6 +23,8 @@ __all__ = [
 # ~2,500 tokens: longer than any final answer, and short enough that no single regex call over it holds
 # the GIL for more than a few milliseconds.
 MAX_ANSWER_CHARS = 10_000
+# A stated answer ("the answer is ...") ends within this many characters, or it is prose.
+MAX_PHRASE_CHARS = 1_000
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*+(\{)?")
 _BOXED_TAIL = re.compile(r"\s*+([^\s$]++)")
@@ -105,17 +107,21 @@ def last_boxed(text: str) -> Optional[str]:
 def phrase_text(rest: str) -> Optional[str]:
     """What an "the answer is" phrase states, from the text after its head: without outer markup,
     trailing punctuation or a justification ("5 because ..."); an inline-math answer is its math,
-    unless more values follow it in the sentence ("$3$ or $5$" stays whole)."""
-    found = rest.strip().strip("*").strip()
+    unless more follows it in the sentence ("$3$ or $5$" stays whole). None if the phrase does not
+    end within :data:`MAX_PHRASE_CHARS` (prose, not an answer; and each head's work stays bounded)."""
+    window = rest[:MAX_PHRASE_CHARS]
+    found = window.strip().strip("*").strip()
     math_span = _inline_math(found)
     if math_span is not None:  # "the answer is $\frac12$ since ..." -> the inline math
         content, after = math_span
-        tail = _SENTENCE_END.split(found[after:], maxsplit=1)[0]
-        if not _MORE_AFTER_MATH.search(tail):
+        tail = _SENTENCE_END.split(found[after:], maxsplit=1)
+        if not _MORE_AFTER_MATH.search(tail[0]) and (len(tail) > 1 or len(rest) <= MAX_PHRASE_CHARS):
             return content.strip() or None
     # End at the sentence or the justification: "5. Let me check", "7 because ...". "3.5" stays whole.
-    found = _SENTENCE_END.split(found, maxsplit=1)[0]
-    return found.strip().strip("*").strip() or None
+    parts = _SENTENCE_END.split(found, maxsplit=1)
+    if len(parts) == 1 and len(rest) > MAX_PHRASE_CHARS:
+        return None
+    return parts[0].strip().strip("*").strip() or None
 
 
 def _inline_math(text: str) -> Optional[tuple[str, int]]:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional
 
 from ..reply import answer_blocks, strip_think
 from .base import Grade
-from .extract import MAX_ANSWER_CHARS, boxed_spans, phrase_text, without_boxes
+from .extract import MAX_ANSWER_CHARS, MAX_PHRASE_CHARS, boxed_spans, phrase_text, without_boxes
 
 __all__ = ["MAX_STATEMENTS", "Statement", "final_answers", "judge", "ANSWER_HEADS"]
 
@@ -60,13 +60,15 @@ class Statement:
 
 
 def _head_rest(seg: str, head: re.Match) -> str:
-    """The text a head introduces: the rest of its line, or the next line after "Final answer:"."""
-    end = seg.find("\n", head.end())
-    rest = seg[head.end() : end if end >= 0 else len(seg)]
+    """The text a head introduces: the rest of its line, or the next line after "Final answer:"; at most
+    one character more than a phrase may hold (so a longer one is seen as too long, in bounded work)."""
+    limit = MAX_PHRASE_CHARS + 1
+    end = seg.find("\n", head.end(), head.end() + limit)
+    rest = seg[head.end() : end if end >= 0 else head.end() + limit]
     if rest.strip(" \t*_:") or end < 0:
         return rest
-    nxt = seg.find("\n", end + 1)
-    return seg[end + 1 : nxt if nxt >= 0 else len(seg)][:MAX_ANSWER_CHARS]
+    nxt = seg.find("\n", end + 1, end + 1 + limit)
+    return seg[end + 1 : nxt if nxt >= 0 else end + 1 + limit]
 
 
 def _is_condition(seg: str, head: re.Match) -> bool:
