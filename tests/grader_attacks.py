@@ -274,6 +274,12 @@ TEXT_ATTACKS: list[tuple[str, str, str, tuple]] = [
     ], (5, 10, 8, 2, 30)),
     *_both("numeric", "expression read as one of its numbers", [r"\frac{10}{2}", "10/2", r"\dfrac{10}{2}"], (10, 2)),
     *_both("numeric", "expression read as one of its numbers", ["2⁵", "Final answer: 2⁵", "1½", "Final answer: 3¾"], (2, 5, 25, 1, 12, 3, 34)),
+    # A calculation restated is not its value (a small model's real reply to "Calculate -284 * 982 - 246").
+    ("calculation restated, not answered", "numeric", "Final answer: -284 * 982 - 246", (-279134,)),
+    ("calculation restated, not answered", "numeric", "Final answer: 58 / 58 + -52 * 27 + -59", (-1462,)),
+    ("calculation restated, not answered", "numeric", r"\boxed{12 + 30}", (42,)),
+    ("calculation restated, not answered", "numeric", r"Final answer: 2 \times 3", (6,)),
+    ("calculation restated, not answered", "numeric", "The answer is 7(6)", (42,)),
     *_both("numeric", "a sign or scale dropped", ["Final answer: negative 5", "Final answer: -5", "Final answer: 5 million"], (5,)),
     # Overflow: no exception, a score of 0.
     *_both("numeric", "overflow", [

@@ -143,7 +143,7 @@ def _stated_letter(response: str, letters: str) -> Optional[Pick]:
     conflict as a Pick without a letter, or None when no statement names a letter."""
     picks = [(s, _clause_letter(s.text, letters)) for s in final_answers(response, _HEADS)]
     named = [(s, p) for s, p in picks if p is not None]
-    for s, p in named:
+    for _, p in named:
         if p.letter is None:
             return p
     if not named:

@@ -16,7 +16,7 @@ from ..reply import answer_block, final_segment as _final_segment, strip_think
 
 __all__ = [
     "MAX_ANSWER_CHARS", "MAX_PHRASE_CHARS", "answer_block", "boxed_all", "boxed_spans", "brace_pairs", "final_segment", "last_boxed",
-    "nfkc_keeping_numbers", "phrase_text", "strip_think", "trim", "unicode_to_latex", "without_boxes",
+    "nfkc_keeping_numbers", "phrase_text", "strip_think", "trim", "unicode_to_latex", "vulgar_fractions", "without_boxes",
 ]  # fmt: skip
 
 # An answer is at its end; a longer segment (after thinking is removed) is read from its last part.
@@ -159,6 +159,11 @@ def _forms() -> dict[str, re.Pattern]:
         if tag in chars:
             chars[tag].append(re.escape(chr(code)))
     return {tag: re.compile("[" + "".join(found) + "]") for tag, found in chars.items()}
+
+
+def vulgar_fractions() -> re.Pattern:
+    """One vulgar fraction character ("½", "⅞", …)."""
+    return _forms()["<fraction>"]
 
 
 def nfkc_keeping_numbers(text: str) -> str:

@@ -33,14 +33,17 @@ __all__ = ["MAX_STATEMENTS", "Statement", "final_answers", "judge", "ANSWER_HEAD
 MAX_STATEMENTS = 8
 _MAX_BLOCKS = 8
 
-_VERB = r"(?:(?:is\b|would\s++be\b|should\s++be\b|will\s++be\b|must\s++be\b)(?:\s*+[:=])?|:|=)"
-_MARK = r"(?:\s*+(?:\*\*|__))?"
+_VERB = r"(?:(?:is\b|would[ \t]++be\b|should[ \t]++be\b|will[ \t]++be\b|must[ \t]++be\b)(?:[ \t]*+[:=])?|:|=)"
+_MARK = r"(?:[ \t]*+(?:\*\*|__))?"
 # "Final answer: 5", "the final answer is 5", "**Final Answer**: 5"; "the (correct) answer is 5", "Answer: 5".
+# A head and its verb are on one line.
 ANSWER_HEADS = re.compile(
-    rf"\b(?P<final>final\s++answer){_MARK}\s*+{_VERB}?"
-    rf"|\b(?:(?:correct|right|best)\s++)?answer{_MARK}\s*+{_VERB}",
+    rf"\b(?P<final>final[ \t]++answer){_MARK}[ \t]*+(?P<verb>{_VERB})?"
+    rf"|\b(?:(?:correct|right|best)[ \t]++)?answer{_MARK}[ \t]*+{_VERB}",
     re.I,
 )
+# Code a reply shows (```python ... ```) is not what it states: `print(f"Final answer: {x}")` is no answer.
+_CODE_BLOCK = re.compile(r"```[ \t]*+[A-Za-z][\w+#-]*+[^\n]*+\n.*?(?:```|\Z)", re.S)
 # "if the answer is 4, ...", "check whether the answer is 4": a condition, not a statement.
 _CONDITION = re.compile(
     r"\b(?:if|whether|assum\w*|suppos\w*|unless|check\w*|verify\w*|verified|confirm\w*|test\w*)\s++(?:that\s++)?(?:the\s++|our\s++|my\s++)?\Z",
@@ -67,8 +70,11 @@ def _head_rest(seg: str, head: re.Match) -> str:
     rest = seg[head.end() : end if end >= 0 else head.end() + limit]
     if rest.strip(" \t*_:") or end < 0:
         return rest
-    nxt = seg.find("\n", end + 1, end + 1 + limit)
-    return seg[end + 1 : nxt if nxt >= 0 else end + 1 + limit]
+    start = end + 1
+    while start < len(seg) and seg[start] in " \t\r\n" and start - end < limit:  # blank lines
+        start += 1
+    nxt = seg.find("\n", start, start + limit)
+    return seg[start : nxt if nxt >= 0 else start + limit]
 
 
 def _is_condition(seg: str, head: re.Match) -> bool:
@@ -79,12 +85,15 @@ def _is_condition(seg: str, head: re.Match) -> bool:
 
 def _segment_statements(seg: str, heads: re.Pattern) -> list[tuple[int, Statement]]:
     """(position, statement) of one segment: every box, every "final answer", the last plain phrase."""
+    seg = _CODE_BLOCK.sub(lambda m: " " * len(m.group()), seg)
     found = [(pos, Statement(text, "\\boxed{}", True)) for pos, text in boxed_spans(seg) if "\\boxed" not in text and "\\fbox" not in text]
     last_plain: Optional[tuple[int, Statement]] = None
     for head in heads.finditer(seg):
         rest = _head_rest(seg, head)
-        if _NEGATED.match(rest) or _is_condition(seg, head):
-            continue  # a negation or a condition states nothing
+        if _NEGATED.match(rest) or _is_condition(seg, head) or heads.match(rest.lstrip(" \t*_")):
+            continue  # a negation or a condition states nothing; "Final answer: Final answer: 5" is one head
+        if head.groupdict().get("final") and not head.group("verb") and seg[head.end() : head.end() + 1] not in ("\n", ""):
+            continue  # "to find the final answer, we ...": a heading "Final Answer" stands on its own line
         text = phrase_text(rest)
         if text and ("\\boxed" in text or "\\fbox" in text):
             # "the answer is $\boxed{5}$": the box is counted as a box; anything else it says is a statement
@@ -127,7 +136,8 @@ def judge(
 ) -> Grade:
     """Grade each distinct statement with ``grade_one`` and apply the rule: 1.0 only if all are correct;
     a mix of right and wrong (or, with ``key``, different extracted answers) is a conflict and scores 0."""
-    distinct = list({s.text.strip(): s for s in statements}.values())
+    latest = {s.text.strip(): i for i, s in enumerate(statements)}  # a repeated answer sits where it was last stated
+    distinct = [statements[i] for i in sorted(latest.values())]
     if len(distinct) > MAX_STATEMENTS:
         return Grade(0.0, None, f"{len(distinct)} different final answers; a reply must commit to one")
     grades = [grade_one(s) for s in distinct]

@@ -26,9 +26,10 @@ _VALUE_COMMANDS = frozenset(
     "sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh log ln exp lg max min gcd lcm det "
     "alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi omicron rho "
     "varrho sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi Psi Omega "
-    "binom dbinom tbinom overline bar hat vec tilde dot ddot le leq ge geq lt gt neq ne emptyset varnothing".split()
+    "binom dbinom tbinom overline bar hat vec tilde dot ddot le leq ge geq lt gt neq ne emptyset varnothing "
+    "lfloor rfloor lceil rceil deg ell mathcal mathsf mathtt".split()
 )  # fmt: skip
-_VALUE_SYMBOLS = frozenset("+-*/^_()[]{},.!'<>=~$") | frozenset("π√×·÷≤≥∞′") | {"\\" + c for c in ",;:! {}%$"}
+_VALUE_SYMBOLS = frozenset("+-*/^_()[]{},.!'<>=~$") | frozenset("π√×·÷−≤≥∞′") | {"\\" + c for c in ",;:! {}%$"}
 # Words that join several values ("3 or 5"); "and" and ";" also list the values of a list reference.
 _JOIN_WORDS = re.compile(r"(?i:\b(?:or|and|either)\b)")
 _LIST_MARKS = {";", "and"}

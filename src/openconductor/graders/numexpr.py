@@ -3,7 +3,10 @@
 ``read_number("2^{10} = 1024")`` is 1024 (every side of an equation must agree), ``"\\sqrt{2}"`` is
 1.414…, ``"2⁵"`` 32, ``"5!"`` 120, ``"$1.2 million"`` 1,200,000, ``"45%"`` 45 with its percent sign
 noted. An answer is never read as its first or last number: ``"3 or 5"``, ``"3 = 5"``, ``"\\log 5"``
-(no agreed base), ``"1e400"`` (not a finite float) raise :class:`Unreadable` with the reason.
+(no agreed base), ``"1e400"`` (not a finite float) raise :class:`Unreadable` with the reason. Nor is a
+calculation an answer: ``"-284 * 982 - 246"`` (a sum, difference or product) is refused unless an
+equation gives its value (``"... = -279134"``); powers, roots, fractions, factorials and "× 10^k" are
+ways to write one number and are read.
 
 Words before the expression ("about", "x =") and after it (units, "in total") are dropped; a word
 inside it is refused, except the few that change the value and are read: percent, hundred/thousand/
@@ -15,10 +18,11 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Optional
 
-from .extract import unicode_to_latex
+from .extract import unicode_to_latex, vulgar_fractions
 
 __all__ = ["MAX_DEPTH", "Side", "Unreadable", "read_number"]
 
@@ -33,6 +37,7 @@ _CHANGES_VALUE = frozenset(
     "times over divided power root sqrt log ln lg exp sin cos tan cot sec csc arcsin arccos arctan "
     "sinh cosh tanh inverse reciprocal plus and or to approximately".split()
 )
+_PROSE_PUNCT = frozenset(":,;.?\"'“”‘’`«»")
 _APPROX_WORDS = frozenset("about approximately approx around roughly nearly almost circa ca".split())
 
 _TOKEN = re.compile(
@@ -65,10 +70,12 @@ class Unreadable(ValueError):
 
 @dataclass(frozen=True)
 class Side:
-    """One side of the answer (an equation has several): its value and whether it ended in a percent."""
+    """One side of the answer (an equation has several): its value, whether it ended in a percent, and
+    whether it is arithmetic (a sum, difference or product) rather than a way to write one number."""
 
     value: float
     percent: bool = False
+    computed: bool = False
 
 
 @dataclass
@@ -142,7 +149,7 @@ def _trim(toks: list[_Tok]) -> tuple[list[_Tok], bool]:
 
 
 def _is_prose(tok: _Tok) -> bool:
-    if tok.kind == "cur" or tok.kind == "punct" and tok.text in (":", ",", ";", ".", "?"):
+    if tok.kind == "cur" or tok.kind == "punct" and tok.text in _PROSE_PUNCT:
         return True
     if tok.kind != "word":
         return False
@@ -164,10 +171,21 @@ def _remark_start(toks: list[_Tok], start: int, end: int) -> Optional[int]:
     return None
 
 
+def _mixed_numbers(text: str) -> str:
+    """"1½" (a mixed number) and "½" as decimal literals: one number's notation, not a sum."""
+    if text.isascii():
+        return text
+
+    def literal(m: re.Match) -> str:
+        return repr(int(m.group(1) or 0) + unicodedata.numeric(m.group(2)))
+
+    return re.sub(rf"(\d*+)({vulgar_fractions().pattern})", literal, text)
+
+
 def read_number(text: str) -> list[Side]:
     """Every side of the one expression ``text`` states ("2^{10} = 1024" has two, both 1024), or
     :class:`Unreadable`. A percent is noted, not applied: ``Side(45, percent=True)`` for "45%"."""
-    toks, negate = _trim(_tokens(unicode_to_latex(text)))
+    toks, negate = _trim(_tokens(unicode_to_latex(_mixed_numbers(text))))
     toks = [t for t in toks if t.kind != "cur"]  # "9 * 2 = $18": a currency sign never changes the value
     if not any(t.kind in ("num", "const") for t in toks):
         raise Unreadable("no number")
@@ -186,8 +204,11 @@ def read_number(text: str) -> list[Side]:
             current.append(t)
     sides.append(current)
     out = [_side(s) for s in sides]
+    if out[-1].computed:
+        # "-284 * 982 - 246" restates a calculation; its value is what the answer must say ("... = -279134").
+        raise Unreadable("an arithmetic expression, not its value (a sum, difference or product is not an answer)")
     if negate:
-        out = [Side(-s.value, s.percent) for s in out]
+        out = [Side(-s.value, s.percent, s.computed) for s in out]
     return out
 
 
@@ -203,10 +224,11 @@ def _side(toks: list[_Tok]) -> Side:
         toks = toks[:-1]
     if any(t.kind in ("pct", "scale") for t in toks):
         raise Unreadable("a percent or a scale word inside an expression")
-    value = _Parser(toks).parse() * scale
+    parser = _Parser(toks)
+    value = parser.parse() * scale
     if not math.isfinite(value):
         raise Unreadable(f"not a finite number ({value})")
-    return Side(value, percent)
+    return Side(value, percent, parser.computed)
 
 
 class _Parser:
@@ -214,6 +236,7 @@ class _Parser:
 
     def __init__(self, toks: list[_Tok]) -> None:
         self.toks, self.i, self.depth = toks, 0, 0
+        self.computed = False  # a binary + - * (not "× 10^k"): arithmetic, not one number's notation
 
     def parse(self) -> float:
         value = self.expr()
@@ -238,19 +261,27 @@ class _Parser:
         value = self.term()
         while (tok := self.peek()) is not None and tok.text in ("+", "-") and tok.kind == "op":
             self.i += 1
+            self.computed = True
             value = _checked(value + self.term() if tok.text == "+" else value - self.term())
         return value
+
+    def scientific(self) -> bool:
+        """Is the next factor ``10^k`` (as in "1.2 \\times 10^{3}")?"""
+        nxt = self.toks[self.i : self.i + 2]
+        return len(nxt) == 2 and nxt[0].kind == "num" and nxt[0].text == "10" and nxt[1].text == "^"
 
     def term(self) -> float:
         value = self.unary()
         while (tok := self.peek()) is not None:
             if tok.kind == "op" and tok.text in ("*", "/"):
                 self.i += 1
+                self.computed = self.computed or tok.text == "*" and not self.scientific()
                 right = self.unary()
                 if tok.text == "/" and right == 0:
                     raise Unreadable("division by zero")
                 value = value * right if tok.text == "*" else value / right
             elif tok.kind in ("const", "cmd") or tok.text == "(":  # 2\pi, 3\sqrt{2}, 2(3+1)
+                self.computed = self.computed or tok.text == "("
                 value *= self.unary()
             else:
                 break
