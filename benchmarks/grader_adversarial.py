@@ -137,7 +137,8 @@ def recorded() -> None:
     records = [r for r in records if r["task"] in RECORDED_KINDS and r["final_answer"]]
     refs = _recorded_references(records)
     table: dict[str, list[int]] = {}
-    only_theirs = []
+    only_theirs: dict[str, None] = {}
+    only_ours: dict[str, None] = {}
     for r in records:
         ref, text = refs[(r["task"], r["question_id"])]
         if text.split("\n")[0] != r["question"].split("\n")[0]:
@@ -147,16 +148,18 @@ def recorded() -> None:
         row = table.setdefault(r["task"], [0, 0, 0, 0, 0])
         row[0] += 1
         row[1 + 2 * (not theirs) + (not ours)] += 1
-        if theirs and not ours:
-            only_theirs.append(f"    {r['task']}: {r['final_answer'][-60:]!r} vs {ref!r}: {note[:60]}")
+        shown = f"    {r['task']}: {r['final_answer'][-60:]!r} vs {ref!r}: {note[:60]}"
+        if theirs != ours:
+            (only_theirs if theirs else only_ours)[shown] = None
     print(f"recorded replies of local models (docs/evaluation/*/results.jsonl, reasoning-gym tasks), graded here and by reasoning-gym:")
     print(f"  {'task':18} {'replies':>7} {'both accept':>11} {'only r-g':>8} {'only here':>9} {'both reject':>11}")
     for task, (n, both, theirs_only, ours_only, neither) in table.items():
         print(f"  {task:18} {n:7} {both:11} {theirs_only:8} {ours_only:9} {neither:11}")
     totals = [sum(col) for col in zip(*table.values())]
     print(f"  {'all':18} {totals[0]:7} {totals[1]:11} {totals[2]:8} {totals[3]:9} {totals[4]:11}")
-    print("  accepted by reasoning-gym's scorer, rejected here:")
-    print("\n".join(only_theirs[:20]) or "    none")
+    for name, found in (("accepted by reasoning-gym's scorer, rejected here", only_theirs), ("accepted here only", only_ours)):
+        print(f"  {name} ({len(found)} different replies):")
+        print("\n".join(list(found)[:40]) or "    none")
 
 
 def stalls() -> None:

@@ -280,7 +280,10 @@ TEXT_ATTACKS: list[tuple[str, str, str, tuple]] = [
     ("calculation restated, not answered", "numeric", r"\boxed{12 + 30}", (42,)),
     ("calculation restated, not answered", "numeric", r"Final answer: 2 \times 3", (6,)),
     ("calculation restated, not answered", "numeric", "The answer is 7(6)", (42,)),
-    *_both("numeric", "a sign or scale dropped", ["Final answer: negative 5", "Final answer: -5", "Final answer: 5 million"], (5,)),
+    *_both("numeric", "a sign or scale dropped", [
+        "Final answer: negative 5", "Final answer: -5", "Final answer: 5 million", "Final answer: 5 bn", "Final answer: 5M",
+        "Final answer: not 5", "Final answer: 5 dozen",
+    ], (5,)),
     # Overflow: no exception, a score of 0.
     *_both("numeric", "overflow", [
         "Final answer: 1e400", r"\boxed{2 \times 10^{999}}", r"\boxed{10^{10^{10}}}", "9" * 400, "Final answer: 1000!",

@@ -33,10 +33,12 @@ _SCALES = {"hundred": 1e2, "thousand": 1e3, "million": 1e6, "billion": 1e9, "tri
 _CONSTS = {"e": math.e, "\\pi": math.pi, "pi": math.pi, "π": math.pi, "\\mathrm{e}": math.e}
 # Words and commands that would change the value if they were dropped as prose: refused, not read.
 _CHANGES_VALUE = frozenset(
-    "squared cubed factorial half twice double triple quarter third dozen dozens lakh crore k bn mn "
+    "squared cubed factorial half twice double triple quarter third dozen dozens lakh crore bn mn "
     "times over divided power root sqrt log ln lg exp sin cos tan cot sec csc arcsin arccos arctan "
-    "sinh cosh tanh inverse reciprocal plus and or to approximately".split()
+    "sinh cosh tanh inverse reciprocal plus and or to not no never".split()
 )
+# A scale letter glued to a number ("5k", "2M", "3bn") is ambiguous (thousand? kelvin? metres?): refused.
+_SCALE_SUFFIXES = frozenset("k K m M b B bn mn".split())
 _PROSE_PUNCT = frozenset(":,;.?\"'“”‘’`«»")
 _APPROX_WORDS = frozenset("about approximately approx around roughly nearly almost circa ca".split())
 
@@ -89,13 +91,18 @@ def _tokens(text: str) -> list[_Tok]:
     for pattern, repl in _CLEAN:
         text = pattern.sub(repl, text)
     out: list[_Tok] = []
+    prev_end = -1
     for m in _TOKEN.finditer(text):
         kind, tok = m.lastgroup or "other", m.group()
         if kind == "space":
             continue
         if len(out) >= MAX_TOKENS:
             raise Unreadable(f"longer than {MAX_TOKENS} tokens")
-        out.append(_classify(kind, _OPS.get(tok, tok)))
+        token = _classify(kind, _OPS.get(tok, tok))
+        if token.kind == "word" and token.text in _SCALE_SUFFIXES and out and out[-1].kind == "num" and m.start() == prev_end:
+            raise Unreadable(f"{out[-1].text}{token.text}: a scale letter is ambiguous; write the number")
+        out.append(token)
+        prev_end = m.end()
     return _join_percent_words(out)
 
 
