@@ -39,7 +39,8 @@ def test_any_text_grades_in_range_and_never_credits_two_answers(text):
         assert not all(g.correct for g in grades), (kind, text, grades)
 
 
-@settings(max_examples=40, deadline=None)
+# Derandomised: the same 40 replies every run, so a sympy worst case cannot make one CI run slow.
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(replies)
 def test_math_verify_never_credits_two_answers(text):
     grades = [grade("math", text, ref, timeout_s=2.0) for ref in ("3", "5")]
