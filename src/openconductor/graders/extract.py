@@ -32,7 +32,16 @@ _DOLLAR_MATH = re.compile(r"\$++([^$]++)\$++")
 # A sentence ends at ". " or "! " (but "5! " is a factorial) or at a justification ("7 because ...").
 # Not at ";": "A; B; C; D" is a list of answers, not an answer and a new sentence.
 # (?<!\s): a match starts only at the first space of a run, so a long run is scanned once
-_SENTENCE_END = re.compile(r"[.。](?:\s|$)|(?<![\d)}])!(?:\s|$)|(?<!\s)\s++(?:because|since|as|so|which|where|given)\b")
+_SENTENCE_END = re.compile(
+    r"[.。](?:\s|$)|(?<![\d)}])!(?:\s|$)|(?<!\s)\s++(?:(?:because|since|as|so|which|where|given)\b|i\.e\.|e\.g\.)"
+)
+# A remark in parentheses after the answer: "5 (rounded to the nearest integer)", "$5$ (since $x>0$)".
+# Not "(or 6)": that is a second answer.
+_REMARK = re.compile(
+    r"\s*+\((?:since|because|as|rounded|to|in|i\.e\.|e\.g\.|which|where|note|from|by|using|see|approximately|approx|"
+    r"about|exactly|not|that|for|per)\b[^()]*+\)[\s,;:]*+\Z",
+    re.I,
+)
 _MORE_AFTER_MATH = re.compile(r"[^\W_]|\\[(\[]")  # "$3$ or $5$", "$5$ cm": the math is not all it says
 
 
@@ -105,23 +114,19 @@ def last_boxed(text: str) -> Optional[str]:
 
 
 def phrase_text(rest: str) -> Optional[str]:
-    """What an "the answer is" phrase states, from the text after its head: without outer markup,
-    trailing punctuation or a justification ("5 because ..."); an inline-math answer is its math,
-    unless more follows it in the sentence ("$3$ or $5$" stays whole). None if the phrase does not
-    end within :data:`MAX_PHRASE_CHARS` (prose, not an answer; and each head's work stays bounded)."""
-    window = rest[:MAX_PHRASE_CHARS]
-    found = window.strip().strip("*").strip()
-    math_span = _inline_math(found)
-    if math_span is not None:  # "the answer is $\frac12$ since ..." -> the inline math
-        content, after = math_span
-        tail = _SENTENCE_END.split(found[after:], maxsplit=1)
-        if not _MORE_AFTER_MATH.search(tail[0]) and (len(tail) > 1 or len(rest) <= MAX_PHRASE_CHARS):
-            return content.strip() or None
-    # End at the sentence or the justification: "5. Let me check", "7 because ...". "3.5" stays whole.
+    """What an "the answer is" phrase states, from the text after its head: without outer markup, the
+    sentence after it, a justification ("5 because ...", "5, i.e. ...") or a remark ("5 (rounded)");
+    an inline-math answer is its math unless more follows it ("$3$ or $5$" stays whole). None if the
+    phrase does not end within :data:`MAX_PHRASE_CHARS` (prose, not an answer; and bounded work)."""
+    found = rest[:MAX_PHRASE_CHARS].strip().strip("*").strip()
     parts = _SENTENCE_END.split(found, maxsplit=1)
     if len(parts) == 1 and len(rest) > MAX_PHRASE_CHARS:
         return None
-    return parts[0].strip().strip("*").strip() or None
+    found = _REMARK.sub("", parts[0]).strip().rstrip(",;:").strip().strip("*").strip()
+    math_span = _inline_math(found)
+    if math_span is not None and not _MORE_AFTER_MATH.search(found[math_span[1] :]):
+        return math_span[0].strip() or None  # "the answer is $\frac12$ since ..." -> the inline math
+    return found or None
 
 
 def _inline_math(text: str) -> Optional[tuple[str, int]]:
