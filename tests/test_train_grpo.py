@@ -217,7 +217,7 @@ def test_metrics_of_an_earlier_run_in_the_same_dir_are_not_mixed_into_the_curves
     cfg.output_dir.mkdir(parents=True, exist_ok=True)
     path = cfg.output_dir / "metrics.jsonl"
     path.write_text("".join(json.dumps({"step": s, "reward": 0.1}) + "\n" for s in (1, 2, 3)))
-    writer = _callbacks(cfg, reward=None)[0]
+    writer = _callbacks(cfg)[0]
     steps = lambda: [json.loads(line)["step"] for line in path.read_text().splitlines()]  # noqa: E731
     writer.on_train_begin(None, SimpleNamespace(global_step=2), None)  # resumed from checkpoint-2
     assert steps() == [1, 2]
