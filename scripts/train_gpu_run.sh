@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GRPO run of examples/train_gpu_smollm2.toml on one GPU, then the held-out table, inside ~9 minutes.
 #
-#   GGUF=/path/to/SmolLM2-135M-Instruct.Q4_1.gguf OUT=runs/gpu-out PYTHONPATH=src bash benchmarks/train_gpu_run.sh
+#   GGUF=/path/to/SmolLM2-135M-Instruct.Q4_1.gguf OUT=runs/gpu-out PYTHONPATH=src bash scripts/train_gpu_run.sh
 #
 # 1. times 3 GRPO steps (no warm-up, into a throwaway dir);
 # 2. sets grpo.max_steps so the cosine schedule ends inside GRPO_S seconds, and trains (format
