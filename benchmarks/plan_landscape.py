@@ -32,8 +32,8 @@ def plans(items, k: int, workers: list[str], best: dict[str, str], routed: bool,
     out = []
     for item in items:
         layout = shape(k, fine_grained=False, rng=rng)
-        pick = (lambda: workers.index(best[item.domain])) if routed else (lambda: rng.randrange(len(workers)))
-        steps = tuple(Step(pick(), rng.choice(PHRASES[role]), access) for role, access in layout)
+        steps = tuple(Step(workers.index(best[item.domain]) if routed else rng.randrange(len(workers)), rng.choice(PHRASES[role]), access)
+                      for role, access in layout)
         out.append(Workflow(steps, reasoning=_reasoning([role for role, _ in layout])).render())
     return out
 

@@ -289,6 +289,8 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
     loop = asyncio.get_running_loop()
 
     def emit_now(event: Event) -> None:
+        if ctx.on_event is None:
+            return
         result = ctx.on_event(event)
         if inspect.isawaitable(result):
             asyncio.ensure_future(result)

@@ -403,6 +403,8 @@ class Pool:
     """
 
     def __init__(self, spec: PoolSpec, cache: Optional["ResponseCache"] = None, *, _view_of: Optional[tuple["Pool", list[int]]] = None):
+        workers: list[Worker]
+        backend: Optional[Worker]
         if _view_of is None:
             if spec.conductor.checkpoint is not None:
                 from .providers.transformers_local import applied, trained_conductor
@@ -415,7 +417,8 @@ class Pool:
         else:  # a view (see ``view``): the parent's live workers, renumbered
             parent, indices = _view_of
             workers, backend = [parent.workers[i] for i in indices], parent._conductor_worker()
-        self.spec, self.cache, self.workers = spec, cache, workers
+        self.spec, self.cache = spec, cache
+        self.workers: list[Worker] = workers
         self._backend = backend
         self._owner = _view_of is None  # a view leaves closing the shared workers to its parent
 

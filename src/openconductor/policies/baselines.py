@@ -6,7 +6,7 @@ import random
 from typing import TYPE_CHECKING, Mapping, Optional
 
 from ..records import PlanRecord, Usage
-from ..workflow import Step, Workflow, WorkflowError, parse_and_validate
+from ..workflow import Access, Step, Workflow, WorkflowError, parse_and_validate
 from .base import Count, Plan, PlanRequest, Policy, PolicyOptions, PositiveCount, WorkerRef, register_policy
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def _workers(request: PlanRequest) -> list[int]:
 
 def _plan(name: str, steps: list[Step], reasoning: str) -> Plan:
     workflow = Workflow(tuple(steps), reasoning=reasoning)
-    return Plan(workflow, PlanRecord(policy=name, raw=workflow.render(), workflow=workflow.to_dict()))
+    return Plan(workflow, PlanRecord(policy=name, raw=workflow.render(), workflow=workflow.to_record()))
 
 
 class SingleOptions(PolicyOptions):
@@ -157,7 +157,7 @@ class RandomWorkflow(Policy):
         n = rng.randint(1, request.max_steps)
         steps = []
         for i in range(n):
-            access = "all" if i and rng.random() < 0.5 else tuple(sorted(rng.sample(range(i), rng.randint(0, i))))
+            access: Access = "all" if i and rng.random() < 0.5 else tuple(sorted(rng.sample(range(i), rng.randint(0, i))))
             last = i == n - 1
             subtask = "Give the final answer to the overall task." if last else "Work on the overall task and report your findings."
             steps.append(Step(rng.choice(workers), subtask, access))
@@ -179,7 +179,7 @@ class GivenWorkflow(Policy):
         recursive = request.previous is not None
         workflow = self.recursive if recursive else self.workflow
         raw = workflow.render() if recursive or self.raw is None else self.raw
-        return Plan(workflow, PlanRecord(policy=self.name, raw=raw, workflow=workflow.to_dict()))
+        return Plan(workflow, PlanRecord(policy=self.name, raw=raw, workflow=workflow.to_record()))
 
 
 class GivenPlans(Policy):
@@ -193,7 +193,7 @@ class GivenPlans(Policy):
 
     async def plan(self, request: PlanRequest) -> Plan:
         if request.previous is not None:
-            return Plan(Workflow(()), PlanRecord(policy=self.name, raw="", workflow=Workflow(()).to_dict()))
+            return Plan(Workflow(()), PlanRecord(policy=self.name, raw="", workflow=Workflow(()).to_record()))
         if request.question not in self.texts:
             raise ValueError(f"{self.name}: no plan was written for this question")
         text = self.texts[request.question]
@@ -203,5 +203,5 @@ class GivenPlans(Policy):
         except WorkflowError as exc:
             record.errors.append(f"{exc.code}: {exc}")
             return Plan(None, record)
-        record.workflow = workflow.to_dict()
+        record.workflow = workflow.to_record()
         return Plan(workflow, record)

@@ -121,4 +121,4 @@ class FixedWorkflow(Policy):
 
     async def plan(self, request: PlanRequest) -> Plan:
         workflow = Workflow(()) if request.previous is not None else self.resolve(request.pool.spec)
-        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_dict()))
+        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()))

@@ -166,11 +166,13 @@ class LMConductor(Policy):
         for attempt in range(1, options.max_attempts + 1):
             record.attempts = attempt
             max_tokens, reserved = options.max_tokens, None
-            if request.budget is not None:  # reserved like a worker call, so planning cannot overspend
+            budget = request.budget
+            if budget is not None:  # reserved like a worker call, so planning cannot overspend
                 try:
-                    max_tokens, *reserved = request.budget.reserve(
+                    max_tokens, held_tokens, held_cost = budget.reserve(
                         messages, max_tokens, backend.spec.price_input_per_m, backend.spec.price_output_per_m, worker_call=False
                     )
+                    reserved = (held_tokens, held_cost)
                 except LimitReached as exc:
                     record.errors.append(f"{exc.limit}: {exc}")
                     break
@@ -182,8 +184,8 @@ class LMConductor(Policy):
                 record.errors.append(f"backend_error: {exc}")
                 continue
             finally:
-                if reserved is not None:
-                    request.budget.settle(*reserved, completion.usage if completion else None)
+                if budget is not None and reserved is not None:
+                    budget.settle(*reserved, completion.usage if completion else None)
             usage = usage + completion.usage
             record.raw = completion.text
             try:
@@ -191,7 +193,7 @@ class LMConductor(Policy):
             except WorkflowError as exc:
                 record.errors.append(f"{exc.code}: {exc}")
                 continue
-            record.workflow, record.usage, record.latency_s = workflow.to_dict(), usage, time.perf_counter() - start
+            record.workflow, record.usage, record.latency_s = workflow.to_record(), usage, time.perf_counter() - start
             return Plan(workflow, record)
         record.usage, record.latency_s = usage, time.perf_counter() - start
         return self._fallback(request, record)
@@ -212,5 +214,5 @@ class LMConductor(Policy):
         index = spec.index(named) if named is not None else spec.strongest_index()
         workflow = Workflow((Step(index, SOLVE, ()),), reasoning="fallback")
         record.fallback = f"single worker {spec.workers[index].name!r} after {record.attempts} failed attempt(s)"
-        record.workflow = workflow.to_dict()
+        record.workflow = workflow.to_record()
         return Plan(workflow, record)

@@ -72,7 +72,7 @@ class LookupTable(Policy):
             spec = load_table_file(table)
             self.source, self.name = str(table), f"lookup:{Path(table).stem}"
             self.table: dict[str, Entry] = dict(spec.domains)
-            self.default = spec.default
+            self.default: Optional[Entry] = spec.default
         else:
             self.source, self.name = "", name
             self.table, self.default = dict(table), default
@@ -102,7 +102,7 @@ class LookupTable(Policy):
 
     async def plan(self, request: PlanRequest) -> Plan:
         workflow = Workflow(()) if request.previous is not None else self.workflow_for(request.domain, request.pool.spec)
-        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_dict()))
+        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()))
 
 
 # ------------------------------------------------------------------------------------- the oracle
@@ -161,4 +161,4 @@ class OracleRouter(Policy):
             workflow = Workflow(())
         else:
             workflow = Workflow((Step(spec.index(self.worker_for(request.domain, spec)), SOLVE, ()),), reasoning="oracle per-domain router")
-        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_dict()))
+        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()))

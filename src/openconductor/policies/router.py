@@ -65,8 +65,8 @@ def _fit_logistic(x, y, *, l2: float, steps: int = 500, lr: float = 0.5):
 @dataclass
 class RouterModel:
     workers: list[str]
-    weights: "object"  # numpy (k, d)
-    bias: "object"  # numpy (k,)
+    weights: Any  # numpy (k, d)
+    bias: Any  # numpy (k,)
     train_questions: int
     train_accuracy: dict[str, float]
 
@@ -176,4 +176,4 @@ class LearnedRouter(Policy):
         index, row = max(known, key=lambda pair: (scores[pair[1]], -pair[0]))
         detail = ", ".join(f"{self.model.workers[r]}={scores[r]:.3f}" for _, r in known)
         workflow = Workflow((Step(index, SOLVE, ()),), reasoning=f"router scores: {detail}")
-        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_dict()))
+        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()))

@@ -20,7 +20,7 @@ from typing import Callable, Optional
 
 from ..evaluation import EvalRecord, evaluate as run_policies, paired_bootstrap, summarize
 from ..policies.base import Policy, make_policy
-from ..policies.baselines import SOLVE, GivenPlans, GivenWorkflow
+from ..policies.baselines import GivenPlans, GivenWorkflow
 from ..policies.lookup import OracleRouter, best_by_domain, best_single
 from ..pool import Pool, PoolSpec, load_pool
 from ..records import Usage

@@ -194,8 +194,8 @@ def batch_metrics(samples: list[Sample], groups: list[str], domains: Optional[li
         by_group[group].append(sample)
     diversity = [len({s.pattern for s in g if s.parsed}) / len(g) for g in by_group.values()]
     metrics["topology_diversity"] = sum(diversity) / len(diversity) if diversity else 0.0
-    for shape, count in Counter(topology(s) for s in parsed).items():
-        metrics[f"topology/{shape}"] = count / max(1, len(parsed))
+    for name, count in Counter(topology(s) for s in parsed).items():
+        metrics[f"topology/{name}"] = count / max(1, len(parsed))
     by_domain: dict[str, list[Sample]] = defaultdict(list)
     for domain, sample in zip(domains or [], samples):
         if domain:

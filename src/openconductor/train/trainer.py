@@ -22,7 +22,7 @@ from ..model_files import resolve_model
 from ..pool import PoolSpec, load_pool
 from ..manifest import ConductorManifest, PoolInfo, PromptInfo, has_manifest
 from .config import TrainConfig, TrainConfigError
-from .data import TrainRow, build_rows, load_items, prompt_for, with_bare_questions
+from .data import TrainRow, build_rows, load_items, with_bare_questions
 from .reward import WorkflowReward, replay_store
 from .search import warmup_targets
 
