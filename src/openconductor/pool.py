@@ -39,7 +39,7 @@ from .answer_format import AnswerFormat, AnswerFormatError, prepare
 from .budget import Limits
 from .configfile import problems, read_config
 from .policies.fixed import FixedWorkflowSpec
-from .providers.base import Provider, ProviderError, TokenCallback, absent_modules, make_provider, provider_class, provider_options
+from .providers.base import TOOLS, Provider, ProviderError, TokenCallback, absent_modules, make_provider, provider_class, provider_options
 from .records import Completion, Usage
 
 if TYPE_CHECKING:
@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Pool members that run a tool instead of a language model (no tokens; never a "strongest" default).
-TOOL_PROVIDERS = frozenset({"python", "retrieval"})
+# Pool members that run a tool instead of a language model (no tokens; never a "strongest" default): the
+# kinds registered with register_provider(..., tool=True).
+TOOL_PROVIDERS = TOOLS
 
 
 class PoolConfigError(ValueError):

@@ -140,7 +140,15 @@ def register_policy(name: str):
 
 
 def _load_builtins() -> None:
-    from . import baselines, fixed, lm, lookup, router  # noqa: F401  (registers the built-in policies)
+    """Import every module of this package: each registers its policies (a new file needs no other edit)."""
+    import importlib
+    import pkgutil
+
+    from .. import policies as package
+
+    for module in pkgutil.iter_modules(package.__path__):
+        if module.name not in ("base", "specs"):
+            importlib.import_module(f"{package.__name__}.{module.name}")
 
 
 def policy_class(name: str) -> type[Policy]:
