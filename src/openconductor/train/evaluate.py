@@ -26,7 +26,7 @@ from ..pool import Pool, PoolSpec, load_pool
 from ..records import Usage
 from ..tasks import Question, Task
 from ..workflow import Step, Workflow
-from .config import TrainConfig
+from .config import RewardSettings, TrainConfig
 from .data import Item, load_items, prompt_for
 from .reward import record_reward
 
@@ -67,8 +67,8 @@ def held_out_task(items: list[Item]) -> Task:
                              for i, item in enumerate(items)])
 
 
-def summarise(system: str, records: list[EvalRecord], cfg_reward, best: dict[str, str]) -> Row:
-    """One system's Row from its records (in question order), with the training reward under ``cfg_reward``."""
+def summarise(system: str, records: list[EvalRecord], reward: RewardSettings, best: dict[str, str]) -> Row:
+    """One system's Row from its records (in question order), with the training reward under ``reward``."""
     records = sorted(records, key=lambda r: (int(r.question_id), r.repeat))
     [summary] = summarize(records)
     n = len(records) or 1
@@ -76,7 +76,7 @@ def summarise(system: str, records: list[EvalRecord], cfg_reward, best: dict[str
     domains = summary.domains
     return Row(
         system=system,
-        reward=sum(record_reward(r, cfg_reward) for r in records) / n,
+        reward=sum(record_reward(r, reward) for r in records) / n,
         accuracy=summary.accuracy,
         parse_rate=summary.parse_rate,
         right_worker=len(right) / n,
