@@ -85,3 +85,23 @@ def test_summary_tells_who_writes_the_code_from_who_reviews_it():
     table = comparison_table([row], ["lcb"])
     assert "| gpt-5-minimal 0.60, claude-sonnet-4 0.20 | gemini-2.5-pro 0.60, claude-sonnet-4 0.20 |" in table
     assert len({line.count("|") for line in table.splitlines()}) == 1  # header, rule and rows: one width
+
+
+def test_a_checkpoints_plans_are_scored_through_the_evaluator(tmp_path):
+    """The conductor rows of the held-out table: a tiny random checkpoint (no download) writes its plans
+    with the training format's constraint, and the evaluator runs them on the SIMULATED pool."""
+    pytest.importorskip("transformers")
+    from test_train_grpo import tiny_config
+    from test_train_runtime import save_tiny
+
+    from openconductor.train.config import load_train_config
+    from openconductor.train.evaluate import evaluate
+
+    checkpoint = save_tiny(tmp_path)
+    overrides = {"rollout.constrained": True}  # the tokenizer holds whole plans as tokens: greedy and constrained, one parses
+    cfg = load_train_config(tiny_config(tmp_path), overrides)
+    rows = evaluate(cfg, {"tiny": str(checkpoint)}, moa=False)
+    assert [r.system for r in rows][-1] == "tiny" and rows[0].system.startswith("best single worker")
+    tiny = rows[-1]
+    assert tiny.parse_rate == 1.0 and 1.0 <= tiny.steps <= 2.0 and len(tiny.correct) == cfg.data.n_eval
+    assert tiny.tokens > 0 and 0.5 <= tiny.reward <= 1.0  # every plan parsed and ran: wrong answers earn 0.5
