@@ -110,3 +110,20 @@ def test_every_example_pool_describes_its_workers(path):
     assert spec.conductor.show != "ids"
     missing = [w.name for w in spec.workers if w.provider != "conductor" and not w.description.strip()]
     assert not missing, f"{path.name}: workers without a description: {missing}"
+
+
+def test_every_kind_generates_the_same_questions_in_every_process():
+    """A generator whose questions follow the interpreter's hash seed (reasoning-gym's ransom_note iterates
+    over a set) would give a resumed eval, or a training run's second process, other questions."""
+    pytest.importorskip("reasoning_gym")
+    import os
+    import subprocess
+    import sys
+
+    code = ("import hashlib, warnings; warnings.filterwarnings('ignore'); from openconductor.tasks import load_task; "
+            "from openconductor.tasks.kinds import HELD_OUT_KINDS, TRAIN_KINDS, HELD_OUT_SEED; "
+            "print(hashlib.sha256(''.join(q.prompt for t in HELD_OUT_KINDS + TRAIN_KINDS if t.startswith('rg:') "
+            "for q in load_task(t, limit=5, seed=HELD_OUT_SEED).questions).encode()).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": str(seed)}, capture_output=True,
+                              text=True, check=True).stdout for seed in (1, 2)}
+    assert len(digests) == 1
