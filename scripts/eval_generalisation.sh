@@ -8,6 +8,8 @@
 # stays balanced; the everyday questions past the kinds' N follow in one invocation.
 # Usage: bash scripts/eval_generalisation.sh OUT_DIR [N_PER_KIND=20]
 # Resumable; with the same response cache (CACHE_PATH) a re-run replays without calling a model.
+# LOCK=/tmp/heavy.lock takes that lock for each invocation (not for the whole run), so other heavy jobs on a
+# shared machine interleave with it.
 set -euo pipefail
 OUT=$1; N=${2:-20}
 PY=${PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python)}  # the bootstrap venv when there is one
@@ -16,7 +18,7 @@ KINDS=$($PY -m openconductor.tasks.kinds held-out)
 POLICIES=${POLICIES:-"-p single:* -p fixed:code-then-run -p fixed:code-run-answer -p fixed:search-then-run -p fixed:answer-then-check -p moa -p conductor"}
 run() {
   # shellcheck disable=SC2086  # KINDS and POLICIES are lists of flags
-  nice -n 19 $PY -m openconductor eval "$@" --task-seed 4242 $POLICIES \
+  ${LOCK:+flock "$LOCK"} nice -n 19 $PY -m openconductor eval "$@" --task-seed 4242 $POLICIES \
       ${CONDUCTOR:+--conductor "$CONDUCTOR"} ${CACHE_PATH:+--cache-path "$CACHE_PATH"} --concurrency 2 --out "$OUT" \
       --title "offline default pool: held-out kinds and everyday questions"
 }
