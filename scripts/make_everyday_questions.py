@@ -58,7 +58,7 @@ def clock(h: int, m: int) -> list[str]:
     """Accepted forms of a time of day: 24-hour and 12-hour."""
     twelve = f"{(h - 1) % 12 + 1}:{m:02d}"
     half = "am" if h < 12 else "pm"
-    return [f"{h:02d}:{m:02d}", f"{h}:{m:02d}", f"{twelve} {half}", f"{twelve} {half.upper()}", f"{twelve}{half}", f"{twelve} {half[0]}.m."]
+    return list(dict.fromkeys([f"{h:02d}:{m:02d}", f"{h}:{m:02d}", f"{twelve} {half}", f"{twelve} {half.upper()}", f"{twelve}{half}", f"{twelve} {half[0]}.m."]))
 
 
 def numeric(category, question, value):
@@ -87,14 +87,14 @@ def rows() -> list[dict]:
     out += [numeric("percentage", f"What is {p:g}% of {n}?", p * n / 100) for p, n in percents]
     out += [numeric("percentage", f"A jacket costs ${price} and is {off}% off. What is the sale price in dollars?", price * (100 - off) / 100)
             for price, off in ((80, 25), (120, 15), (45, 20), (60, 10))]
-    out += [numeric("percentage", f"A bill is ${bill}. How much is an {tip}% tip, in dollars?", bill * tip / 100) for bill, tip in ((50, 18), (40, 15))]
+    out += [numeric("percentage", f"A bill is ${bill}. How much is {'an' if tip in (8, 11, 18) else 'a'} {tip}% tip, in dollars?", bill * tip / 100) for bill, tip in ((50, 18), (40, 15))]
     dates = [datetime.date(1976, 7, 4), datetime.date(2000, 1, 1), datetime.date(1969, 7, 20), datetime.date(2024, 2, 29), datetime.date(1989, 11, 9),
              datetime.date(2012, 12, 21), datetime.date(1990, 10, 3), datetime.date(2021, 3, 14)]
     out += [exact("weekday", f"What day of the week was {d.day} {d:%B} {d.year}?", d.strftime("%A")) for d in dates]
-    times = [(10, 30, 2, 45), (23, 15, 1, 50), (7, 40, 5, 30), (14, 5, 3, 55), (9, 0, 8, 30), (16, 45, 0, 25)]
+    times = [(10, 30, 2, 45), (23, 15, 1, 50), (7, 40, 5, 30), (14, 5, 3, 55), (9, 0, 8, 30), (16, 45, 4, 25)]
     for h, m, dh, dm in times:
         total = (h * 60 + m + dh * 60 + dm) % (24 * 60)
-        out.append(exact("clock time", f"What time is it {dh} hours and {dm} minutes after {h:02d}:{m:02d}? Answer in 24-hour HH:MM.", clock(total // 60, total % 60)))
+        out.append(exact("clock time", f"What time is it {dh} hour{'s' if dh != 1 else ''} and {dm} minutes after {h:02d}:{m:02d}? Answer in 24-hour HH:MM.", clock(total // 60, total % 60)))
     out += [exact("roman numerals", f"Write {n} in Roman numerals.", roman(n)) for n in (1994, 2024, 49, 388, 1666, 14)]
     out += [exact("number in words", f"Write the number {n} in words.", list(dict.fromkeys([words(n), words(n).replace("-", " "), words(n).replace(" and ", " ")])))
             for n in (47, 13, 90, 215, 68, 101)]
