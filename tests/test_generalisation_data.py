@@ -65,8 +65,37 @@ def test_everyday_bad_options_and_files_are_typed_errors(tmp_path):
     with pytest.raises(TaskError, match="graded 'exact' or 'numeric'"):
         load_task("everyday", data=bad)
     bad.write_text(json.dumps({"id": "x", "answer": "4", "grader": "exact", "split": "test"}) + "\n")
-    with pytest.raises(TaskError, match="none of the columns \\('question',\\)"):
+    with pytest.raises(TaskError, match="none of the columns \\('question', 'prompt'\\)"):
         load_task("everyday", data=bad)
+
+
+def test_your_own_questions_file_is_a_task(tmp_path):
+    """`--task questions --data FILE`: a number is graded numerically, text exactly, a list as accepted forms;
+    kinds filter; a missing file, a row without an answer or another grader are typed errors."""
+    from openconductor.tasks import DatasetMissing
+
+    path = tmp_path / "mine.jsonl"
+    rows = [{"question": "What is 15% of 240?", "answer": "36", "kind": "percent"},
+            {"question": "Capital of Peru?", "answer": "Lima", "kind": "capital"},
+            {"id": "t", "question": "Ten past six in 24-hour time?", "answer": ["18:10", "6:10 pm"]},
+            {"question": "Pi to two places?", "answer": 3.14, "grader_options": {"rel_tol": 0.01}}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task = load_task("questions", data=path)
+    assert [q.grader for q in task.questions] == ["numeric", "exact", "exact", "numeric"]
+    assert [q.id for q in task.questions] == ["0", "1", "t", "3"] and task.questions[3].reference == "3.14"
+    assert grade(task.questions[0], "Final answer: 36.0").score == 1.0 and grade(task.questions[1], "Final answer: lima").score == 1.0
+    assert grade(task.questions[2], "Final answer: 6:10 pm").score == 1.0 and grade(task.questions[3], "Final answer: 3.1416").score == 1.0
+    assert [q.prompt for q in load_task("questions", data=path, kind="capital").questions] == ["Capital of Peru?"]
+    with pytest.raises(DatasetMissing, match="--data FILE.jsonl"):
+        load_task("questions")
+    with pytest.raises(TaskError, match="no questions of kind 'poetry'"):
+        load_task("questions", data=path, kind="poetry")
+    path.write_text(json.dumps({"question": "2+2?", "answer": "4", "grader": "math"}) + "\n")
+    with pytest.raises(TaskError, match="row 1 has grader 'math'"):
+        load_task("questions", data=path)
+    path.write_text(json.dumps({"question": "2+2?"}) + "\n")
+    with pytest.raises(TaskError, match="none of the columns \\('answer', 'reference'\\)"):
+        load_task("questions", data=path)
 
 
 def test_everyday_file_is_what_its_generator_writes():

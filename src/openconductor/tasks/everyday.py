@@ -7,13 +7,11 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from .base import INSTRUCTIONS, Question, Task, TaskError, need, read_local, register_task
+from .base import Task, TaskError, read_local, register_task
+from .questions import INSTRUCTION, questions_from_rows
 
 HOW = "ships with openconductor (data/questions/everyday.jsonl); --data FILE.jsonl with the same columns replaces it"
 SPLITS = ("test", "train", "all")
-# One instruction for both graders: the exact grader reads the text after "Final answer:", the numeric one
-# the number there.
-INSTRUCTION = INSTRUCTIONS["exact"]
 
 
 def packaged_path() -> Path:
@@ -26,20 +24,11 @@ def build(*, limit=None, data=None, seed=0, split: str = "test", category: str |
     if split not in SPLITS:
         raise TaskError(f"everyday: split must be one of {', '.join(SPLITS)}, got {split!r}")
     path = Path(data) if data is not None else packaged_path()
-    rows = read_local(path)
-    source = str(path)
-    questions = []
-    for row in rows:
-        if split != "all" and need(row, "split", source=source) != split:
-            continue
-        if category is not None and row.get("category") != category:
-            continue
-        grader = need(row, "grader", source=source)
-        if grader not in ("exact", "numeric"):
-            raise TaskError(f"{source}: question {row.get('id')!r} has grader {grader!r}; everyday questions are graded 'exact' or 'numeric'")
-        questions.append(Question(id=str(need(row, "id", source=source)), prompt=need(row, "question", source=source),
-                                  reference=need(row, "answer", source=source), grader=grader, grader_options=row.get("grader_options") or {},
-                                  metadata={"domain": "everyday", "category": row.get("category", "")}))
+
+    def keep(row: dict) -> bool:
+        return (split == "all" or row.get("split") == split) and (category is None or row.get("category") == category)
+
+    questions = questions_from_rows(read_local(path), source=str(path), domain="everyday", keep=keep)
     if not questions:
-        raise TaskError(f"everyday: no questions in {source} with split={split!r}" + (f" and category={category!r}" if category else ""))
-    return Task("everyday", questions, INSTRUCTION, domain="everyday", source=f"{source} split={split}")
+        raise TaskError(f"everyday: no questions in {path} with split={split!r}" + (f" and category={category!r}" if category else ""))
+    return Task("everyday", questions, INSTRUCTION, domain="everyday", source=f"{path} split={split}")
