@@ -6,12 +6,12 @@
 # POLICIES="-p conductor" to score a conductor alone into an existing folder).
 # Grown one question per kind at a time (question K of every kind, then K+1, ...), so an interrupted run
 # stays balanced; the everyday questions past the kinds' N follow in one invocation.
-# Usage: bash scripts/eval_generalisation.sh OUT_DIR [N_PER_KIND=20]
+# Usage: bash scripts/eval_generalisation.sh OUT_DIR [N_PER_KIND=20] [FIRST=0]   (FIRST: the first question index to run)
 # Resumable; with the same response cache (CACHE_PATH) a re-run replays without calling a model.
 # LOCK=/tmp/heavy.lock takes that lock for each invocation (not for the whole run), so other heavy jobs on a
 # shared machine interleave with it.
 set -euo pipefail
-OUT=$1; N=${2:-20}
+OUT=$1; N=${2:-20}; FIRST=${3:-0}
 PY=${PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python)}  # the bootstrap venv when there is one
 export PYTHONPATH=${PYTHONPATH:-src}
 KINDS=$($PY -m openconductor.tasks.kinds held-out)
@@ -22,7 +22,7 @@ run() {
       ${CONDUCTOR:+--conductor "$CONDUCTOR"} ${CACHE_PATH:+--cache-path "$CACHE_PATH"} --concurrency 2 --out "$OUT" \
       --title "offline default pool: held-out kinds and everyday questions"
 }
-for k in $(seq 0 $((N - 1))); do
+for k in $(seq "$FIRST" $((N - 1))); do
   run $KINDS --task everyday --offset "$k" --limit 1
 done
 run --task everyday --offset "$N"   # the rest of the everyday test split
