@@ -111,7 +111,10 @@ class ConductorSpec(BaseModel):
     # What runs when every attempt failed: "strongest" (the pool's strongest worker alone), "none" (the
     # run ends plan_failed) or "worker:<name>" (that worker alone; the name is checked against the pool).
     fallback: str = "strongest"
-    show: Literal["ids", "names", "descriptions"] = "ids"
+    # What a prompted (untrained) conductor is told of each worker: its name and description by default, so
+    # it can tell gpt-4o from gpt-4o-mini; "ids" is the paper's ordinal-only view, for a conductor that learns
+    # strengths from reward. A trained checkpoint is always shown the pool as it was trained (its manifest).
+    show: Literal["ids", "names", "descriptions"] = "descriptions"
     fine_grained_access: bool = True  # allow index lists besides "all"/[]
     temperature: float = 0.7
     max_tokens: int = 768

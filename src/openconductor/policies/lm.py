@@ -70,7 +70,8 @@ Otherwise write a new workflow that verifies or revises it."""
 
 
 def describe_pool(spec: PoolSpec, show: str = "ids") -> str:
-    """The pool as the conductor sees it: ordinal ids by default, so it learns strengths from reward."""
+    """The pool as the conductor sees it: ordinal ids ("ids", what a conductor trained from reward learns
+    on), with names, or with names and descriptions (a worker without one is described by its model)."""
     lines = []
     for i, worker in enumerate(spec.workers):
         line = f"Model id {i}"
@@ -78,8 +79,9 @@ def describe_pool(spec: PoolSpec, show: str = "ids") -> str:
             line += " (yourself: a recursive round that sees the answer so far and may verify or revise it)"
         elif show in ("names", "descriptions"):
             line += f": {worker.name}"
-            if show == "descriptions" and worker.description:
-                line += f" — {worker.description}"
+            about = worker.description or (f"{worker.provider} model {worker.model}" if worker.model else f"a {worker.provider} tool")
+            if show == "descriptions":
+                line += f" — {about}"
         lines.append(line)
     return "\n".join(lines)
 

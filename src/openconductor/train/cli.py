@@ -34,10 +34,17 @@ def train_command(
     warmup_only: bool = typer.Option(False, "--warmup-only", help="Stop after the supervised warm-up (RUN/warmup); a later run in the same dir starts GRPO from it."),
     set_: list[str] = typer.Option([], "--set", help="Override a config value: --set grpo.max_steps=10 (repeatable)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every workflow failure and warm-up batch."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the workflow runs and worker calls the target search would make, and stop (no model is called)."),
 ):
     """Train a conductor with GRPO: the reward executes each sampled workflow on the pool and grades it."""
-    require("train", "torch", "transformers", "trl", "peft")
     from .config import TrainConfigError, load_train_config
+
+    if dry_run:
+        try:
+            return _dry_run(load_train_config(config, _overrides(set_)))
+        except TrainConfigError as exc:
+            fail(str(exc))
+    require("train", "torch", "transformers", "trl", "peft")
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # The trainer's own milestones (one line per searched domain, the kept targets) show without -v: a
@@ -55,6 +62,20 @@ def train_command(
         fail(str(exc))
     console.print(f"[bold green]exported[/] {final}\nuse it: conductor ask --pool {cfg.pool_path} --conductor {final} \"QUESTION\"")
     console.print(f"curves: conductor plot {cfg.output_dir}")
+
+
+def _dry_run(cfg) -> None:
+    from .dryrun import plan_search
+
+    plan = plan_search(cfg)
+    if not plan.runs:
+        console.print("no target search ([search] candidates = 0 or no warm-up): the run calls workers only in GRPO's rewards")
+        return
+    bound = "" if plan.exact else " (rank rounds: their catch-up runs depend on the outcomes; counted as if every plan scored alike)"
+    console.print(f"[bold]target search[/]: {plan.runs} workflow runs{bound}, {plan.steps} steps; at most {plan.calls} worker calls on an empty "
+                  f"replay store ({plan.replayed_first_steps} first steps repeat and are replayed)")
+    console.print("runs per domain: " + ", ".join(f"{d} {n}" for d, n in plan.per_domain.items()), highlight=False)
+    console.print("calls per worker: " + ", ".join(f"{w} {n}" for w, n in plan.per_worker.most_common()), highlight=False)
 
 
 def plot_command(

@@ -1,0 +1,117 @@
+"""The generalisation table: each policy on the held-out kinds and on the everyday questions, against the best
+single worker, the best fixed workflow and a per-kind lookup table, with paired-bootstrap 95 % intervals.
+
+Usage: PYTHONPATH=src python scripts/eval_generalisation_table.py OUT/results.jsonl [MORE.jsonl ...] [--against POLICY ...]
+Only questions that EVERY policy answered are compared (an interrupted eval grows kind by kind). Groups: the
+held-out kinds (openconductor/tasks/kinds.py, HELD_OUT_KINDS), the everyday test split, and both together.
+"best single" / "best fixed" are the single-worker / fixed-workflow policy with the highest accuracy on the
+group. "lookup (oracle)" answers each question with the fixed workflow or single worker that scored best on
+ITS kind (everyday: on its category) over these very questions: an upper bound for any per-kind lookup table
+(one chosen on training questions can only do worse on held-out kinds, which it never saw).
+"""
+
+import argparse
+from collections import defaultdict
+from pathlib import Path
+
+from openconductor.evaluation import load_records
+from openconductor.tasks.kinds import HELD_OUT_KINDS, kind_name
+from openconductor.train.evaluate import paired_bootstrap
+
+BASELINE_PREFIXES = ("single:", "fixed:")
+
+
+def complete_questions(records, policies):
+    answered = defaultdict(set)
+    for r in records:
+        answered[(r.task, r.question_id)].add(r.policy)
+    return sorted(q for q, seen in answered.items() if seen >= set(policies))
+
+
+def lookup_row(correct, policies, questions, kind_of):
+    """Per question, the baseline that scored best on its kind (ties: the first listed)."""
+    bases = [p for p in policies if p.startswith(BASELINE_PREFIXES)]
+    by_kind = defaultdict(list)
+    for q in questions:
+        by_kind[kind_of(q)].append(q)
+    row = {}
+    for kind, qs in by_kind.items():
+        best = max(bases, key=lambda p: sum(correct[p][q] for q in qs))
+        row.update({q: correct[best][q] for q in qs})
+    return row
+
+
+def table(name, questions, correct, policies, tokens, against):
+    n = len(questions)
+    acc = {p: sum(correct[p][q] for q in questions) / n for p in policies}
+    singles = [p for p in policies if p.startswith("single:")]
+    fixed = [p for p in policies if p.startswith("fixed:")]
+    refs = {}
+    # The best by accuracy; a tie goes to the cheaper policy (the one a user would pick).
+    if singles:
+        refs["best single"] = max(singles, key=lambda p: (acc[p], -tokens[p]))
+    if fixed:
+        refs["best fixed"] = max(fixed, key=lambda p: (acc[p], -tokens[p]))
+    refs.update({f"{p}": p for p in against if p in acc})
+    print(f"\n### {name}: {n} questions answered by all {len(policies)} policies\n")
+    cols = " | ".join(f"vs {k} ({v})" if k != v else f"vs {k}" for k, v in refs.items())
+    print(f"| policy | accuracy | tokens/q | {cols} |\n|---|---|---|" + "---|" * len(refs))
+    for p in sorted(policies, key=lambda p: -acc[p]):
+        cells = []
+        for ref in refs.values():
+            if ref == p:
+                cells.append("—")
+                continue
+            mean, lo, hi = paired_bootstrap([correct[p][q] for q in questions], [correct[ref][q] for q in questions])
+            cells.append(f"{100 * mean:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
+        spent = "—" if tokens[p] != tokens[p] else f"{tokens[p]:.0f}"  # the lookup bound's tokens are not one run's
+        print(f"| {p} | {100 * acc[p]:.1f} | {spent} | " + " | ".join(cells) + " |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", type=Path, nargs="+")
+    ap.add_argument("--against", action="append", default=[], metavar="POLICY")
+    ap.add_argument("--skip", action="append", default=[], metavar="POLICY", help="leave a policy out (e.g. one run on fewer questions)")
+    args = ap.parse_args()
+    records = [r for path in args.results for r in load_records(path) if r.repeat == 0 and r.policy not in args.skip]
+    policies = list(dict.fromkeys(r.policy for r in records))
+    questions = complete_questions(records, policies)
+    correct = {p: {} for p in policies}
+    tok = defaultdict(dict)
+    category = {}
+    for r in records:
+        correct[r.policy][(r.task, r.question_id)] = int(r.correct)
+        tok[r.policy][(r.task, r.question_id)] = r.tokens
+    # Everyday questions' categories come from the packaged file (results carry the question, not its category).
+    from openconductor.tasks import load_task
+
+    for q in load_task("everyday", split="all").questions:
+        category[("everyday", q.id)] = q.metadata["category"]
+    kinds = {kind_name(t) for t in HELD_OUT_KINDS}
+
+    def kind_of(q):
+        return f"everyday/{category.get(q, '?')}" if q[0] == "everyday" else q[0]
+
+    groups = {"held-out kinds": [q for q in questions if q[0] in kinds], "everyday (test split)": [q for q in questions if q[0] == "everyday"]}
+    groups["both"] = groups["held-out kinds"] + groups["everyday (test split)"]
+    print(f"{len(questions)} question(s) answered by all of: {', '.join(policies)}")
+    for name, qs in groups.items():
+        if not qs:
+            continue
+        look = lookup_row(correct, policies, qs, kind_of)
+        c = {**correct, "lookup (oracle)": look}
+        t = {p: sum(tok[p][q] for q in qs) / len(qs) for p in policies}
+        t["lookup (oracle)"] = float("nan")
+        table(name, qs, c, policies + ["lookup (oracle)"], t, args.against)
+        per_kind = defaultdict(list)
+        for q in qs:
+            per_kind[q[0]].append(q)
+        if name == "held-out kinds":
+            print("\nper kind (accuracy %, n): " + "; ".join(
+                f"{k} n={len(v)}: " + ", ".join(f"{p.split(':')[-1][:18]} {100 * sum(correct[p][q] for q in v) / len(v):.0f}" for p in policies)
+                for k, v in sorted(per_kind.items())))
+
+
+if __name__ == "__main__":
+    main()

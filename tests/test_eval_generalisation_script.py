@@ -1,0 +1,42 @@
+"""scripts/eval_generalisation_table.py on hand-made results: held-out kinds and everyday questions as groups,
+only questions every policy answered, the best single/fixed baselines and the per-kind lookup bound."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _record(task, qid, policy, correct, tokens=100):
+    return {"task": task, "policy": policy, "question_id": qid, "repeat": 0, "question": "q", "run_id": f"{task}{qid}{policy}", "seed": 0,
+            "status": "ok", "final_answer": "a", "correct": correct, "score": float(correct), "steps": 1, "calls": 1, "tokens": tokens,
+            "worker_tokens": tokens, "conductor_tokens": 0, "cost_usd": 0.0, "wall_s": 1.0}
+
+
+def test_groups_baselines_and_the_lookup_bound(tmp_path):
+    # lcm: code right on both, qwen on none; coin_flip: qwen right on both, code on none; so the per-kind
+    # lookup is right on all 4 while each fixed baseline gets 2 of 4. everyday-001 is answered by qwen alone.
+    rows = []
+    for qid in ("0", "1"):
+        rows += [_record("lcm", qid, "single:qwen", False, 50), _record("lcm", qid, "fixed:code", True, 300), _record("lcm", qid, "conductor", True)]
+        rows += [_record("coin_flip", qid, "single:qwen", True, 50), _record("coin_flip", qid, "fixed:code", False, 300),
+                 _record("coin_flip", qid, "conductor", qid == "0")]
+    rows += [_record("everyday", "everyday-001", p, p == "single:qwen") for p in ("single:qwen", "fixed:code", "conductor")]
+    rows.append(_record("lcm", "2", "single:qwen", True))  # answered by one policy only: left out
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_generalisation_table.py"), str(tmp_path / "r.jsonl"), "--against", "conductor"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "5 question(s) answered by all of" in out and "### held-out kinds: 4 questions" in out and "### everyday (test split): 1 questions" in out
+    held = out.split("### held-out kinds")[1].split("###")[0]
+    assert "| lookup (oracle) | 100.0 | — |" in held
+    assert "| conductor | 75.0 | 100 |" in held and "| fixed:code | 50.0 | 300 |" in held
+    # The lookup takes code on lcm and qwen on coin_flip: +50 over the best fixed workflow.
+    assert "vs best fixed (fixed:code)" in held
+    lookup_line = next(line for line in held.splitlines() if line.startswith("| lookup"))
+    assert "+50.0 [" in lookup_line
