@@ -1,4 +1,4 @@
-"""scripts/eval_generalisation_table.py on hand-made results: held-out kinds and everyday questions as groups,
+"""benchmarks/eval_generalisation_table.py on hand-made results: held-out kinds and everyday questions as groups,
 only questions every policy answered, the best single/fixed baselines and the per-kind lookup bound."""
 
 import json
@@ -28,7 +28,7 @@ def test_groups_baselines_and_the_lookup_bound(tmp_path):
     rows.append(_record("lcm", "2", "single:qwen", True))  # answered by one policy only: left out
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_generalisation_table.py"), str(tmp_path / "r.jsonl"), "--against", "conductor"],
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_generalisation_table.py"), str(tmp_path / "r.jsonl"), "--against", "conductor"],
                           capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     out = done.stdout

@@ -85,7 +85,7 @@ def plan_search(cfg: TrainConfig, spec: Optional[PoolSpec] = None) -> SearchPlan
     prompts = [first[i % len(first)] for i in range(n_prompts)]
     if cfg.search.selection == "domain":
         asyncio.run(domain_search(cfg, spec, recorder, prompts, first))
-        domains = {row["domain"] for row in prompts}
+        domains = {row.domain for row in prompts}
         recorder.plan.exact = all(cfg.search.for_domain(d).rank_rounds == 1 for d in domains)
     else:
         asyncio.run(per_question(cfg, spec, recorder, prompts))

@@ -1,7 +1,7 @@
 """The generalisation table: each policy on the held-out kinds and on the everyday questions, against the best
 single worker, the best fixed workflow and a per-kind lookup table, with paired-bootstrap 95 % intervals.
 
-Usage: PYTHONPATH=src python scripts/eval_generalisation_table.py OUT/results.jsonl [MORE.jsonl ...] [--against POLICY ...]
+Usage: PYTHONPATH=src python benchmarks/eval_generalisation_table.py OUT/results.jsonl [MORE.jsonl ...] [--against POLICY ...]
 Only questions that EVERY policy answered are compared (an interrupted eval grows kind by kind). Groups: the
 held-out kinds (openconductor/tasks/kinds.py, HELD_OUT_KINDS), the everyday test split, and both together.
 "best single" / "best fixed" are the single-worker / fixed-workflow policy with the highest accuracy on the
@@ -14,9 +14,8 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from openconductor.evaluation import load_records
+from openconductor.evaluation import load_records, paired_bootstrap
 from openconductor.tasks.kinds import HELD_OUT_KINDS, kind_name
-from openconductor.train.evaluate import paired_bootstrap
 
 BASELINE_PREFIXES = ("single:", "fixed:")
 
