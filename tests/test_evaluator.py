@@ -77,8 +77,28 @@ def test_a_lookup_table_file_plans_per_domain_with_a_default(tmp_path, spec):
     table.write_text('[domains.math]\nsteps = [{ worker = "ghost", subtask = "x" }]\n')
     with pytest.raises(ValueError, match=r"unknown worker\(s\) ghost"):
         parse_policy_specs([f"lookup:{table}"], spec)
-    with pytest.raises(ValueError, match="no workflow for domain 'mmlu' and no default"):
+    with pytest.raises(ValueError, match="no workflow for kind None or domain .mmlu. and no default"):
         LookupTable({"math": Workflow((Step(0, "Solve."),))}).workflow_for("mmlu", spec)
+
+
+def test_a_lookup_table_keys_on_the_questions_kind_before_its_domain(spec):
+    """Two tasks of the same domains: entries named after the tasks (kinds) decide; a domain entry serves
+    the kinds the table does not name."""
+    one = Workflow((Step(spec.index("gpt-5-minimal"), "Solve the overall task and give the final answer."),))
+    other = Workflow((Step(spec.index("claude-sonnet-4"), "Solve the overall task and give the final answer."),))
+    table = LookupTable({"kind-a": one, "math": other}, name="by-kind")
+    a = simulated_task(world.make_questions(8, seed=13), name="kind-a")
+    b = simulated_task(world.make_questions(8, seed=14), name="kind-b")
+
+    async def run():
+        async with Pool(spec) as pool:
+            return await evaluate([a, b], [("by-kind", table)], pool, concurrency=8)
+
+    records = _run(run())
+    assert all(r.workers_used == ["gpt-5-minimal"] for r in records if r.task == "kind-a")
+    b_records = [r for r in records if r.task == "kind-b"]
+    assert all(r.workers_used == ["claude-sonnet-4"] for r in b_records if r.domain == "math")
+    assert all(r.status == "plan_failed" and "no workflow for kind 'kind-b'" in r.error for r in b_records if r.domain != "math")
 
 
 def test_the_simulated_task_grades_with_the_worlds_rule():

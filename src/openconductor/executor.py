@@ -93,7 +93,8 @@ class Context:
     stream_tokens: bool = True  # ask providers for token-by-token output (costly on HTTP backends)
     answer: Optional[AnswerFormat] = None  # what the caller asks of the final answer (its step only)
     max_output_tokens: Optional[int] = None  # the caller's cap on each worker call's output
-    domain: Optional[str] = None  # the question's domain, where the caller knows it (PlanRequest.domain)
+    domain: Optional[str] = None  # the question's domain and kind, where the caller knows them (PlanRequest)
+    kind: Optional[str] = None
 
     def hit(self, limit: str) -> None:
         if limit not in self.limits_hit:
@@ -113,11 +114,12 @@ async def solve(
     answer: Optional[AnswerFormat] = None,
     max_output_tokens: Optional[int] = None,
     domain: Optional[str] = None,
+    kind: Optional[str] = None,
 ) -> Run:
     """Plan and run one question end to end. Never raises for worker or plan failures: the Run says.
 
-    ``domain``: the question's domain or kind where the caller knows it (an eval task), for policies
-    that key on it (``PlanRequest.domain``).
+    ``domain``, ``kind``: the question's domain and kind (its task) where the caller knows them (an eval
+    task), for policies that key on them (``PlanRequest``).
 
     ``answer`` (tools, JSON format, stop, sampling) goes to the final step's call only;
     ``max_output_tokens`` caps every worker call's output, so the final answer's too.
@@ -126,11 +128,12 @@ async def solve(
     """
     start = time.perf_counter()
     ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed, stream_tokens=stream_tokens,
-                  answer=answer, max_output_tokens=max_output_tokens, domain=domain)
+                  answer=answer, max_output_tokens=max_output_tokens, domain=domain, kind=kind)
     run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names, metadata=metadata or {})
     await _emit(on_event, Event("run_started", run))
     try:
-        plan = await _plan(ctx, PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed, budget=ctx.budget, domain=domain))
+        plan = await _plan(ctx, PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed, budget=ctx.budget,
+                                         domain=domain, kind=kind))
         await _run_round(ctx, run, plan)
     except asyncio.CancelledError:
         _cancelled(ctx, run)
@@ -358,6 +361,7 @@ async def _recurse(ctx: Context, run: Run, record: StepRecord, final: bool = Fal
             seed=ctx.seed,
             budget=ctx.budget,
             domain=ctx.domain,
+            kind=ctx.kind,
         ),
     )
     if plan.workflow is not None and plan.workflow.is_accept:

@@ -49,8 +49,9 @@ async def evaluate(
     records in job order (task, repeat, question, policy).
 
     Each run's sampling seed is ``question_seed(seed, ...)`` (the same for every policy); with
-    ``seed_per_question=False`` every run gets ``seed`` itself. A policy sees the question's domain
-    (``PlanRequest.domain``), so per-domain baselines (a lookup table, the oracle router) can key on it.
+    ``seed_per_question=False`` every run gets ``seed`` itself. A policy sees the question's domain and
+    kind (``PlanRequest.domain``, ``.kind``: its task's name), so per-domain and per-kind baselines (a
+    lookup table, the oracle router) can key on them.
     Raises GraderUnavailable before any run if a question's grader kind is not registered.
     """
     if repeats < 1 or concurrency < 1:
@@ -71,7 +72,7 @@ async def evaluate(
         s = question_seed(seed, task.name, q.id, repeat) if seed_per_question else seed
         async with gate:
             run = await solve(
-                task.text(q), policy, pool, limits=limits, seed=s, stream_tokens=stream_tokens, domain=question_domain(task, q),
+                task.text(q), policy, pool, limits=limits, seed=s, stream_tokens=stream_tokens, domain=question_domain(task, q), kind=task.name,
                 metadata={"eval": {"task": task.name, "question_id": q.id, "policy": label, "repeat": repeat}},
             )
         # agrade keeps the event loop free: code runs in the sandbox, the rest in the grading process.

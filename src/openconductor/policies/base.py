@@ -39,7 +39,10 @@ class PlanRequest:
     depth: int = 0
     seed: Optional[int] = None
     budget: Optional["Budget"] = None  # the request's budget: a policy that calls a model reserves each call on it
-    domain: Optional[str] = None  # the question's domain or kind, where the caller knows it (an eval task does)
+    # Where the caller knows them (an eval task does): the question's domain (math, code, ...) and its kind
+    # (the task or generator it comes from), for policies that key on them (policies/lookup.py).
+    domain: Optional[str] = None
+    kind: Optional[str] = None
 
 
 @dataclass

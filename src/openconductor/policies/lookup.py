@@ -1,8 +1,9 @@
-"""Per-domain baselines: a lookup table (one fixed workflow per question domain) and the oracle
-per-domain router (each domain's best worker, one step).
+"""Per-domain and per-kind baselines: a lookup table (one fixed workflow per question kind or domain) and
+the oracle per-domain router (each domain's best worker, one step).
 
-Both key on ``PlanRequest.domain``, the question's domain or kind where the caller knows it (every eval
-task does). A lookup table file names workers, so it survives reordering the pool::
+They key on ``PlanRequest.kind`` (the question's task, e.g. ``rg:gcd``) and ``PlanRequest.domain`` (e.g.
+``math``), which every eval task gives; a table entry names either. A lookup table file names workers,
+so it survives reordering the pool::
 
     description = "code goes to the coder and is run; the rest to the strongest model"
     [domains.code]
@@ -38,7 +39,8 @@ Entry = Union[Workflow, FixedWorkflowSpec]  # ids in the pool, or worker names r
 
 
 class LookupTableSpec(BaseModel):
-    """A lookup table file: ``[domains.NAME]`` workflows and an optional ``[default]`` for other domains."""
+    """A lookup table file: ``[domains.NAME]`` workflows (NAME: a question kind or domain) and an optional
+    ``[default]`` for the others."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -63,7 +65,7 @@ class LookupOptions(PolicyOptions):
 
 @register_policy("lookup")
 class LookupTable(Policy):
-    """One fixed workflow per question domain (``default`` for the domains the table does not name)."""
+    """One fixed workflow per question kind or domain (the kind's entry first; ``default`` for the rest)."""
 
     Options = LookupOptions
 
@@ -77,10 +79,12 @@ class LookupTable(Policy):
             self.source, self.name = "", name
             self.table, self.default = dict(table), default
 
-    def workflow_for(self, domain: Optional[str], pool: "PoolSpec") -> Workflow:
-        entry = self.table.get(domain or "", self.default)
+    def workflow_for(self, domain: Optional[str], pool: "PoolSpec", kind: Optional[str] = None) -> Workflow:
+        key = next((k for k in (kind, domain) if k is not None and k in self.table), None)
+        entry = self.table[key] if key is not None else self.default
         if entry is None:
-            raise PolicyError(f"{self.name}: no workflow for domain {domain!r} and no default; the table has {', '.join(sorted(self.table))}")
+            raise PolicyError(f"{self.name}: no workflow for kind {kind!r} or domain {domain!r} and no default; "
+                              f"the table has {', '.join(sorted(self.table))}")
         if isinstance(entry, Workflow):
             return entry
         entry.check_workers([w.name for w in pool.workers], f"{self.name}, domain {domain!r}")
@@ -101,7 +105,7 @@ class LookupTable(Policy):
         return {**super().fingerprint(pool), "table": rendered, "default": default}
 
     async def plan(self, request: PlanRequest) -> Plan:
-        workflow = Workflow(()) if request.previous is not None else self.workflow_for(request.domain, request.pool.spec)
+        workflow = Workflow(()) if request.previous is not None else self.workflow_for(request.domain, request.pool.spec, request.kind)
         return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()))
 
 
