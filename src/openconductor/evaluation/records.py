@@ -56,8 +56,9 @@ class EvalRecord(BaseModel):
 
     @property
     def planned(self) -> bool:
-        """Whether the policy produced a workflow (an unparseable plan without a fallback did not)."""
-        return self.status != "plan_failed"
+        """Whether the policy produced a workflow that ran (not: an unparseable plan without a fallback, or a
+        limit reached while planning)."""
+        return self.steps > 0
 
 
 def load_records(path: Path) -> list[EvalRecord]:
