@@ -82,6 +82,17 @@ def test_models_retrieve_answers_200_for_a_served_model_and_an_openai_404_otherw
     assert old.value.body["code"] == "model_not_found"
 
 
+def test_every_field_of_the_sdks_legacy_completions_request_is_accepted():
+    """Fails when the SDK grows a field /v1/completions does not know (then decide: honour, or a 400 naming it)."""
+    import typing
+
+    from openai.types.completion_create_params import CompletionCreateParamsBase
+
+    from openconductor.server.completions import CompletionRequest
+
+    assert set(typing.get_type_hints(CompletionCreateParamsBase)) | {"stream"} <= set(CompletionRequest.model_fields)
+
+
 def test_legacy_completions_are_served_plain_and_streaming(cfg):
     with serve(cfg) as url:
         c = client(url)

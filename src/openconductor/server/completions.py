@@ -16,26 +16,17 @@ from ..records import Run
 from . import builders
 from .errors import APIError, unsupported
 from .gateway import Endpoint
-from .requests import Accepted, ConductorOptions, StreamOptions, Strict, Turn, _cap, _neutral, _stop, check_conversation
+from .requests import Accepted, SamplingParams, StreamOptions, Turn, _cap, _neutral, _stop, check_conversation
 from .runs import Request, RunHandle
 from .streams import ErrorHook, chat_stream
 
 
-class CompletionRequest(Strict):
+class CompletionRequest(SamplingParams):
     model: str
     prompt: Any  # one text (a string, or a list holding one); checked in ``interpret_completion``
-    # honoured
+    # honoured, besides the sampling parameters
     stream: Optional[bool] = False
     stream_options: Optional[StreamOptions] = None
-    stop: Union[str, list[str], None] = None
-    max_tokens: Optional[int] = Field(None, ge=1)
-    temperature: Optional[float] = Field(None, ge=0, le=2)
-    top_p: Optional[float] = Field(None, ge=0, le=1)
-    frequency_penalty: Optional[float] = Field(None, ge=-2, le=2)
-    presence_penalty: Optional[float] = Field(None, ge=-2, le=2)
-    seed: Optional[int] = None
-    user: Optional[str] = None
-    conductor: Optional[ConductorOptions] = None
     # honoured only at their neutral value
     n: Optional[int] = Field(None, ge=1)
     best_of: Optional[int] = Field(None, ge=1)
@@ -62,8 +53,6 @@ def interpret_completion(req: CompletionRequest) -> Accepted:
     _neutral("logprobs", req.logprobs, (None, 0), "log probabilities are not available: the answer comes from a workflow of models")
     _neutral("logit_bias", req.logit_bias or None, (None,), "token biases cannot apply: the workers use different tokenizers")
     _neutral("suffix", req.suffix, (None, ""), "suffix (fill-in-the-middle) is not supported")
-    if isinstance(req.stop, list) and len(req.stop) > 4:
-        raise APIError(400, "stop: at most 4 stop sequences", param="stop", code="invalid_request")
     turns = check_conversation([Turn("user", _prompt(req.prompt), param="prompt")], "prompt")
     answer = AnswerFormat(stop=_stop(req.stop), temperature=req.temperature, top_p=req.top_p,
                           frequency_penalty=req.frequency_penalty, presence_penalty=req.presence_penalty)

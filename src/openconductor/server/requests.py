@@ -304,7 +304,28 @@ class StreamOptions(Strict):
     include_obfuscation: Optional[bool] = None  # no obfuscation padding is sent either way
 
 
-class ChatCompletionRequest(Strict):
+class SamplingParams(Strict):
+    """What the Chat and the legacy Completions requests share, with OpenAI's ranges (all honoured)."""
+
+    stop: Union[str, list[str], None] = None
+    max_tokens: Optional[int] = Field(None, ge=1)
+    temperature: Optional[float] = Field(None, ge=0, le=2)
+    top_p: Optional[float] = Field(None, ge=0, le=1)
+    frequency_penalty: Optional[float] = Field(None, ge=-2, le=2)
+    presence_penalty: Optional[float] = Field(None, ge=-2, le=2)
+    seed: Optional[int] = None
+    user: Optional[str] = None
+    conductor: Optional[ConductorOptions] = None  # the extension field
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_count(cls, value: Union[str, list[str], None]) -> Union[str, list[str], None]:
+        if isinstance(value, list) and len(value) > 4:
+            raise ValueError("at most 4 stop sequences")
+        return value
+
+
+class ChatCompletionRequest(SamplingParams):
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
     # honoured
@@ -316,18 +337,9 @@ class ChatCompletionRequest(Strict):
     functions: Optional[list[FunctionDef]] = None
     function_call: Union[Literal["none", "auto"], dict[str, Any], None] = None
     response_format: Optional[ChatResponseFormat] = None
-    stop: Union[str, list[str], None] = None
-    max_tokens: Optional[int] = Field(None, ge=1)
     max_completion_tokens: Optional[int] = Field(None, ge=1)
-    temperature: Optional[float] = Field(None, ge=0, le=2)
-    top_p: Optional[float] = Field(None, ge=0, le=1)
-    frequency_penalty: Optional[float] = Field(None, ge=-2, le=2)
-    presence_penalty: Optional[float] = Field(None, ge=-2, le=2)
-    seed: Optional[int] = None
-    user: Optional[str] = None
     safety_identifier: Optional[str] = None
     metadata: Metadata = None
-    conductor: Optional[ConductorOptions] = None  # the extension field
     # honoured only at their neutral value
     n: Optional[int] = Field(None, ge=1)
     logprobs: Optional[bool] = None
@@ -351,13 +363,6 @@ class ChatCompletionRequest(Strict):
     @classmethod
     def _metadata(cls, value: Metadata) -> Metadata:
         return _check_metadata(value)
-
-    @field_validator("stop")
-    @classmethod
-    def _stop_count(cls, value: Union[str, list[str], None]) -> Union[str, list[str], None]:
-        if isinstance(value, list) and len(value) > 4:
-            raise ValueError("at most 4 stop sequences")
-        return value
 
 
 def _chat_turn(i: int, m: ChatMessage) -> Turn:
