@@ -395,7 +395,8 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
     spec = worker.spec
     if worker.name in ctx.pool.unavailable:
         record.status, record.error_code = "error", "worker_unavailable"
-        record.error = f"worker {worker.name!r} cannot run on this machine: {ctx.pool.unavailable[worker.name]}"
+        # Short: later steps read it in their context; why and the fix are in the run's warnings.
+        record.error = f"worker {worker.name!r} cannot run on this machine (the run's warnings say why and how to fix it)"
         record.finished_at = time.time()
         return
     wanted = spec.max_tokens if ctx.max_output_tokens is None else min(spec.max_tokens, ctx.max_output_tokens)

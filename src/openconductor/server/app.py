@@ -2,11 +2,13 @@
 
 Endpoints: POST /v1/chat/completions, POST /v1/responses, POST /v1/completions (legacy, ``completions``),
 GET /v1/models[/{id}], GET /v1/traces[/{id}], GET /health, GET /metrics, and the viewer page at /. A key is
-read from ``Authorization: Bearer``, else from ``api-key`` or ``x-api-key`` (``auth.KeyHeaders``). What a request means is in ``requests``, how a run
-is admitted and launched in ``gateway``, the answers in ``builders`` and the streams in ``streams``.
-Worker outages: a run that ends without any answer is a 502 error object (streaming: an error event,
-then [DONE]); a prompt over the workers' context is a 400 ``context_length_exceeded``; a run that ends
-with an answer but not cleanly is a 200 whose ``conductor.status`` says so.
+read from ``Authorization: Bearer``, else from ``api-key`` or ``x-api-key`` (``auth.KeyHeaders``).
+What a request means is in ``requests``, how a run is admitted and launched in ``gateway``, the answers
+in ``builders`` and the streams in ``streams``. Worker outages: a run that ends without any answer is a 502
+error object (streaming: an error event, then [DONE]); a prompt over the workers' context is a 400
+``context_length_exceeded``; no answer in the requested format is a 422; all three say
+``x-should-retry: false``. A run that ends with an answer but not cleanly is a 200 whose
+``conductor.status`` says so.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .completions import COMPLETIONS
 from .config import ServerConfig
 from .errors import APIError, validation_message
 from .gateway import CHAT, RESPONSES, Endpoint, Gateway
+from .runs import Preset
 
 STATIC = Path(str(resources.files("openconductor").joinpath("server/static")))
 log = logging.getLogger(__name__)
@@ -171,7 +174,7 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
 
     # ------------------------------------------------------------------------------ models and traces
 
-    def model_object(preset, model_id: str) -> dict:
+    def model_object(preset: Preset, model_id: str) -> dict:
         return Model(id=model_id, object="model", created=0, owned_by="openconductor",
                      conductor={"preset": preset.name, "version": preset.spec.version, "pinned": model_id == preset.pinned_id,
                                 "fingerprint": preset.fingerprint, "policy": preset.spec.policy,
