@@ -96,8 +96,8 @@ def test_cli_reports_bad_input_clearly(tmp_path):
     bad = run_cli("ask", "q", "--pool", str(tmp_path / "missing.toml"), tmp_path=tmp_path)
     assert bad.returncode == 2 and "pool file not found" in bad.stderr
     pool = write(tmp_path, GOOD)
-    unknown = run_cli("ask", "q", "--pool", str(pool), "--policy", "oracle", tmp_path=tmp_path)
-    assert unknown.returncode == 2 and "unknown policy 'oracle'" in unknown.stderr
+    unknown = run_cli("ask", "q", "--pool", str(pool), "--policy", "delphi", tmp_path=tmp_path)
+    assert unknown.returncode == 2 and "unknown policy 'delphi'" in unknown.stderr
     missing = run_cli("trace", "doesnotexist", tmp_path=tmp_path)
     assert missing.returncode == 2 and "no trace with id" in missing.stderr
 

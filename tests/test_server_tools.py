@@ -137,11 +137,11 @@ def test_json_schema_and_json_object_answers_are_valid(cfg):
 def test_an_answer_that_cannot_match_the_schema_is_a_clear_error(cfg):
     impossible = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1000}}, "required": ["n"]}
     with serve(cfg) as url:
-        with pytest.raises(openai.InternalServerError) as caught:
+        with pytest.raises(openai.UnprocessableEntityError) as caught:
             client(url).chat.completions.create(model="conductor", messages=[{"role": "user", "content": "q"}],
                                                 response_format={"type": "json_schema", "json_schema": {"name": "big", "schema": impossible}})
     error = caught.value.body
-    assert caught.value.status_code == 502 and error["code"] == "invalid_answer_format"
+    assert caught.value.status_code == 422 and error["code"] == "invalid_answer_format"
     assert "does not match the JSON schema 'big'" in error["message"] and "1000" in error["message"]
 
 

@@ -98,8 +98,10 @@ async def test_python_worker_runs_the_coders_program_and_its_usage_lands_in_the_
 async def test_a_last_expression_is_printed_like_a_notebook_cell():
     run, step = await run_code("def f(n):\n    return n * 6\n\nf(7)")
     assert run.final_answer == "42"
-    run, _ = await run_code("x = 5; x")  # not a whole line: left alone, prints nothing
-    assert run.final_answer == "[python: the program ran without error but printed nothing]"
+    run, step = await run_code("x = 5; x")  # not a whole line: left alone, prints nothing
+    assert step.output == "[python: the program ran without error but printed nothing]" and step.detail["status"] == "empty"
+    # Nothing printed is no answer: the executor adds a step in which the pool's model answers (tests/test_tool_fallback.py).
+    assert [s.worker_name for s in run.steps] == ["coder", "python", "coder"] and run.steps[-1].appended
 
 
 async def test_a_program_error_is_returned_marked_with_the_traceback():

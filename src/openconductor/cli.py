@@ -99,6 +99,8 @@ def step_panel(step, partial: str = "") -> Panel:
     if step.status in ("ok",) and step.attempts:
         title += f" · {step.usage.total_tokens} tok · {step.latency_s:.1f}s"
     body = Text()
+    if step.appended:  # not in the conductor's plan: the executor added it
+        body.append(f"(added: {step.appended})\n", style="dim")
     body.append(step.subtask + "\n", style="italic")
     output = step.output or partial
     if step.error:

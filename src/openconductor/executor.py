@@ -22,7 +22,7 @@ from .policies.base import Plan, PlanRequest, Policy, Previous
 from .pool import TOOL_PROVIDERS, Pool, WorkerCallError
 from .records import PlanRecord, Run, StepRecord, Totals, Usage
 from .reply import answer_text as clean_answer  # the final answer is the reply as a user sees it
-from .workflow import Workflow
+from .workflow import Step, Workflow
 
 # ---------------------------------------------------------------------------------------------- events
 
@@ -129,7 +129,8 @@ async def solve(
     start = time.perf_counter()
     ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed, stream_tokens=stream_tokens,
                   answer=answer, max_output_tokens=max_output_tokens, domain=domain, kind=kind)
-    run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names, metadata=metadata or {})
+    run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names, metadata=metadata or {},
+              warnings=list(pool.warnings))
     await _emit(on_event, Event("run_started", run))
     try:
         plan = await _plan(ctx, PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed, budget=ctx.budget,
@@ -177,20 +178,69 @@ async def _run_round(ctx: Context, run: Run, plan: Plan, final: bool = True) -> 
         run.error = "; ".join(plan.record.errors) or "the policy returned no workflow"
         _finish(ctx, run)
         return
-    run.steps = [
-        StepRecord(
-            index=i,
-            worker=s.worker,
-            worker_name=ctx.pool[s.worker].name,
-            subtask=s.subtask,
-            access=s.access if s.access == "all" else list(s.access),
-            visible=list(s.visible(i)),
-        )
-        for i, s in enumerate(plan.workflow.steps)
-    ]
+    workflow = plan.workflow
+    if final and _wants_format(ctx) and _ends_in_tool(ctx, workflow):
+        workflow = _with_answer_step(ctx, workflow)  # a tool cannot answer in the caller's format; a model can
+    run.steps = [_record(ctx, workflow, i) for i in range(len(workflow))]
+    if len(workflow) > len(plan.workflow):
+        run.steps[-1].appended = "the plan ended in a tool step; a model gives the answer in the requested format"
     await _emit(ctx.on_event, Event("plan", run))
-    await execute(ctx, run, plan.workflow, final)
+    await execute(ctx, run, workflow, final)
+    if _ends_in_tool(ctx, workflow) and not _tool_answered(run.steps[-1]) and not (ctx.limits_hit or ctx.budget.hits):
+        await _answer_after_tool(ctx, run, workflow, final)
     _finish(ctx, run)
+
+
+def _record(ctx: Context, workflow: Workflow, i: int) -> StepRecord:
+    s = workflow.steps[i]
+    return StepRecord(index=i, worker=s.worker, worker_name=ctx.pool[s.worker].name, subtask=s.subtask,
+                      access=s.access if s.access == "all" else list(s.access), visible=list(s.visible(i)))
+
+
+# -------------------------------------------------------------------------- plans that end in a tool
+
+ANSWER_SUBTASK = "Using the work above, give the final answer to the overall task."
+
+
+def _wants_format(ctx: Context) -> bool:
+    return ctx.answer is not None and bool(ctx.answer.features() & {"tools", "json_schema"})
+
+
+def _ends_in_tool(ctx: Context, workflow: Workflow) -> bool:
+    return bool(workflow.steps) and ctx.pool[workflow.steps[-1].worker].spec.provider in TOOL_PROVIDERS
+
+
+def _tool_answered(record: StepRecord) -> bool:
+    """A tool step's output can stand as the answer: it ran, and its tool says its result is one (a python
+    program that failed or printed nothing is not; tools report it as ``detail["status"]``)."""
+    return record.status == "ok" and record.detail.get("status", "ok") == "ok"
+
+
+def _with_answer_step(ctx: Context, workflow: Workflow) -> Workflow:
+    """The workflow with a last step in which the pool's answering model sees every step and answers."""
+    answerer = ctx.pool.answering_worker()
+    if answerer is None:
+        return workflow
+    return Workflow(workflow.steps + (Step(answerer, ANSWER_SUBTASK, "all"),), reasoning=workflow.reasoning)
+
+
+async def _answer_after_tool(ctx: Context, run: Run, workflow: Workflow, final: bool) -> None:
+    """A plan that ended in a tool step without an answer (it failed, its program failed or printed nothing,
+    or the tool cannot run here): a model step follows, so the run ends with an answer a model could give."""
+    extended = _with_answer_step(ctx, workflow)
+    if len(extended) == len(workflow):
+        return
+    i = len(workflow)
+    record = _record(ctx, extended, i)
+    record.appended = f"the plan ended in a tool step ({run.steps[-1].worker_name}) without an answer; a model gives it"
+    run.steps.append(record)
+    try:
+        await _run_step(ctx, run, extended, i, {r.index: r for r in run.steps}, final)
+    except LimitReached as exc:
+        ctx.hit(exc.limit)
+        record.status, record.error = "skipped", f"limit reached: {exc}"
+    finally:
+        await _emit(ctx.on_event, Event("step_finished", run, record))
 
 
 def _finish(ctx: Context, run: Run) -> None:
@@ -285,6 +335,12 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
         return
 
     spec = worker.spec
+    if worker.name in ctx.pool.unavailable:
+        record.status, record.error_code = "error", "worker_unavailable"
+        # Short: later steps read it in their context; why and the fix are in the run's warnings.
+        record.error = f"worker {worker.name!r} cannot run on this machine (the run's warnings say why and how to fix it)"
+        record.finished_at = time.time()
+        return
     wanted = spec.max_tokens if ctx.max_output_tokens is None else min(spec.max_tokens, ctx.max_output_tokens)
     max_tokens, reserved_tokens, reserved_cost = ctx.budget.reserve(
         record.messages, wanted, spec.price_input_per_m, spec.price_output_per_m
@@ -317,7 +373,8 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
         completion, attempts = await worker.call(
             record.messages,
             max_tokens=max_tokens,
-            on_token=on_token if ctx.on_event and ctx.stream_tokens else None,
+            # A tool's output arrives whole, and may yet be followed by a model's answer: it is not streamed.
+            on_token=on_token if ctx.on_event and ctx.stream_tokens and spec.provider not in TOOL_PROVIDERS else None,
             on_retry=on_retry if ctx.on_event else None,
             seed=ctx.seed,
             answer=ctx.answer if final else None,

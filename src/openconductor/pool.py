@@ -418,13 +418,35 @@ class Pool:
             check_pool(spec)
             workers = [self._worker(w, cache) for w in spec.workers]
             backend = self._worker(spec.conductor.backend, cache) if spec.conductor.backend is not None else None
+            unavailable = {w.name: why for w in workers if (why := w.provider.unavailable()) is not None}
         else:  # a view (see ``view``): the parent's live workers, renumbered
             parent, indices = _view_of
             workers, backend = [parent.workers[i] for i in indices], parent._conductor_worker()
+            unavailable = {w.name: parent.unavailable[w.name] for w in workers if w.name in parent.unavailable}
         self.spec, self.cache = spec, cache
         self.workers: list[Worker] = workers
         self._backend = backend
         self._owner = _view_of is None  # a view leaves closing the shared workers to its parent
+        # Workers that cannot run here (worker name -> why and the fix): the executor does not call them.
+        self.unavailable: dict[str, str] = unavailable
+        self.warnings = [self._unavailable_warning(name, why) for name, why in unavailable.items()]
+        for warning in self.warnings if self._owner else ():
+            log.warning("%s", warning)
+
+    def _unavailable_warning(self, name: str, why: str) -> str:
+        answerer = self.answering_worker()
+        instead = f"its steps fail and worker {self.workers[answerer].name!r} answers instead" if answerer is not None else "its steps fail"
+        return f"warning: pool {self.spec.name!r}: worker {name!r} cannot run on this machine, so {instead}. {why}"
+
+    def answering_worker(self) -> Optional[int]:
+        """The model worker that gives the answer when a plan ends in a tool step that has none: the strongest
+        model (``PoolSpec.strongest_index``), else the first model that can run here; None if there is none."""
+        def answers(i: int) -> bool:
+            w = self.spec.workers[i]
+            return w.provider not in TOOL_PROVIDERS and w.provider != "conductor" and w.name not in self.unavailable
+
+        best = self.spec.strongest_index()
+        return best if answers(best) else next((i for i in range(len(self.workers)) if answers(i)), None)
 
     @staticmethod
     def _worker(spec: WorkerSpec, cache: Optional["ResponseCache"]) -> Worker:

@@ -83,6 +83,8 @@ class StepRecord(BaseModel):
     finished_at: Optional[float] = None
     # A step run by the conductor itself (recursion) holds the nested round.
     nested: Optional["Run"] = None
+    # Set on a step the executor added after the plan, saying why (a plan that ended in a tool step).
+    appended: Optional[str] = None
 
 
 class PlannedStep(BaseModel):
@@ -143,6 +145,8 @@ class Run(BaseModel):
     error: Optional[str] = None
     totals: Totals = Field(default_factory=Totals)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # What the pool said when it loaded (a worker that cannot run on this machine, and the fix).
+    warnings: list[str] = Field(default_factory=list)
 
     @property
     def workflow_steps(self) -> int:

@@ -95,6 +95,11 @@ class Provider:
     ) -> Completion:
         raise NotImplementedError
 
+    def unavailable(self) -> Optional[str]:
+        """Why this worker cannot run on this machine (a tool whose system dependency is missing), with the
+        fix; None when it can. Checked once when a pool loads: the pool warns and its steps fall back to a model."""
+        return None
+
     async def aclose(self) -> None:
         return None
 

@@ -11,7 +11,9 @@ Which code runs (the first rule that finds any):
 
 A Python block is a fenced block tagged ``python``/``py``/``python3`` or untagged; one left open at
 the end of a response (a model cut by its token limit) counts up to the end. Nothing found is a
-non-retryable ProviderError that says so (the step fails with that message).
+non-retryable ProviderError that says so (the step fails with that message). ``detail["status"]`` is
+``ok`` only for a program that exited cleanly and printed something: ``error`` and ``empty`` outputs are not
+answers, and a plan that ends with one gets a model step that answers (``executor``).
 
 The program runs like a notebook cell: when its last statement is an expression (not ``print(...)``),
 its value is printed unless it is None. It runs in a child process inside the sandbox, so its CPU
@@ -208,6 +210,16 @@ class PythonToolProvider(Provider):
             max_output_bytes=max(1 << 16, 64 * o.max_output_chars),  # JSON escapes a byte into at most 6
         )
 
+    def unavailable(self) -> Optional[str]:
+        """The sandbox's reason and fix when generated code cannot be sandboxed here (probed once per settings)."""
+        from ..sandbox import SandboxUnavailable, check_sandbox
+
+        try:
+            check_sandbox(self.settings)
+        except SandboxUnavailable as exc:
+            return str(exc)
+        return None
+
     @staticmethod
     def code(messages: list[dict]) -> tuple[Optional[str], str]:
         context = worker_message.parse(messages)
@@ -249,8 +261,9 @@ class PythonToolProvider(Provider):
         text = format_output(report, self.options)
         if on_token is not None:
             on_token(text)
-        detail = {
-            "status": "ok" if report["exit_code"] == 0 and not report["timed_out"] else "error",
+        failed = report["exit_code"] != 0 or report["timed_out"]
+        detail = {  # status: "ok" only for a result that can stand as an answer (the executor reads it)
+            "status": "error" if failed else "ok" if report["stdout"].strip() else "empty",
             "exit_code": report["exit_code"], "timed_out": report["timed_out"], "cpu_s": round(report["cpu_s"], 4),
             "max_rss_kb": report["max_rss_kb"], "stdout_bytes": report["stdout_bytes"], "stderr_bytes": report["stderr_bytes"],
             "code_from": origin, "code_chars": len(code), "sandboxed": result.sandboxed,

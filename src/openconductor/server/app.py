@@ -1,11 +1,14 @@
 """The OpenAI-compatible HTTP API and the trace viewer, in one FastAPI app: routes only.
 
-Endpoints: POST /v1/chat/completions, POST /v1/responses, GET /v1/models, GET /v1/traces[/{id}],
-GET /health, GET /metrics, and the viewer page at /. What a request means is in ``requests``, how a run
-is admitted and launched in ``gateway``, the answers in ``builders`` and the streams in ``streams``.
-Worker outages: a run that ends without any answer is a 502 error object (streaming: an error event,
-then [DONE]); a prompt over the workers' context is a 400 ``context_length_exceeded``; a run that ends
-with an answer but not cleanly is a 200 whose ``conductor.status`` says so.
+Endpoints: POST /v1/chat/completions, POST /v1/responses, POST /v1/completions (legacy, ``completions``),
+GET /v1/models[/{id}], GET /v1/traces[/{id}], GET /health, GET /metrics, and the viewer page at /. A key is
+read from ``Authorization: Bearer``, else from ``api-key`` or ``x-api-key`` (``auth.KeyHeaders``).
+What a request means is in ``requests``, how a run is admitted and launched in ``gateway``, the answers
+in ``builders`` and the streams in ``streams``. Worker outages: a run that ends without any answer is a 502
+error object (streaming: an error event, then [DONE]); a prompt over the workers' context is a 400
+``context_length_exceeded``; no answer in the requested format is a 422; all three say
+``x-should-retry: false``. A run that ends with an answer but not cleanly is a 200 whose
+``conductor.status`` says so.
 """
 
 from __future__ import annotations
@@ -27,9 +30,12 @@ from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..traces import SQLTraceStore, TraceNotFound, record_json
+from .auth import KeyHeaders
+from .completions import COMPLETIONS
 from .config import ServerConfig
 from .errors import APIError, validation_message
 from .gateway import CHAT, RESPONSES, Endpoint, Gateway
+from .runs import Preset
 
 STATIC = Path(str(resources.files("openconductor").joinpath("server/static")))
 log = logging.getLogger(__name__)
@@ -116,6 +122,7 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
     app.state.gateway = gateway
     app.state.runtime, app.state.metrics, app.state.keys = runtime, metrics, gateway.keys
     app.add_middleware(metrics.middleware_class())
+    app.add_middleware(KeyHeaders)
 
     # --------------------------------------------------------------------------------- error shapes
 
@@ -148,7 +155,7 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
         key = gateway.authenticate(request.headers.get("authorization"))
         accepted, handle = await gateway.open(key, endpoint, await read_json(request, max_body))
         if accepted.stream:
-            return sse(gateway.events(endpoint, accepted, handle), _chat_frame if endpoint is CHAT else _responses_frame)
+            return sse(gateway.events(endpoint, accepted, handle), _responses_frame if endpoint is RESPONSES else _chat_frame)
         answer = await gateway.answer(endpoint, accepted, handle)
         return Response(answer.model_dump_json(exclude_unset=True), media_type="application/json",
                         headers={"X-Conductor-Trace-Id": handle.run.id if handle.run else ""})
@@ -161,21 +168,34 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
     async def responses(request: HTTPRequest):
         return await serve_api(RESPONSES, request)
 
+    @app.post(COMPLETIONS.path)
+    async def completions(request: HTTPRequest):
+        return await serve_api(COMPLETIONS, request)
+
     # ------------------------------------------------------------------------------ models and traces
+
+    def model_object(preset: Preset, model_id: str) -> dict:
+        return Model(id=model_id, object="model", created=0, owned_by="openconductor",
+                     conductor={"preset": preset.name, "version": preset.spec.version, "pinned": model_id == preset.pinned_id,
+                                "fingerprint": preset.fingerprint, "policy": preset.spec.policy,
+                                "pool": preset.pool_spec.name, "workers": [w.name for w in preset.pool_spec.workers],
+                                "limits": preset.limits.model_dump(), "description": preset.spec.description}
+                     ).model_dump(exclude_unset=True)
 
     @app.get("/v1/models")
     async def list_models(request: HTTPRequest):
         gateway.authenticate(request.headers.get("authorization"))
-        data = []
-        for preset in runtime.presets.values():
-            for model_id in (preset.name, preset.pinned_id):
-                data.append(Model(id=model_id, object="model", created=0, owned_by="openconductor",
-                                  conductor={"preset": preset.name, "version": preset.spec.version, "pinned": model_id == preset.pinned_id,
-                                             "fingerprint": preset.fingerprint, "policy": preset.spec.policy,
-                                             "pool": preset.pool_spec.name, "workers": [w.name for w in preset.pool_spec.workers],
-                                             "limits": preset.limits.model_dump(), "description": preset.spec.description}
-                                  ).model_dump(exclude_unset=True))
+        data = [model_object(preset, model_id) for preset in runtime.presets.values() for model_id in (preset.name, preset.pinned_id)]
         return {"object": "list", "data": data}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def retrieve_model(model_id: str, request: HTTPRequest):
+        gateway.authenticate(request.headers.get("authorization"))
+        preset = runtime.resolve(model_id)
+        if preset is None:
+            raise APIError(404, f"The model {model_id!r} does not exist; GET /v1/models lists the served models "
+                                f"({', '.join(runtime.presets)})", code="model_not_found", param="model")
+        return model_object(preset, model_id)
 
     @app.get("/v1/traces")
     async def list_traces(request: HTTPRequest, limit: int = 50):

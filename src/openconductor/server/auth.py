@@ -52,7 +52,7 @@ class KeyRing:
         if not self.required:
             return self.anonymous
         if not authorization:
-            raise AuthError("missing API key: send the header 'Authorization: Bearer <key>'")
+            raise AuthError("missing API key: send the header 'Authorization: Bearer <key>' (or 'api-key: <key>', or 'x-api-key: <key>')")
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
@@ -65,3 +65,24 @@ class KeyRing:
         if found is None:
             raise AuthError("incorrect API key provided")
         return found
+
+
+# Where other clients put the key: Azure OpenAI's SDKs send `api-key`, Anthropic-style clients `x-api-key`.
+KEY_HEADERS = (b"api-key", b"x-api-key")
+
+
+class KeyHeaders:
+    """ASGI middleware: a request with no Authorization header but a key in ``api-key`` or ``x-api-key`` is read
+    as ``Authorization: Bearer <key>``, so every route authenticates it the same way."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            headers = scope["headers"]  # ASGI servers lower-case header names
+            if not any(name == b"authorization" for name, _ in headers):
+                key = next((value.strip() for name, value in headers if name in KEY_HEADERS and value.strip()), None)
+                if key is not None:
+                    scope = {**scope, "headers": [*headers, (b"authorization", b"Bearer " + key)]}
+        await self.app(scope, receive, send)

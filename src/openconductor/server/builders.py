@@ -98,6 +98,7 @@ class RunFinished(BaseModel):
     steps: int
     wall_s: float
     workflow: list[WorkflowStep]
+    warnings: list[str] = []  # the pool's, e.g. a tool that cannot run on the server's machine
     final_answer: Optional[str] = None  # streams: the answer as the trace has it
     streamed_matches_final: Optional[bool] = None  # streams: whether the streamed text is that answer
 
@@ -123,7 +124,7 @@ def step_finished(step: StepRecord, depth: int) -> StepFinished:
 def run_finished(run: Run, preset: Preset, **stream_fields: Any) -> RunFinished:
     return RunFinished(trace_id=run.id, trace_url=f"/v1/traces/{run.id}", status=run.status, error=run.error, limits_hit=run.limits_hit,
                        preset=preset.name, version=preset.spec.version, policy=run.policy, steps=len(run.steps),
-                       wall_s=round(run.totals.wall_s, 4), workflow=workflow(run), **stream_fields)
+                       wall_s=round(run.totals.wall_s, 4), workflow=workflow(run), warnings=run.warnings, **stream_fields)
 
 
 def extension(payload: BaseModel) -> dict[str, Any]:
@@ -157,19 +158,25 @@ def _error_codes(run: Run) -> set[str]:
     return codes
 
 
+# Every worker call was already retried with backoff: a client's retry would run (and pay for) the whole
+# workflow again, so clients are told not to (the openai SDK, and the clients built on it, obey this header).
+NO_RETRY = {"x-should-retry": "false"}
+
+
 def run_error(run: Run, conversation_param: str) -> APIError:
-    """The error for a run without an answer: 400 when the input is too long, else 502 (upstream)."""
+    """The error for a run without an answer: 400 when the input is too long, 422 when no answer in the requested
+    format could be had (a 4xx that clients do not retry), else 502 (upstream); none is worth a client's retry."""
     extra = {"trace_id": run.id, "run_status": run.status}
     codes = _error_codes(run)
     if "context_length_exceeded" in codes:
         return APIError(400, "the conversation is longer than the workers' context windows; shorten it "
                              f"({run.error or 'every worker call failed'})", code="context_length_exceeded",
-                        param=conversation_param, extra=extra)
+                        param=conversation_param, extra=extra, headers=NO_RETRY)
     if "invalid_answer_format" in codes:
-        return APIError(502, f"the workers did not produce an answer in the requested format: {run.error}", type="upstream_error",
-                        code="invalid_answer_format", extra=extra)
+        return APIError(422, f"the workers did not produce an answer in the requested format: {run.error}", type="upstream_error",
+                        code="invalid_answer_format", extra=extra, headers=NO_RETRY)
     return APIError(502, f"the workflow ended with status {run.status!r} and no answer: {run.error or 'every worker call failed'}",
-                    type="upstream_error", code=f"run_{run.status}", extra=extra)
+                    type="upstream_error", code=f"run_{run.status}", extra=extra, headers=NO_RETRY)
 
 
 # ------------------------------------------------------------------------------------------- usage

@@ -258,6 +258,11 @@ class MessageToolCall(Open):
 
 
 class ChatMessage(Strict):
+    """One message. Besides the request fields, every field of the SDK's response message is accepted, so a
+    reply appended to the history as ``message.model_dump()`` is valid; what cannot apply is ignored: an earlier
+    turn's ``annotations``, its ``audio`` (its transcript stands in for missing text) and its reasoning, which
+    providers send as ``reasoning_content`` (DeepSeek, vLLM), ``reasoning`` or ``thinking_blocks`` (litellm)."""
+
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: Union[str, list[Part], None] = None
     name: Optional[str] = None
@@ -266,6 +271,11 @@ class ChatMessage(Strict):
     function_call: Optional[FunctionCallBody] = None
     refusal: Optional[str] = None
     audio: Optional[dict[str, Any]] = None
+    annotations: Optional[list[Any]] = None
+    reasoning_content: Optional[str] = None
+    reasoning: Union[str, dict[str, Any], None] = None
+    thinking_blocks: Optional[list[Any]] = None
+    provider_specific_fields: Optional[dict[str, Any]] = None
 
 
 class FunctionDef(Strict):
@@ -294,7 +304,28 @@ class StreamOptions(Strict):
     include_obfuscation: Optional[bool] = None  # no obfuscation padding is sent either way
 
 
-class ChatCompletionRequest(Strict):
+class SamplingParams(Strict):
+    """What the Chat and the legacy Completions requests share, with OpenAI's ranges (all honoured)."""
+
+    stop: Union[str, list[str], None] = None
+    max_tokens: Optional[int] = Field(None, ge=1)
+    temperature: Optional[float] = Field(None, ge=0, le=2)
+    top_p: Optional[float] = Field(None, ge=0, le=1)
+    frequency_penalty: Optional[float] = Field(None, ge=-2, le=2)
+    presence_penalty: Optional[float] = Field(None, ge=-2, le=2)
+    seed: Optional[int] = None
+    user: Optional[str] = None
+    conductor: Optional[ConductorOptions] = None  # the extension field
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_count(cls, value: Union[str, list[str], None]) -> Union[str, list[str], None]:
+        if isinstance(value, list) and len(value) > 4:
+            raise ValueError("at most 4 stop sequences")
+        return value
+
+
+class ChatCompletionRequest(SamplingParams):
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
     # honoured
@@ -306,18 +337,9 @@ class ChatCompletionRequest(Strict):
     functions: Optional[list[FunctionDef]] = None
     function_call: Union[Literal["none", "auto"], dict[str, Any], None] = None
     response_format: Optional[ChatResponseFormat] = None
-    stop: Union[str, list[str], None] = None
-    max_tokens: Optional[int] = Field(None, ge=1)
     max_completion_tokens: Optional[int] = Field(None, ge=1)
-    temperature: Optional[float] = Field(None, ge=0, le=2)
-    top_p: Optional[float] = Field(None, ge=0, le=1)
-    frequency_penalty: Optional[float] = Field(None, ge=-2, le=2)
-    presence_penalty: Optional[float] = Field(None, ge=-2, le=2)
-    seed: Optional[int] = None
-    user: Optional[str] = None
     safety_identifier: Optional[str] = None
     metadata: Metadata = None
-    conductor: Optional[ConductorOptions] = None  # the extension field
     # honoured only at their neutral value
     n: Optional[int] = Field(None, ge=1)
     logprobs: Optional[bool] = None
@@ -342,17 +364,10 @@ class ChatCompletionRequest(Strict):
     def _metadata(cls, value: Metadata) -> Metadata:
         return _check_metadata(value)
 
-    @field_validator("stop")
-    @classmethod
-    def _stop_count(cls, value: Union[str, list[str], None]) -> Union[str, list[str], None]:
-        if isinstance(value, list) and len(value) > 4:
-            raise ValueError("at most 4 stop sequences")
-        return value
-
 
 def _chat_turn(i: int, m: ChatMessage) -> Turn:
     param = f"messages[{i}]"
-    if m.audio is not None:
+    if m.audio is not None and m.role != "assistant":  # an assistant's is an earlier reply's audio, replayed
         raise unsupported(f"{param}.audio", "audio in the conversation is not supported")
     if (m.tool_calls or m.function_call) and m.role != "assistant":
         raise APIError(400, f"{param}: only assistant messages carry tool calls", param=param, code="invalid_request")
@@ -375,6 +390,8 @@ def _chat_turn(i: int, m: ChatMessage) -> Turn:
     if m.function_call is not None:
         calls.append(ToolCall(id=f"fn_{m.function_call.name}", name=m.function_call.name, arguments=m.function_call.arguments))
     text = _parts_text(m.content, param, ("text", "refusal")) or (f"(refused: {m.refusal})" if m.refusal else "")
+    if not text and m.audio is not None and isinstance(m.audio.get("transcript"), str):
+        text = m.audio["transcript"]
     return Turn("assistant", text, tuple(calls), param=param)
 
 

@@ -97,6 +97,8 @@ async def chat_stream(handle: RunHandle, accepted: Accepted, on_error: ErrorHook
             elif event.type == "step_finished" and step is not None:
                 summary = builders.step_finished(step, event.run.depth)
                 if event.is_final_step:
+                    if held_final is not None:  # a step was appended after the one held (a plan that ended in a tool)
+                        yield chunk(conductor=held_final)
                     held_final = summary  # announced after the answer's tokens, whatever order they came in
                 else:
                     yield chunk(conductor=summary)
