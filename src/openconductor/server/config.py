@@ -53,6 +53,9 @@ class ServerSection(BaseModel):
     host: str = "127.0.0.1"
     port: int = 8000
     max_body_bytes: int = Field(1_000_000, gt=0)
+    max_json_depth: int = Field(64, ge=4)  # nesting of a request body's arrays and objects (checked before parsing)
+    header_timeout_s: float = Field(10.0, gt=0)  # a request's headers, from the connection (or last response)
+    body_timeout_s: float = Field(10.0, gt=0)  # a request's body, from its headers
     # The trace store: a SQLite file path or a postgresql:// URL (replicas share one); default: the
     # user's SQLite store ($OPENCONDUCTOR_TRACES). Put a password in PGPASSWORD or ~/.pgpass, not here.
     traces: Optional[str] = None

@@ -18,6 +18,7 @@ from ..records import Run
 from ..traces import SQLTraceStore
 from . import builders
 from .auth import AuthError, Key, KeyRing
+from .bodies import Checks
 from .config import ServerConfig
 from .counters import Admission, Counters, RateLimited, make_counters
 from .errors import APIError
@@ -52,8 +53,9 @@ class Gateway:
         self.config = config
         self.runtime = Runtime(config, store)
         self.keys = KeyRing(config)
-        self.counters = counters or make_counters(config.server.counters)
+        self.counters = counters or make_counters(config.server.counters, self.runtime.store)
         self.metrics = Metrics()
+        self.checks = Checks()
 
     async def start(self) -> None:
         await self.counters.start()
@@ -62,6 +64,7 @@ class Gateway:
     async def stop(self) -> None:
         await self.runtime.stop()
         await self.counters.close()
+        self.checks.close()
 
     def authenticate(self, authorization: Optional[str]) -> Key:
         try:
@@ -70,8 +73,9 @@ class Gateway:
             raise APIError(401, str(exc), code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}) from None
 
     async def open(self, key: Key, endpoint: Endpoint, body: dict[str, Any]) -> tuple[Accepted, RunHandle]:
-        """Validate a request body, admit it and launch its run (400/404/429 as APIError)."""
-        accepted = endpoint.interpret(parse(endpoint.schema, body))
+        """Validate a request body (off the event loop: schemas and long conversations are real work),
+        admit it and launch its run (400/404/429 as APIError)."""
+        accepted = await self.checks.run(lambda: endpoint.interpret(parse(endpoint.schema, body)))
         return accepted, await self.submit(key, accepted, endpoint.name)
 
     def events(self, endpoint: Endpoint, accepted: Accepted, handle: RunHandle) -> AsyncIterator[Any]:
@@ -91,13 +95,13 @@ class Gateway:
             raise APIError(404, f"the model {accepted.model!r} does not exist; GET /v1/models lists the presets "
                                 f"({', '.join(self.runtime.presets)})", code="model_not_found", param="model")
         limits = apply_request_limits(preset.limits.tightened(key.limits), accepted.budget)  # 400 before a slot is taken
-        try:
-            admission = await self.counters.acquire(key)
+        try:  # reserves from the key's quotas what these limits allow; the run is held to that
+            admission = await self.counters.acquire(key, limits)
         except RateLimited as exc:
-            raise APIError(429, str(exc), type="rate_limit_error" if exc.code == "rate_limit_exceeded" else "insufficient_quota",
+            raise APIError(429, str(exc), type="insufficient_quota" if exc.code == "insufficient_quota" else "rate_limit_error",
                            code=exc.code, headers={"Retry-After": str(exc.retry_after)}) from None
         try:
-            if admission.tokens_left is not None or admission.cost_left is not None:
+            if admission.reserved:
                 limits = limits.tightened(admission.limits())
             metadata = {"api_key": key.name, "preset": preset.name, "version": preset.spec.version, "model": accepted.model,
                         "endpoint": endpoint}
