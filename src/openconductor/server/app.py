@@ -10,6 +10,7 @@ with an answer but not cleanly is a 200 whose ``conductor.status`` says so.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -71,6 +72,10 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
+        if config.server.slow_callback_ms:  # asyncio logs "Executing <step> took N seconds" for each slow step
+            loop = asyncio.get_running_loop()
+            loop.set_debug(True)
+            loop.slow_callback_duration = config.server.slow_callback_ms / 1000
         await gateway.start()
         try:
             yield {"header_timeout_s": config.server.header_timeout_s}  # read by protocol.GuardedHttpProtocol

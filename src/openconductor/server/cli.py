@@ -54,7 +54,8 @@ def serve(
     if processes > 1 and cfg.server.counters is None:
         typer.secho(f"warning: {processes} processes with in-process counters: each key's rate, concurrency and quota limits "
                     "apply per process; set server.counters to a redis:// URL to share them", fg="yellow", err=True)
-    options = dict(host=bind_host, port=port or cfg.server.port, log_level=log_level, loop="auto", http=PROTOCOL,
+    loop = "asyncio" if cfg.server.slow_callback_ms else "auto"  # the slow-step log is asyncio's debug mode
+    options = dict(host=bind_host, port=port or cfg.server.port, log_level=log_level, loop=loop, http=PROTOCOL,
                    timeout_graceful_shutdown=5, backlog=4096)
     if processes == 1:
         uvicorn.run(create_app(cfg), **options)

@@ -56,6 +56,8 @@ class ServerSection(BaseModel):
     max_json_depth: int = Field(64, ge=4)  # nesting of a request body's arrays and objects (checked before parsing)
     header_timeout_s: float = Field(10.0, gt=0)  # a request's headers, from the connection (or last response)
     body_timeout_s: float = Field(10.0, gt=0)  # a request's body, from its headers
+    # Diagnosis: asyncio debug mode, logging each event-loop step that runs longer than this (slower).
+    slow_callback_ms: Optional[float] = Field(None, gt=0)
     # The trace store: a SQLite file path or a postgresql:// URL (replicas share one); default: the
     # user's SQLite store ($OPENCONDUCTOR_TRACES). Put a password in PGPASSWORD or ~/.pgpass, not here.
     traces: Optional[str] = None
