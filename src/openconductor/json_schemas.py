@@ -9,9 +9,10 @@ two ``$defs`` that ``allOf`` each other); recursion through ``properties``/``ite
 each step goes one level down a finite value. The metaschema check costs about half a millisecond
 per subschema, so the cap is what bounds it; callers run it off the event loop.
 
-``first_error`` validates a value (a model's reply) under a wall-clock deadline checked at every
-keyword, with ``uniqueItems`` in linear time, so no reply and no schema (``anyOf`` diamonds through
-``$defs`` are exponential) can hold the caller longer than the deadline.
+``first_error`` validates a value (a model's reply) under a budget of the calling thread's CPU time,
+checked at every keyword, with ``uniqueItems`` in linear time, so no reply and no schema (``anyOf``
+diamonds through ``$defs`` are exponential) can hold the caller much longer than the budget. CPU
+time, not wall time: on a busy machine a legitimate reply must not fail because others ran meanwhile.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, Iterator, Optional
 MAX_NODES = 5_000  # JSON values in one schema (objects, arrays and scalars)
 MAX_DEPTH = 48  # nesting of one schema's JSON
 MAX_IN_PLACE_CHAIN = 32  # allOf/anyOf/oneOf/not/if/$ref applied to the same value, one inside another
-REPLY_BUDGET_S = 0.03  # validating one reply (on the event loop: under the 50 ms a request may hold it)
+REPLY_BUDGET_S = 0.03  # CPU seconds validating one reply (on the event loop: under the 50 ms a request may hold it)
 
 # Keywords whose subschemas apply to the value itself (no step down into it): a cycle through these never ends.
 IN_PLACE_ONE = ("not", "if", "then", "else")
@@ -228,7 +229,7 @@ _DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar("schema_deadli
 
 def _timed(keyword):
     def check(validator, value, instance, schema):
-        if time.perf_counter() > _DEADLINE.get():
+        if time.thread_time() > _DEADLINE.get():
             raise ValidationTooCostly("validation ran over its time budget")
         return keyword(validator, value, instance, schema)
 
@@ -273,13 +274,23 @@ def _bounded(base: type) -> type:
     return jsonschema.validators.extend(base, keywords)
 
 
+def warm() -> None:
+    """Import jsonschema and build the bounded validators now: a server does it at start, not inside its
+    first request's reply check (the import alone is a tenth of a second on the event loop)."""
+    import jsonschema
+
+    for base in (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator,
+                 jsonschema.Draft201909Validator, jsonschema.Draft202012Validator):
+        _bounded(base)
+
+
 def first_error(value: Any, schema: Any, *, budget_s: float = REPLY_BUDGET_S):
     """The most relevant jsonschema ValidationError of ``value`` against ``schema`` (checked at the door), or
     None; ValidationTooCostly when it takes longer than ``budget_s`` or nests too deeply."""
     import jsonschema
 
     cls = _bounded(jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator))
-    token = _DEADLINE.set(time.perf_counter() + budget_s)
+    token = _DEADLINE.set(time.thread_time() + budget_s)
     try:
         return jsonschema.exceptions.best_match(cls(schema).iter_errors(value))
     except RecursionError:
@@ -292,4 +303,4 @@ def first_error(value: Any, schema: Any, *, budget_s: float = REPLY_BUDGET_S):
         _DEADLINE.reset(token)
 
 
-__all__ = ["MAX_NODES", "SchemaProblem", "ValidationTooCostly", "check_schema", "dotted", "first_error"]
+__all__ = ["MAX_NODES", "SchemaProblem", "ValidationTooCostly", "check_schema", "dotted", "first_error", "warm"]

@@ -28,19 +28,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from ..traces import SQLTraceStore, TraceNotFound, record_json
-from .bodies import Checks, decode_json, read_body
-from .config import ServerConfig, ServerSection
+from .bodies import Checks, read_body
+from .config import ServerConfig
 from .errors import APIError, validation_message
 from .gateway import CHAT, RESPONSES, Endpoint, Gateway
 from .protocol import BodyDeadline
 
 STATIC = Path(str(resources.files("openconductor").joinpath("server/static")))
 log = logging.getLogger(__name__)
-
-
-async def read_json(request: HTTPRequest, server: ServerSection, checks: Checks) -> dict[str, Any]:
-    """The body as a JSON object, within the size, time and depth limits; decoded off the event loop."""
-    return await checks.run(decode_json, await read_body(request, server.max_body_bytes), server.max_json_depth)
 
 
 def sse(events: AsyncIterator[Any], frame) -> EventSourceResponse:
@@ -67,7 +62,7 @@ def _responses_frame(event: dict) -> dict:
 
 
 def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> FastAPI:
-    gateway = Gateway(config, store)
+    gateway = Gateway(config, store, checks=Checks(processes=config.server.check_processes))
     runtime, metrics = gateway.runtime, gateway.metrics
 
     @asynccontextmanager
@@ -123,7 +118,7 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
 
     async def serve_api(endpoint: Endpoint, request: HTTPRequest) -> Response:
         key = gateway.authenticate(request.headers.get("authorization"))
-        accepted, handle = await gateway.open(key, endpoint, await read_json(request, config.server, gateway.checks))
+        accepted, handle = await gateway.open(key, endpoint, await read_body(request, config.server.max_body_bytes))
         if accepted.stream:
             return sse(gateway.events(endpoint, accepted, handle), _chat_frame if endpoint is CHAT else _responses_frame)
         answer = await gateway.answer(endpoint, accepted, handle)
