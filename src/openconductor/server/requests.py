@@ -551,6 +551,8 @@ def _input_turns(value: Union[str, list[dict[str, Any]]]) -> list[Turn]:
     for i, item in enumerate(value):
         param = f"input[{i}]"
         kind = item.get("type", "message")
+        if not isinstance(kind, str):
+            raise APIError(400, f"{param}.type: expected a string", param=f"{param}.type", code="invalid_request")
         if kind == "reasoning":
             continue  # an earlier response's reasoning item, replayed: there is nothing in it to read
         if kind not in ITEM_MODELS:
@@ -593,7 +595,12 @@ def interpret_responses(req: ResponsesRequest) -> Accepted:
     for i, t in enumerate(req.tools or []):
         if t.type != "function" or not t.name:
             raise unsupported(f"tools[{i}].type", f"{t.type!r} tools are not supported; only function tools (the caller runs them)")
-        tools.append(FunctionDef(name=t.name, description=t.description, parameters=t.parameters, strict=t.strict).tool(f"tools[{i}].parameters"))
+        try:
+            function = FunctionDef(name=t.name, description=t.description, parameters=t.parameters, strict=t.strict)
+        except ValidationError as exc:  # the same checks as a Chat function's (its name's pattern)
+            message, where = validation_message(exc.errors(), prefix=f"tools[{i}]")
+            raise APIError(400, message, param=where, code="invalid_request") from None
+        tools.append(function.tool(f"tools[{i}].parameters"))
     choice = _tool_choice(req.tool_choice, tools, "tool_choice", responses=True)
     fmt = req.text.format if req.text else None
     answer = AnswerFormat(
