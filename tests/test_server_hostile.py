@@ -5,6 +5,8 @@ another key's runs are looked up by the same path as runs that do not exist."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import sqlite3
 import threading
@@ -337,3 +339,21 @@ def test_another_keys_run_takes_the_path_of_no_run(tmp_path):
     assert own.status_code == 200
     assert len({repr(v) for v in results.values()}) == 1, results  # same status, same error, same queries
     assert results["nothing"][0] == 404 and all("api_key = ?" in q for q in results["nothing"][2])
+
+
+def test_a_killed_check_process_is_replaced(cfg):
+    app = create_app(cfg)
+    from _server_kit import running
+
+    tools = _chat_tool({"type": "object", "properties": {"a": {"type": "string"}}})  # a schema: checked in the process
+    with running(app) as url:
+        assert httpx.post(f"{url}/v1/chat/completions", json=tools, headers=H).status_code == 200
+        for pid in list(app.state.gateway.checks._pool._processes):
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        first = httpx.post(f"{url}/v1/chat/completions", json=tools, headers=H)
+        then = httpx.post(f"{url}/v1/chat/completions", json=tools, headers=H)
+        small = httpx.post(f"{url}/v1/chat/completions", json=ASK, headers=H)  # no schema, small: checked on the loop
+    assert first.status_code in (200, 503) and then.status_code == 200 and small.status_code == 200
+    if first.status_code == 503:
+        assert first.json()["error"]["code"] == "checker_restarted" and first.headers["retry-after"] == "1"

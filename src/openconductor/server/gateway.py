@@ -19,7 +19,7 @@ from ..records import Run
 from ..traces import SQLTraceStore
 from . import builders
 from .auth import AuthError, Key, KeyRing
-from .bodies import Checks, interpret_body
+from .bodies import Checks, cheap_to_check, interpret_body
 from .config import ServerConfig
 from .counters import Admission, Counters, RateLimited, make_counters
 from .errors import APIError
@@ -80,8 +80,8 @@ class Gateway:
         """Decode (bytes) and validate a request body off the event loop (``bodies.Checks``: schemas and
         long conversations are real work), admit it and launch its run (400/404/429 as APIError)."""
         limits = self.config.server
-        accepted, question = await self.checks.run(interpret_body, endpoint.schema, endpoint.interpret, body,
-                                                   limits.max_json_depth, limits.max_json_values)
+        args = (endpoint.schema, endpoint.interpret, body, limits.max_json_depth, limits.max_json_values)
+        accepted, question = interpret_body(*args) if cheap_to_check(body) else await self.checks.run(interpret_body, *args)
         return accepted, await self.submit(key, accepted, endpoint.name, question)
 
     def events(self, endpoint: Endpoint, accepted: Accepted, handle: RunHandle) -> AsyncIterator[Any]:
