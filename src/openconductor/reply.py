@@ -11,7 +11,8 @@ answer, the workflow parser and every grader. The rule:
 
 :func:`answer_text` (what a user sees, the executor's final answer) also removes ``<answer>`` and
 ``</answer>`` tags, keeping what they hold, as the paper authors' evaluation does.
-:func:`final_segment` (where graders look) is the last ``<answer>`` block if there is one.
+:func:`final_segment` (where graders look) is the last ``<answer>`` block if there is one;
+:func:`answer_blocks` lists every block, so a grader can tell when blocks state different answers.
 :class:`AnswerStream` is :func:`answer_text` applied to a stream of tokens.
 
 Every function here is linear in the length of its input (one scan over the tags).
@@ -22,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-__all__ = ["strip_think", "answer_text", "answer_block", "final_segment", "AnswerStream"]
+__all__ = ["strip_think", "answer_text", "answer_block", "answer_blocks", "final_segment", "AnswerStream"]
 
 _THINK_TAG = re.compile(r"<(/?)(think)>", re.I)
 _ANSWER_TAG = re.compile(r"<(/?)answer>", re.I)
@@ -71,6 +72,20 @@ def answer_block(text: str) -> Optional[str]:
         return None
     close = _ANSWER_TAG.search(text, last_open.end())  # the next tag after it can only be a closing one
     return text[last_open.end() : close.start() if close else len(text)].strip()
+
+
+def answer_blocks(text: str) -> list[str]:
+    """Content of every ``<answer>`` block, in order: each runs to the next tag (an unclosed last one to
+    the end), so the last item is :func:`answer_block`."""
+    blocks: list[str] = []
+    opened: Optional[int] = None
+    for tag in _ANSWER_TAG.finditer(text):
+        if opened is not None:
+            blocks.append(text[opened : tag.start()].strip())
+        opened = None if tag.group(1) else tag.end()
+    if opened is not None:
+        blocks.append(text[opened:].strip())
+    return blocks
 
 
 def final_segment(text: str) -> str:

@@ -10,6 +10,7 @@ with hard time limits, off the caller's event loop and GIL (:mod:`._gradeworker`
 from __future__ import annotations
 
 import inspect
+import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any, Awaitable, Callable, Optional, TypeVar, Union
 
@@ -22,6 +23,7 @@ __all__ = [
 ]  # fmt: skip
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # ~100k tokens: beyond the max_tokens of any worker, reasoning models included. A longer reply is not
 # read at all: one regex scan over it would hold the GIL too long.
@@ -113,6 +115,38 @@ def _too_long(response: str) -> Optional[Grade]:
     return Grade(0.0, None, f"response of {len(response):,} characters is over the {MAX_RESPONSE_CHARS:,}-character limit; not read")
 
 
+def _failed(kind: str, exc: BaseException) -> Grade:
+    log.warning("grader %r raised %s: %s; the response scores 0", kind, type(exc).__name__, exc)
+    return Grade(0.0, None, f"grader {kind!r} failed on this response ({type(exc).__name__}: {str(exc)[:200]}); scored 0")
+
+
+def _checked(kind: str, result: Any) -> Grade:
+    if isinstance(result, Grade):
+        return result
+    return _failed(kind, TypeError(f"returned {type(result).__name__}, not a Grade"))
+
+
+def _call(kind: str, entry: _Entry, response: str, reference: Any, options: dict[str, Any]) -> Grade:
+    """A sync grader's grade; any exception but GraderError (bad reference or options: the caller's
+    input) is a score of 0 with the reason logged, never an exception into a batch of grades."""
+    try:
+        return _checked(kind, entry.fn(response, reference, **options))
+    except GraderError:
+        raise
+    except Exception as exc:  # hostile input must not crash the caller (OverflowError, RecursionError, a bug)
+        return _failed(kind, exc)
+
+
+async def _acall(kind: str, entry: _Entry, response: str, reference: Any, options: dict[str, Any]) -> Grade:
+    """:func:`_call` for an async grader."""
+    try:
+        return _checked(kind, await entry.fn(response, reference, **options))
+    except GraderError:
+        raise
+    except Exception as exc:
+        return _failed(kind, exc)
+
+
 def grade(kind: str, response: str, reference: Any, **options: Any) -> Grade:
     """Grade ``response`` against ``reference`` with the grader registered as ``kind``.
 
@@ -126,8 +160,8 @@ def grade(kind: str, response: str, reference: Any, **options: Any) -> Grade:
     if entry.is_async:
         from ..sandbox import run_sync
 
-        return run_sync(entry.fn(response, reference, **options))
-    return entry.fn(response, reference, **options)
+        return run_sync(_acall(kind, entry, response, reference, options))
+    return _call(kind, entry, response, reference, options)
 
 
 async def agrade(kind: str, response: str, reference: Any, **options: Any) -> Grade:
@@ -138,7 +172,7 @@ async def agrade(kind: str, response: str, reference: Any, **options: Any) -> Gr
     if (over := _too_long(response)) is not None:
         return over
     if entry.is_async:
-        return await entry.fn(response, reference, **options)
+        return await _acall(kind, entry, response, reference, options)
     if packaged(entry.fn):
         request = {"op": "grade", "kind": kind, "module": entry.fn.__module__, "response": response,
                    "reference": reference, "options": options}  # fmt: skip
@@ -149,7 +183,7 @@ async def agrade(kind: str, response: str, reference: Any, **options: Any) -> Gr
             return Grade(0.0, None, f"grading exceeded {limit:g} s; the grading process was killed")
         if reply is not None:
             return Grade(reply["score"], reply["extracted"], reply["reason"])
-    return await off_loop(entry.fn, response, reference, **options)
+    return await off_loop(_call, kind, entry, response, reference, options)
 
 
 async def in_grading_process(fn: Callable[..., T], *args: Any) -> T:

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
 from .base import Grade, GraderError, register_grader
-from .extract import answer_phrase, final_segment, last_boxed
+from .extract import final_segment
+from .final_answer import ANSWER_HEADS, final_answers
 
 DEFAULT_LETTERS = "ABCDEFGHIJ"
 
@@ -66,13 +67,36 @@ def _token(letters: str) -> str:
     )
 
 
-_JOIN = r"\s*+(?:,|/|\bor\b|\band\b|&|\+)\s*+"
+# Between two letters of a list: "A, B", "A; B", "A/B", "A or B", "A, and B", "A and/or B", "A \\vee B".
+_JOIN = r"(?>\s*+(?:[,;/&+|]|\bor\b|\band\b|\\(?:vee|lor|wedge|land)\b|\\text\{\s*+(?:or|and)\s*+\})\s*+)++"
 # A clause longer than this is prose, not an answer like "(C) because ..."; bounds the work per phrase.
 _CLAUSE_CHARS = 200
+# Where the clause that states the letter ends: a sentence end or a justification.
+_CLAUSE_END = re.compile(r"[.!?](?:\s|$)|\b(?:because|since|as|so|which|given|due)\b", re.I)
+# The letter just named is then called wrong: "B is wrong, D is right".
+_NEGATED = re.compile(r"\s*+(?:is\s++|are\s++|seems\s++|looks\s++)?(?:not\b|n't\b|wrong|incorrect|false|eliminated|ruled\s++out)|\s*+isn't", re.I)
+# After "A", these words make it a letter ("A is also possible"), not the article ("A good reason").
+_LETTER_VERBS = r"(?:is|was|are|seems|looks|could|might|may|would|also|too|or|and|can|fits|works)\b"
+
+
+def _other_letters(rest: str, letters: str, picked: str) -> list[str]:
+    """Option letters other than ``picked`` in the rest of the clause, except excluded ones ("not A")."""
+    found = []
+    for m in re.finditer(rf"(?<![A-Za-z0-9'\\])([{letters}])(?![A-Za-z0-9'])", rest):
+        letter = m.group(1)
+        before = rest[max(0, m.start() - 12) : m.start()].lower()
+        if letter == picked or re.search(r"\b(?:not|than|of|over)\s*+[\(\[]?\Z", before):
+            continue
+        after = rest[m.end() : m.end() + 12]
+        if letter == "A" and re.match(r" [a-z]", after) and not re.match(" " + _LETTER_VERBS, after):
+            continue  # the article: "A good reason"
+        found.append(letter)
+    return found
 
 
 def _clause_letter(clause: str, letters: str) -> Optional[Pick]:
-    """The letter a clause like "(C) because ..." starts with; "A or B" / "either A or B" is ambiguous."""
+    """The letter a clause like "(C) because ..." starts with; "A or B" / "either A or B", a letter
+    then called wrong ("B is wrong, D is right") or a second letter in the clause is a hedge."""
     clause = clause[:_CLAUSE_CHARS].strip()
     hedge = re.match(r"(?:either|both)\s+", clause, re.I)
     if hedge:
@@ -87,6 +111,10 @@ def _clause_letter(clause: str, letters: str) -> Optional[Pick]:
         )
         if not m_low:
             return None
+        rest = _CLAUSE_END.split(clause[m_low.end() :], maxsplit=1)[0]
+        others = set(re.findall(r"[\(\[]([" + letters.lower() + r"])[\)\]]", rest)) - {m_low.group(1)}
+        if others or _other_letters(rest, letters, m_low.group(1).upper()):
+            return Pick(None, "names several options", (m_low.group(1).upper(), *sorted(o.upper() for o in others)))
         return Pick(m_low.group(1).upper(), "lower-case letter in parentheses")
     found = [m.group(1)]
     more_pattern = re.compile(_JOIN + r"(?:option\s*+)?" + tok, re.I)
@@ -97,15 +125,38 @@ def _clause_letter(clause: str, letters: str) -> Optional[Pick]:
     distinct = tuple(dict.fromkeys(found))
     if len(distinct) > 1 or hedge:
         return Pick(None, "hedged between options", distinct)
+    rest = _CLAUSE_END.split(clause[pos:], maxsplit=1)[0]
+    if _NEGATED.match(rest):
+        return Pick(None, f"names {distinct[0]}, then calls it wrong", distinct)
+    others = _other_letters(rest, letters, distinct[0])
+    if others:
+        return Pick(None, "names several options", tuple(dict.fromkeys((distinct[0], *others))))
     return Pick(distinct[0], "")
 
 
-_PHRASE = re.compile(r"(?:answer|option|choice)\s*+(?:is|:|=|would\s++be|should\s++be)\s*+[:=]?\s*+(?!not\b)", re.I)
+# The answer heads of every grader, and "the correct option is B" / "choice: B".
+_HEADS = re.compile(ANSWER_HEADS.pattern + r"|\b(?:option|choice)\s*+(?:is\b|:|=)", re.I)
 
 
-def _rest_of_line(text: str, start: int, limit: int) -> str:
-    end = text.find("\n", start, start + limit)
-    return text[start : end if end >= 0 else start + limit]
+def _stated_letter(response: str, letters: str) -> Optional[Pick]:
+    """The letter the reply's explicit answers state (the one rule of .final_answer), a hedge or
+    conflict as a Pick without a letter, or None when no statement names a letter."""
+    picks = [(s, _clause_letter(s.text, letters)) for s in final_answers(response, _HEADS)]
+    named = [(s, p) for s, p in picks if p is not None]
+    for _, p in named:
+        if p.letter is None:
+            return p
+    if not named:
+        return None
+    distinct = tuple(dict.fromkeys(p.letter for _, p in named if p.letter))
+    if len(distinct) > 1:
+        return Pick(None, "conflicting final answers", distinct)
+    s, p = named[-1]
+    lines = {m.group(1) for m in re.finditer(r"(?m)^[^\w\n]*+([" + letters + r"])[^\w\n]*+$", final_segment(response))} - {p.letter}
+    if lines:  # "Answer:\nA\nB": a line that is only a letter answers too
+        return Pick(None, "names several options", (p.letter or "", *sorted(lines)))
+    p.how = p.how or s.how
+    return p
 
 
 def pick_letter(response: str, choices: Choices = None) -> Pick:
@@ -116,7 +167,11 @@ def pick_letter(response: str, choices: Choices = None) -> Pick:
         return Pick(None, "empty response")
     tok = _token(letters)
 
-    # 1. The whole reply is a letter (or letters joined by "or"/","): "C", "(C).", "**B**", "A or B".
+    # 1. Its explicit answers: \boxed{C}, "The answer is (C)", "Answer: D) 42", "correct option is B".
+    stated = _stated_letter(response, letters)
+    if stated is not None:
+        return stated
+    # 2. The whole reply is a letter (or letters joined by "or"/","): "C", "(C).", "**B**", "A or B".
     whole = re.fullmatch(r"\W*" + tok + r"(?:" + _JOIN + tok + r")*+\W*", seg)
     if whole:
         got = _clause_letter(seg.strip(" .:*\n\t"), letters)
@@ -126,42 +181,21 @@ def pick_letter(response: str, choices: Choices = None) -> Pick:
     low = re.fullmatch(r"\W*[\(\[]([" + letters.lower() + r"])[\)\]]\W*", seg)
     if low:
         return Pick(low.group(1).upper(), "the reply is the letter (lower case, in parentheses)")
-    # 2. \boxed{C}
-    boxed = last_boxed(seg)
-    if boxed is not None:
-        got = _clause_letter(boxed, letters)
-        if got:
-            got.how = got.how or "\\boxed{}"
-            return got
-    # 3. "The answer is (C)", "Answer: D) 42", "correct option is B" — the last such phrase wins
-    # (also the last of several on one line).
-    phrases = [_rest_of_line(seg, m.end(), _CLAUSE_CHARS) for m in _PHRASE.finditer(seg)]
-    phrases = [p for p in phrases if p.strip()]
-    for clause in reversed(phrases):
-        got = _clause_letter(clause.strip().lstrip("*").strip(), letters)
-        if got:
-            got.how = got.how or "'the answer is …' phrase"
-            return got
-    phrase = answer_phrase(seg)
-    if phrase and not phrases:
-        got = _clause_letter(phrase, letters)
-        if got:
-            got.how = got.how or "'answer' phrase"
-            return got
-    # 4. The reply opens with the letter and its option text: "B) Paris", "C. 42 because ...".
+    # 3. The reply opens with the letter and its option text: "B) Paris", "C. 42 because ...".
     first = seg.splitlines()[0]
     m = re.match(r"\W*" + r"[\(\[]?([" + letters + r"])[\)\]\.:](?:\s|$)", first)
     if m:
-        others = set(re.findall(r"\(([" + letters + r"])\)", seg)) - {m.group(1)}
+        listed = re.findall(r"(?:^|\s)[\(\[]?([" + letters + r"])[\)\]\.:](?=\s|$)", seg)  # "A. B. C." lists options
+        others = set(re.findall(r"\(([" + letters + r"])\)", seg) + listed) - {m.group(1)}
         if others:
             return Pick(None, "opens with one option but names others", (m.group(1), *sorted(others)))
         return Pick(m.group(1), "the reply opens with the option")
-    # 5. Bold letters: "**B**" or "**B) Paris**" — must all agree.
+    # 4. Bold letters: "**B**" or "**B) Paris**" — must all agree.
     bold = re.findall(r"\*\*\s*+[\(\[]?([" + letters + r"])(?![A-Za-z0-9'])[\)\]\.:]?", seg)
     if bold:
         distinct = tuple(dict.fromkeys(bold))
         return Pick(distinct[0], "bold letter") if len(distinct) == 1 else Pick(None, "different bold letters", distinct)
-    # 6. The reply quotes exactly one option's text.
+    # 5. The reply quotes exactly one option's text.
     if texts:
         norm = " ".join(seg.lower().split())
         hits = [letters[i] for i, t in enumerate(texts) if t.strip() and " ".join(t.lower().split()) in norm]
@@ -169,7 +203,7 @@ def pick_letter(response: str, choices: Choices = None) -> Pick:
             return Pick(hits[0], "the reply quotes this option's text")
         if len(hits) > 1:
             return Pick(None, "the reply quotes several options' texts", tuple(hits))
-    # 7. Parenthesised letters anywhere, e.g. "so (C) it is" — only if they all agree.
+    # 6. Parenthesised letters anywhere, e.g. "so (C) it is" — only if they all agree.
     paren = re.findall(r"\(([" + letters + r"])\)", seg)
     if paren:
         distinct = tuple(dict.fromkeys(paren))

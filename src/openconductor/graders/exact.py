@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any
 
 from .base import Grade, GraderError, register_grader
-from .extract import answer_phrase, final_segment, last_boxed, trim
+from .extract import final_segment, nfkc_keeping_numbers, trim
+from .final_answer import final_answers, judge
 
 
 def normalize_text(text: str, case_sensitive: bool = False) -> str:
-    s = trim(unicodedata.normalize("NFKC", text), "*_`\"'“”‘’")
+    # NFKC folds look-alikes (full-width letters and digits) but keeps superscripts, subscripts and
+    # vulgar fractions: "2⁵" must not become "25", nor "10²" "102".
+    s = trim(nfkc_keeping_numbers(text), "*_`\"'“”‘’")
     s = s.rstrip(".!").strip()
     s = " ".join(s.split())
     return s if case_sensitive else s.casefold()
@@ -18,7 +20,8 @@ def normalize_text(text: str, case_sensitive: bool = False) -> str:
 
 @register_grader("exact")
 def grade_exact(response: str, reference: Any, *, case_sensitive: bool = False) -> Grade:
-    """1.0 if the whole answer, its \\boxed{} or its "the answer is …" part equals a reference string.
+    """1.0 if the stated answer (its \\boxed{}, "Final answer: …", "the answer is …"; every one of them,
+    see openconductor.graders.final_answer), or with none the whole reply, equals a reference string.
 
     ``reference`` may be a list of accepted strings.
     """
@@ -26,13 +29,16 @@ def grade_exact(response: str, reference: Any, *, case_sensitive: bool = False) 
     if not refs or not all(isinstance(r, str) and r.strip() for r in refs):
         raise GraderError(f"exact reference must be a non-empty string or a list of them, got {reference!r}")
     wanted = {normalize_text(r, case_sensitive) for r in refs}
+
+    def match(text: str) -> Grade:
+        if normalize_text(text, case_sensitive) in wanted:
+            return Grade(1.0, text.strip(), "normalised exact match")
+        return Grade(0.0, text.strip()[:200], "no normalised exact match with the reference")
+
+    statements = final_answers(response)
+    if statements:
+        return judge(statements, lambda s: match(s.text), key=lambda g: normalize_text(g.extracted or "", case_sensitive))
     seg = final_segment(response)
-    candidates = [seg, last_boxed(seg), answer_phrase(seg)]
-    tried = [c for c in candidates if c]
-    if not tried:
+    if not seg:
         return Grade(0.0, None, "empty response")
-    for cand in tried:
-        if normalize_text(cand, case_sensitive) in wanted:
-            return Grade(1.0, cand.strip(), "normalised exact match")
-    shown = tried[-1] if len(tried) > 1 else tried[0]
-    return Grade(0.0, shown.strip()[:200], "no normalised exact match with the reference")
+    return match(seg)

@@ -7,28 +7,42 @@ cannot backtrack, and a grader reads at most the last :data:`MAX_ANSWER_CHARS` o
 
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
 from typing import Optional
 
 from ..reply import answer_block, final_segment as _final_segment, strip_think
 
 __all__ = [
-    "MAX_ANSWER_CHARS", "answer_block", "answer_phrase", "boxed_all", "brace_pairs", "final_segment",
-    "last_boxed", "strip_think", "trim",
+    "MAX_ANSWER_CHARS", "MAX_PHRASE_CHARS", "answer_block", "boxed_all", "boxed_spans", "brace_pairs", "final_segment", "last_boxed",
+    "nfkc_keeping_numbers", "phrase_text", "strip_think", "trim", "unicode_to_latex", "vulgar_fractions", "without_boxes",
 ]  # fmt: skip
 
 # An answer is at its end; a longer segment (after thinking is removed) is read from its last part.
 # ~2,500 tokens: longer than any final answer, and short enough that no single regex call over it holds
 # the GIL for more than a few milliseconds.
 MAX_ANSWER_CHARS = 10_000
+# A stated answer ("the answer is ...") ends within this many characters, or it is prose.
+MAX_PHRASE_CHARS = 1_000
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*+(\{)?")
 _BOXED_TAIL = re.compile(r"\s*+([^\s$]++)")
-# "final answer", "the answer", "answer", then an optional verb and separator. Possessive: no backtracking.
-_ANSWER_HEAD = re.compile(r"(?:final\s++answer|the\s++answer|answer)\s*+(?:is|:|=|would\s++be|should\s++be)?\s*+[:=]?\s*+", re.I)
 _DOLLAR_MATH = re.compile(r"\$++([^$]++)\$++")
+# A sentence ends at ". " or "! " (but "5! " is a factorial) or at a justification ("7 because ...").
+# Not at ";": "A; B; C; D" is a list of answers, not an answer and a new sentence.
 # (?<!\s): a match starts only at the first space of a run, so a long run is scanned once
-_SENTENCE_END = re.compile(r"[.。!;](?:\s|$)|(?<!\s)\s++(?:because|since|as|so|which|where|given)\b")
+_SENTENCE_END = re.compile(
+    r"[.。](?:\s|$)|(?<![\d)}])!(?:\s|$)|(?<!\s)\s++(?:(?:because|since|as|so|which|where|given)\b|i\.e\.|e\.g\.)"
+)
+# A remark in parentheses after the answer: "5 (rounded to the nearest integer)", "$5$ (since $x>0$)".
+# Not "(or 6)": that is a second answer.
+_REMARK = re.compile(
+    r"\s*+\((?:since|because|as|rounded|to|in|i\.e\.|e\.g\.|which|where|note|from|by|using|see|approximately|approx|"
+    r"about|exactly|not|that|for|per)\b[^()]*+\)[\s,;:]*+\Z",
+    re.I,
+)
+_MORE_AFTER_MATH = re.compile(r"[^\W_]|\\[(\[]")  # "$3$ or $5$", "$5$ cm": the math is not all it says
 
 
 def final_segment(response: str) -> str:
@@ -50,21 +64,48 @@ def brace_pairs(text: str) -> dict[int, int]:
     return pairs
 
 
-def boxed_all(text: str) -> list[str]:
-    """Contents of every ``\\boxed{…}`` / ``\\fbox{…}`` (nested braces kept), and ``\\boxed 5``."""
-    out: list[str] = []
+def boxed_spans(text: str) -> list[tuple[int, str]]:
+    """(start, content) of every ``\\boxed{…}`` / ``\\fbox{…}`` (nested braces kept), and ``\\boxed 5``."""
+    out: list[tuple[int, str]] = []
     pairs: Optional[dict[int, int]] = None
     for m in _BOXED.finditer(text):
         if m.group(1):
             pairs = brace_pairs(text) if pairs is None else pairs
             close = pairs.get(m.end() - 1)
             if close is not None:
-                out.append(text[m.end() : close].strip())
+                out.append((m.start(), text[m.end() : close].strip()))
         else:
             tail = _BOXED_TAIL.match(text, m.end())
             if tail:
-                out.append(tail.group(1))
+                out.append((m.start(), tail.group(1)))
     return out
+
+
+def without_boxes(text: str) -> str:
+    """``text`` with every ``\\boxed{…}`` / ``\\fbox{…}`` / ``\\boxed 5`` removed (an unclosed one is kept)."""
+    out, i = [], 0
+    pairs: Optional[dict[int, int]] = None
+    for m in _BOXED.finditer(text):
+        if m.start() < i:
+            continue  # inside a box already removed
+        if m.group(1):
+            pairs = brace_pairs(text) if pairs is None else pairs
+            close = pairs.get(m.end() - 1)
+            if close is None:
+                continue
+            end = close + 1
+        else:
+            tail = _BOXED_TAIL.match(text, m.end())
+            end = tail.end() if tail else m.end()
+        out.append(text[i : m.start()])
+        i = end
+    out.append(text[i:])
+    return "".join(out)
+
+
+def boxed_all(text: str) -> list[str]:
+    """Contents of every ``\\boxed{…}`` / ``\\fbox{…}``, in order."""
+    return [content for _, content in boxed_spans(text)]
 
 
 def last_boxed(text: str) -> Optional[str]:
@@ -72,35 +113,30 @@ def last_boxed(text: str) -> Optional[str]:
     return found[-1] if found else None
 
 
-def answer_phrase(text: str) -> Optional[str]:
-    """What follows the last "answer is" / "Answer:" (the last one on its line, too), without
-    trailing punctuation or a justification ("5 because ...")."""
-    found = None
-    for head in reversed(list(_ANSWER_HEAD.finditer(text))):  # at most one blank rest per line: linear
-        end = text.find("\n", head.end())
-        rest = text[head.end() : end if end >= 0 else len(text)]
-        if rest.strip():
-            found = rest
-            break
-    if found is None:
+def phrase_text(rest: str) -> Optional[str]:
+    """What an "the answer is" phrase states, from the text after its head: without outer markup, the
+    sentence after it, a justification ("5 because ...", "5, i.e. ...") or a remark ("5 (rounded)");
+    an inline-math answer is its math unless more follows it ("$3$ or $5$" stays whole). None if the
+    phrase does not end within :data:`MAX_PHRASE_CHARS` (prose, not an answer; and bounded work)."""
+    found = rest[:MAX_PHRASE_CHARS].strip().strip("*").strip()
+    parts = _SENTENCE_END.split(found, maxsplit=1)
+    if len(parts) == 1 and len(rest) > MAX_PHRASE_CHARS:
         return None
-    found = found.strip().strip("*").strip()
+    found = _REMARK.sub("", parts[0]).strip().rstrip(",;:").strip().strip("*").strip()
     math_span = _inline_math(found)
-    if math_span is not None:  # "the answer is $\frac12$ since ..." -> the inline math
-        return math_span.strip() or None
-    # End at the sentence or the justification: "5. Let me check", "7 because ...". "3.5" stays whole.
-    found = _SENTENCE_END.split(found, maxsplit=1)[0]
-    return found.strip().strip("*").strip() or None
+    if math_span is not None and not _MORE_AFTER_MATH.search(found[math_span[1] :]):
+        return math_span[0].strip() or None  # "the answer is $\frac12$ since ..." -> the inline math
+    return found or None
 
 
-def _inline_math(text: str) -> Optional[str]:
-    """The first ``$…$`` or ``\\(…\\)`` span's content (found with two scans, never a rescan)."""
+def _inline_math(text: str) -> Optional[tuple[str, int]]:
+    """The first ``$…$`` or ``\\(…\\)`` span's (content, end), found with two scans, never a rescan."""
     dollar = _DOLLAR_MATH.search(text)
     opened = text.find("\\(")
     closed = text.find("\\)", opened + 2) if opened >= 0 else -1
     if closed > opened + 2 and (dollar is None or opened < dollar.start()):
-        return text[opened + 2 : closed]
-    return dollar.group(1) if dollar else None
+        return text[opened + 2 : closed], closed + 2
+    return (dollar.group(1), dollar.end()) if dollar else None
 
 
 def trim(text: str, chars: str) -> str:
@@ -110,3 +146,63 @@ def trim(text: str, chars: str) -> str:
     head = edge.match(text).end()
     tail = edge.match(text[::-1]).end()
     return text[head : len(text) - tail] if head < len(text) - tail else ""
+
+
+# ------------------------------------------------------------------------ value-safe Unicode
+
+# NFKC folds compatibility characters into plain ones, and for most that keeps the meaning (full-width
+# "１０" is 10). Not for superscripts, subscripts and vulgar fractions: "2⁵" (32) would become "25",
+# "1½" (1.5) "11⁄2". Those characters are kept as they are, or written out as LaTeX.
+
+
+@functools.cache
+def _forms() -> dict[str, re.Pattern]:
+    """A character class per compatibility form that changes a number's value under NFKC (BMP only)."""
+    chars: dict[str, list[str]] = {"<super>": [], "<sub>": [], "<fraction>": []}
+    for code in range(0x80, 0x10000):
+        tag = unicodedata.decomposition(chr(code)).split(" ", 1)[0]
+        if tag in chars:
+            chars[tag].append(re.escape(chr(code)))
+    return {tag: re.compile("[" + "".join(found) + "]") for tag, found in chars.items()}
+
+
+def vulgar_fractions() -> re.Pattern:
+    """One vulgar fraction character ("½", "⅞", …)."""
+    return _forms()["<fraction>"]
+
+
+def nfkc_keeping_numbers(text: str) -> str:
+    """NFKC, except that superscripts, vulgar fractions and subscripts after a digit are left unchanged
+    ("2⁵", "1½", "10₂"); a subscript after a letter is an index and folds ("H₂O" = "H2O")."""
+    if text.isascii():
+        return text
+    forms = _forms()
+    kept = re.compile(f"{forms['<super>'].pattern}|{forms['<fraction>'].pattern}|(?<![^\\W\\d_]){forms['<sub>'].pattern}")
+    out, start = [], 0
+    for m in kept.finditer(text):
+        out += [unicodedata.normalize("NFKC", text[start : m.start()]), m.group()]
+        start = m.end()
+    out.append(unicodedata.normalize("NFKC", text[start:]))
+    return "".join(out)
+
+
+def _fraction(m: re.Match) -> str:
+    num, _, den = unicodedata.normalize("NFKC", m.group(2)).partition("\u2044")
+    frac = f"\\frac{{{num}}}{{{den or 1}}}"
+    return f"({m.group(1)}+{frac})" if m.group(1) else frac  # 1½ is a mixed number: 1 + 1/2
+
+
+def _plain_digits(run: str) -> str:
+    return unicodedata.normalize("NFKC", run).replace("\u2212", "-")  # ⁻ folds to the minus sign
+
+
+def unicode_to_latex(text: str) -> str:
+    """Superscript and subscript runs as ``^{…}`` / ``_{…}`` ("2⁵" -> "2^{5}"), vulgar fractions as
+    ``\\frac{n}{d}`` ("1½" -> "(1+\\frac{1}{2})"), then the rest NFKC: the value never changes."""
+    if text.isascii():
+        return text
+    forms = _forms()
+    text = re.sub(rf"(\d*+)({forms['<fraction>'].pattern})", _fraction, text)
+    text = re.sub(forms["<super>"].pattern + "++", lambda m: "^{" + _plain_digits(m.group()) + "}", text)
+    text = re.sub(forms["<sub>"].pattern + "++", lambda m: "_{" + _plain_digits(m.group()) + "}", text)
+    return unicodedata.normalize("NFKC", text)

@@ -1,14 +1,21 @@
-"""Math answers (MATH500 style): math-verify first, then LaTeX normalisation and exact match."""
+"""Math answers (MATH500 style): math-verify first, then LaTeX normalisation and exact match.
+
+The stated answer is found by the one rule (:mod:`.final_answer`); it must be one value
+(:mod:`.math_sides`: math-verify alone reads ``3 \\vee 5`` or ``3 = 5`` as 5) before it is compared.
+"""
 
 from __future__ import annotations
 
 import re
+import time
 from fractions import Fraction
 from typing import Any, Optional
 
 from ._mathworker import MathVerifyTimeout, verify
 from .base import Grade, GraderError, register_grader
-from .extract import answer_phrase, brace_pairs, final_segment, last_boxed
+from .extract import brace_pairs, final_segment, last_boxed
+from .final_answer import final_answers, judge
+from .math_sides import answer_sides, plain
 
 # ------------------------------------------------------------------------------------ normalisation
 
@@ -83,17 +90,9 @@ def as_number(text: str) -> Optional[Fraction]:
         return None
 
 
-def extract_math_answer(response: str) -> Optional[str]:
-    """The answer expression: last \\boxed{} in the last <answer> block, else "the answer is ...",
-    else a short one-line reply itself; None when only a long explanation is left."""
-    seg = final_segment(response)
-    boxed = last_boxed(seg)
-    if boxed is not None:
-        return boxed
-    phrase = answer_phrase(seg)
-    if phrase is not None:
-        return phrase
-    lines = [line for line in seg.strip().splitlines() if line.strip()]
+def _bare_answer(response: str) -> Optional[str]:
+    """A reply that states no explicit answer: a short one-line reply is the answer itself."""
+    lines = [line for line in final_segment(response).strip().splitlines() if line.strip()]
     if len(lines) == 1 and len(lines[0]) <= 80:
         return lines[0].strip().strip("$").strip()
     return None
@@ -114,41 +113,74 @@ def _reference(reference: Any) -> str:
     return boxed if boxed is not None else ref
 
 
-@register_grader("math")
-def grade_math(response: str, reference: Any, *, timeout_s: float = 5.0, use_math_verify: bool = True) -> Grade:
-    """Correct if math-verify proves the answers equal, or their normalised forms / values match."""
-    ref = _reference(reference)
-    extracted = extract_math_answer(response)
-    if not response.strip():
-        return Grade(0.0, None, "empty response")
-    note = ""
-    if use_math_verify:
-        # Boxing the extracted answer makes math-verify take exactly it; with no extraction it searches
-        # the whole reply itself (its own last-expression heuristics).
-        pred = f"$\\boxed{{{extracted}}}$" if extracted is not None else final_segment(response)
+class _Verifier:
+    """math-verify for one grade, all its calls within one ``timeout_s`` budget."""
+
+    def __init__(self, timeout_s: float, enabled: bool) -> None:
+        self.deadline = time.monotonic() + timeout_s
+        self.timeout_s, self.enabled, self.note = timeout_s, enabled, ""
+
+    def __call__(self, ref: str, pred: str) -> Optional[dict]:
+        left = self.deadline - time.monotonic()
+        if not self.enabled or left <= 0:
+            return None
         try:
-            reply = verify(ref, pred, timeout_s)
+            return verify(ref, pred, left)
         except MathVerifyTimeout:
-            reply = None
-            note = f"math-verify exceeded {timeout_s:g} s (worker killed); "
+            self.note = f"math-verify exceeded {self.timeout_s:g} s (worker killed); "
         except RuntimeError as exc:
-            reply = None
-            note = f"math-verify unavailable ({exc}); "
-        if reply is not None:
-            if reply["ok"]:
-                return Grade(1.0, extracted or reply.get("pred"), "math-verify: equivalent")
-            if reply.get("error"):
-                note = f"math-verify: {reply['error']}; "
-            else:
-                note = "math-verify: not equivalent; "
-            if extracted is None and reply.get("pred"):
-                extracted = reply["pred"]
-    if extracted is None:
-        return Grade(0.0, None, note + "no answer found (no <answer>, \\boxed{} or 'the answer is')")
-    got, want = normalize_math(extracted), normalize_math(ref)
+            self.note = f"math-verify unavailable ({exc}); "
+        self.enabled = False
+        return None
+
+
+def _equal(side: str, ref: str, mv: _Verifier) -> tuple[bool, str]:
+    """Is one value equal to the reference: math-verify, else normalised text or exact fraction."""
+    reply = mv(ref, f"$\\boxed{{{side}}}$")  # boxed: math-verify takes exactly this expression
+    if reply is not None and reply["ok"]:
+        return True, "math-verify: equivalent"
+    note = mv.note
+    if reply is not None:
+        note = f"math-verify: {reply['error']}; " if reply.get("error") else "math-verify: not equivalent; "
+    got, want = normalize_math(side), normalize_math(ref)
     if got == want:
-        return Grade(1.0, extracted, note + "normalised exact match")
+        return True, note + "normalised exact match"
     a, b = as_number(got), as_number(want)
     if a is not None and b is not None and a == b:
-        return Grade(1.0, extracted, note + "equal numeric value")
-    return Grade(0.0, extracted, note + f"normalised {got!r} != {want!r}")
+        return True, note + "equal numeric value"
+    return False, note + f"normalised {got!r} != {want!r}"
+
+
+def _grade_answer(answer: str, ref: str, mv: _Verifier) -> Grade:
+    """One stated answer against the reference: it must be one value, and every side of it equal."""
+    sides, why = answer_sides(plain(answer), plain(ref))
+    if why is not None:
+        return Grade(0.0, answer, why)
+    reasons = []
+    for side in sides:
+        ok, reason = _equal(side, plain(ref), mv)
+        if not ok:
+            return Grade(0.0, answer, reason if len(sides) == 1 else f"{side!r} of {answer!r}: {reason}")
+        reasons.append(reason)
+    return Grade(1.0, answer, reasons[-1] + (f" (all {len(sides)} sides of the equation)" if len(sides) > 1 else ""))
+
+
+@register_grader("math")
+def grade_math(response: str, reference: Any, *, timeout_s: float = 5.0, use_math_verify: bool = True) -> Grade:
+    """Correct if the stated answer is one value that math-verify proves equal to the reference, or
+    whose normalised form / exact value matches; every stated final answer must be."""
+    ref = _reference(reference)
+    if not response.strip():
+        return Grade(0.0, None, "empty response")
+    mv = _Verifier(timeout_s, use_math_verify)
+    statements = final_answers(response)
+    if statements:
+        return judge(statements, lambda s: _grade_answer(s.text, ref, mv))
+    answer = _bare_answer(response)
+    if answer is None:
+        # No explicit answer: math-verify picks the reply's last expression, and that is graded as one.
+        reply = mv(ref, final_segment(response))
+        answer = reply.get("pred") if reply is not None else None
+    if not answer:
+        return Grade(0.0, None, mv.note + "no answer found (no <answer>, \\boxed{} or 'the answer is')")
+    return _grade_answer(answer, ref, mv)

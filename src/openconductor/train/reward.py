@@ -24,7 +24,7 @@ from ..policies.lm import conductor_messages
 from ..pool import Pool, PoolSpec
 from ..records import Run
 from ..workflow import Workflow, WorkflowError, parse_and_validate
-from .config import PromptSettings, RewardSettings
+from .config import PromptSettings, RewardSettings, TrainConfig
 from .data import decode_grading
 
 log = logging.getLogger(__name__)
@@ -33,15 +33,21 @@ log = logging.getLogger(__name__)
 async def grade_answer(task: str, answer: str, reference: Any, options: Optional[dict] = None) -> tuple[bool, float]:
     """(well_formed, score in [0, 1]). Simulated tasks grade here; real ones use openconductor.graders
     (``agrade``: off this event loop, so a slow grade never stalls the other rollouts), with the
-    question's grader ``options`` (e.g. a reasoning-gym generator's name)."""
-    if task == "simulated":
-        from .world import grade_simulated
+    question's grader ``options`` (e.g. a reasoning-gym generator's name). A grader that raises (a
+    malformed reference, a grader bug) scores this answer 0 with the reason logged: one answer never
+    fails the whole reward batch."""
+    try:
+        if task == "simulated":
+            from ..sim.world import grade_simulated
 
-        well_formed, correct = grade_simulated(answer, reference)
-        return well_formed, float(correct)
-    from ..graders import agrade  # lazy: real graders (math-verify, sandbox) are heavy
+            well_formed, correct = grade_simulated(answer, reference)
+            return well_formed, float(correct)
+        from ..graders import agrade  # lazy: real graders (math-verify, sandbox) are heavy
 
-    result = await agrade(task, answer, reference, **(options or {}))
+        result = await agrade(task, answer, reference, **(options or {}))
+    except Exception as exc:
+        log.warning("grading a %s answer failed, scored 0: %s: %s", task, type(exc).__name__, exc)
+        return False, 0.0
     return bool(answer.strip()) and result.extracted is not None, float(result.score)
 
 
@@ -301,3 +307,8 @@ class WorkflowReward:
         return blend(first.reward, later.reward, self.discount)
 
     __call__ = workflow_reward
+
+
+def replay_store(cfg: TrainConfig) -> Optional[ResponseCache]:
+    """The run's replay store of real worker calls (``reward.replay``), or None."""
+    return ResponseCache(cfg.path(cfg.reward.replay), match="context") if cfg.reward.replay else None
