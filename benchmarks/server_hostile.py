@@ -37,8 +37,10 @@ import httpx
 import yaml
 
 from openconductor.server import hash_key
-from openconductor.server.stack import Stack
 from openconductor.traces import TraceStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
+from stack import Stack  # noqa: E402  (deploy/stack.py: a development tool, not in the package)
 
 KEY, OTHER = "sk-bench-a", "sk-bench-b"
 H = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}

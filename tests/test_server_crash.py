@@ -23,8 +23,10 @@ import yaml
 from _server_kit import KEY
 from openconductor.records import Run
 from openconductor.server import hash_key
-from openconductor.server.stack import Stack
 from openconductor.traces import Owner, TraceStore, row
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
+from stack import Stack  # noqa: E402  (deploy/stack.py: a development tool, not in the package)
 
 pytestmark = pytest.mark.timeout(300)
 H = {"Authorization": f"Bearer {KEY}"}
