@@ -89,7 +89,8 @@ def _held(key: Key) -> RateLimited:
                        RESERVED_RETRY_S, "quota_reserved")
 
 
-def reserve(key: Key, want: Optional[Limits], used: tuple[float, float], held: tuple[float, float], now: float) -> tuple[Optional[int], Optional[float]]:
+def reservation(key: Key, want: Optional[Limits], used: tuple[float, float], held: tuple[float, float],
+                now: float) -> tuple[Optional[int], Optional[float]]:
     """What a request of ``key`` reserves from its quotas, given what is used and what is held by others
     (tokens, cost): its own limit, or what is left if less. RateLimited when nothing is left."""
     spent = _quota_error(key, *used, now)
@@ -146,7 +147,7 @@ class QuotaLedger:
             cur.execute(sql("SELECT tokens, cost_usd, held_tokens, held_cost_usd FROM quota_days WHERE api_key = ? AND day = ?"),
                         (key.name, day))
             used_t, used_c, held_t, held_c = cur.fetchone()
-            tokens, cost = reserve(key, want, (used_t, used_c), (held_t, held_c), now)
+            tokens, cost = reservation(key, want, (used_t, used_c), (held_t, held_c), now)
             cur.execute(sql("UPDATE quota_days SET held_tokens = held_tokens + ?, held_cost_usd = held_cost_usd + ? "
                             "WHERE api_key = ? AND day = ?"), (tokens or 0, cost or 0.0, key.name, day))
         return Admission(key, day=day, tokens=tokens, cost=cost)
@@ -236,7 +237,7 @@ class LocalCounters(Counters):
 
 # One atomic admission. KEYS: bucket hash, in-flight lease set, quota hash (of the day). ARGV: rate/s,
 # burst, max concurrent, lease id, lease seconds, tokens per day, cost per day, tokens and cost wanted
-# (-1: none / all that is left). The reservation mirrors ``reserve()``: used >= quota is spent (3),
+# (-1: none / all that is left). The reservation mirrors ``reservation()``: used >= quota is spent (3),
 # used + held leaves nothing is held by requests in flight (4).
 ACQUIRE = """
 local t = redis.call('TIME')
