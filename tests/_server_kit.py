@@ -15,6 +15,7 @@ import yaml
 
 from openconductor.providers.simulated import register_responder
 from openconductor.server import create_app, hash_key, parse_server_config
+from openconductor.server.protocol import PROTOCOL
 
 KEY = "sk-test-alpha"
 OTHER_KEY = "sk-test-beta"
@@ -70,7 +71,7 @@ def free_port() -> int:
 def running(app, port: int | None = None) -> Iterator[str]:
     """Serve ``app`` with uvicorn on 127.0.0.1 in a thread; yields the base URL."""
     port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", http=PROTOCOL))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

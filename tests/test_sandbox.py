@@ -212,6 +212,14 @@ def test_output_is_truncated_not_unbounded():
     assert res.truncated and len(res.stdout) == 4096
 
 
+def test_output_dropped_before_a_wall_clock_timeout_is_reported_as_truncated():
+    # 2 MiB written, 1 MiB kept, then the program outlives its wall clock: the readers are cancelled, the drop is still known.
+    code = "import sys, time\nsys.stdout.write('x' * (2 << 20)); sys.stdout.flush()\ntime.sleep(60)"
+    res = run_python_sync(code, limits=SandboxLimits(wall_s=3.0, max_output_bytes=1 << 20))
+    assert res.status == "timeout", res
+    assert res.truncated and len(res.stdout) == 1 << 20
+
+
 async def test_concurrency_is_bounded():
     settings = SandboxSettings(max_concurrency=2)
     start = time.perf_counter()

@@ -133,13 +133,24 @@ def test_redis_counters_are_shared_by_replicas(redis_url):
         await a.start()
         await b.start()
         key = _key(name=f"c{time.monotonic_ns()}", tokens_per_day=100)
-        first, second = await a.acquire(key), await b.acquire(key)
+        first, second = await a.acquire(key, Limits(max_tokens=40)), await b.acquire(key, Limits(max_tokens=40))
+        assert (first.tokens, second.tokens) == (40, 40)
         with pytest.raises(RateLimited, match="already has 2 requests running"):
             await a.acquire(key)
         await a.release(first, Usage(input_tokens=60, output_tokens=50))  # over the day's quota now
         with pytest.raises(RateLimited) as spent:
             await b.acquire(key)
         assert spent.value.code == "insufficient_quota"
+        # reservations are atomic across replicas: together they never hold more than the quota
+        shared = _key(name=f"q{time.monotonic_ns()}", tokens_per_day=100, max_concurrent=10)
+        held = [await c.acquire(shared, Limits(max_tokens=60)) for c in (a, b)]
+        assert [h.tokens for h in held] == [60, 40]
+        with pytest.raises(RateLimited) as reserved:
+            await a.acquire(shared)
+        assert reserved.value.code == "quota_reserved"
+        for c, h in zip((a, b), held):
+            await c.release(h, Usage(input_tokens=10))
+        assert (await b.acquire(shared)).tokens == 80  # what is left after 20 used; the rest came back
         # a replica that dies holding a slot: its lease expires and the slot comes back
         crashed = RedisCounters(redis_url, prefix="t1", lease_s=1.0)
         other = _key(name=f"d{time.monotonic_ns()}", max_concurrent=1)

@@ -25,6 +25,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import json_schemas
 from .records import Completion, ToolCall
 
 Feature = Literal["tools", "json_schema", "stop"]
@@ -182,12 +183,12 @@ def _json_object(text: str) -> Any:
         stripped = fence.group(1)
     try:
         return json.loads(stripped)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # a model's text: 5,000-digit numbers and 10,000 brackets are its to write
         start, end = stripped.find("{"), stripped.rfind("}")
         if 0 <= start < end:
             try:
                 return json.loads(stripped[start:end + 1])
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 pass
         raise AnswerFormatError(f"the reply is not valid JSON: {text[:200]!r}") from None
 
@@ -198,15 +199,13 @@ def check_json(text: str, fmt: JSONFormat) -> str:
     if not isinstance(value, dict) and not (fmt.type == "json_schema" and fmt.json_schema):
         raise AnswerFormatError("the reply is JSON but not an object, as response_format json_object requires")
     if fmt.type == "json_schema" and fmt.json_schema:
-        import jsonschema  # the serve extra; imported on use
-
-        try:
-            jsonschema.validate(value, fmt.json_schema)
-        except jsonschema.ValidationError as exc:
-            path = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
-            raise AnswerFormatError(f"the reply does not match the JSON schema {fmt.name!r} at {path}: {exc.message}") from None
-        except jsonschema.SchemaError as exc:
-            raise AnswerFormatError(f"the JSON schema {fmt.name!r} is not valid: {exc.message}") from None
+        try:  # bounded: this runs on the event loop, and neither the schema nor the reply is ours
+            error = json_schemas.first_error(value, fmt.json_schema)
+        except json_schemas.ValidationTooCostly as exc:
+            raise AnswerFormatError(f"the reply could not be checked against the JSON schema {fmt.name!r}: {exc}") from None
+        if error is not None:
+            path = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+            raise AnswerFormatError(f"the reply does not match the JSON schema {fmt.name!r} at {path}: {error.message}")
     return json.dumps(value, ensure_ascii=False) if not _is_json(text) else text.strip()
 
 
@@ -214,7 +213,7 @@ def _is_json(text: str) -> bool:
     try:
         json.loads(text)
         return True
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return False
 
 

@@ -480,20 +480,20 @@ def _release_slot() -> None:
 # ------------------------------------------------------------------------------------------- running
 
 
-async def _read_capped(stream: asyncio.StreamReader, cap: int, sink: list[bytes]) -> bool:
-    """Keep the first ``cap`` bytes, drain (and drop) the rest; True if anything was dropped."""
+async def _read_capped(stream: asyncio.StreamReader, cap: int, sink: list[bytes], dropped: list[bool]) -> None:
+    """Keep the first ``cap`` bytes, drain (and drop) the rest; ``dropped[0]`` turns True as soon as
+    anything is dropped (so a reader cancelled at a timeout still tells)."""
     kept = 0
-    dropped = False
     while True:
         chunk = await stream.read(65536)
         if not chunk:
-            return dropped
+            return
         if kept < cap:
             sink.append(chunk[: cap - kept])
-            dropped = dropped or len(chunk) > cap - kept
+            dropped[0] = dropped[0] or len(chunk) > cap - kept
             kept += min(len(chunk), cap - kept)
         else:
-            dropped = True
+            dropped[0] = True
 
 
 async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
@@ -595,9 +595,10 @@ async def _run(
         command.close_fds()  # the child has them: a pipe's other end now sees EOF when the child dies
         out: list[bytes] = []
         err: list[bytes] = []
-        readers = [asyncio.ensure_future(_read_capped(proc.stderr, min(limits.max_output_bytes, 65536), err))]
+        dropped = [False]
+        readers = [asyncio.ensure_future(_read_capped(proc.stderr, min(limits.max_output_bytes, 65536), err, dropped))]
         if proc.stdout is not None:
-            readers.append(asyncio.ensure_future(_read_capped(proc.stdout, limits.max_output_bytes, out)))
+            readers.append(asyncio.ensure_future(_read_capped(proc.stdout, limits.max_output_bytes, out, dropped)))
         feeder = [asyncio.ensure_future(_feed(proc.stdin, stdin))] if proc.stdin is not None else []
         finished = asyncio.ensure_future(asyncio.gather(proc.wait(), *readers, *feeder))
         stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
@@ -619,7 +620,7 @@ async def _run(
                 task.cancel()
         await asyncio.gather(finished, *readers, *feeder, return_exceptions=True)
         wall = time.perf_counter() - started
-        truncated = any(t.result() is True for t in readers if t.done() and not t.cancelled())
+        truncated = dropped[0]
         stderr_text = b"".join(err).decode("utf-8", errors="replace")
         oom = command.cgroup.oom_kills() if command.cgroup else 0
         peak = command.cgroup.peak_bytes() if command.cgroup else None

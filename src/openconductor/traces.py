@@ -20,6 +20,7 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
@@ -54,6 +55,10 @@ CREATE TABLE IF NOT EXISTS owners (
     heartbeat_at DOUBLE PRECISION NOT NULL
 );
 """
+
+# Created after the migration below (stores older than the api_key column get it first): a key's
+# lookups and listings read only its own rows.
+KEY_INDEX = "CREATE INDEX IF NOT EXISTS runs_key ON runs(api_key, created_at DESC)"
 
 COLUMNS = ("id", "created_at", "question", "policy", "pool", "status", "final_answer", "steps", "calls", "tokens", "cost_usd",
            "wall_s", "record", "api_key", "owner")
@@ -100,9 +105,11 @@ def _boot_id() -> str:
 
 
 def _start_ticks(pid: int) -> Optional[str]:
-    """A process's start time (Linux), which tells a live process from a later one that reused its pid."""
+    """A running process's start time (Linux), which tells it from a later one that reused its pid;
+    None when there is none, or it has exited and waits to be reaped (a zombie keeps its pid and start)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else fields[19]
     except (OSError, IndexError):
         return None
 
@@ -196,6 +203,14 @@ class SQLTraceStore(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """A cursor inside one transaction, for tables kept beside the runs (the server's quotas)."""
+        return self._transaction()
+
+    def sql(self, sql: str) -> str:
+        """SQL written with ``?`` placeholders, in this backend's paramstyle."""
+        return self._sql(sql)
+
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
         with self._transaction() as cur:
             cur.execute(self._sql(sql), tuple(args))
@@ -225,13 +240,17 @@ class SQLTraceStore(ABC):
 
     # ------------------------------------------------------------------------------------ reading
 
-    def get(self, run_id: str) -> Run:
-        """The run with this id, or with the one id that starts with it (as with git hashes)."""
-        rows = self._query("SELECT record FROM runs WHERE id = ?", (run_id,))
+    def get(self, run_id: str, *, api_key: Optional[str] = None) -> Run:
+        """The run with this id, or with the one id that starts with it (as with git hashes). With
+        ``api_key``, only that key's runs are looked at, in the queries themselves: another key's run
+        is not found by the same path, in the same time, as an id that matches nothing."""
+        scope, key = (" AND api_key = ?", (api_key,)) if api_key is not None else ("", ())
+        rows = self._query(f"SELECT record FROM runs WHERE id = ?{scope}", (run_id, *key))
         if rows:
             return Run.model_validate_json(rows[0][0])
         prefix = run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        ids = [r[0] for r in self._query("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY created_at DESC LIMIT 11", (prefix,))]
+        ids = [r[0] for r in self._query(f"SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\'{scope} ORDER BY created_at DESC LIMIT 11",
+                                         (prefix, *key))]
         if len(ids) == 1:
             return Run.model_validate_json(self._query("SELECT record FROM runs WHERE id = ?", (ids[0],))[0][0])
         if len(ids) > 1:
@@ -321,6 +340,8 @@ class TraceStore(SQLTraceStore):
         if "owner" not in have:
             with self._lock:
                 self._db.execute("ALTER TABLE runs ADD COLUMN owner TEXT")
+        with self._lock:
+            self._db.execute(KEY_INDEX)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Cursor]:
@@ -368,6 +389,7 @@ class PostgresTraceStore(SQLTraceStore):
         with self._pool.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(715017)")  # replicas starting together create the schema once
             conn.execute(SCHEMA)
+            conn.execute(KEY_INDEX)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Any]:
@@ -400,6 +422,7 @@ class TraceWriter:
     def __init__(self, store: SQLTraceStore):
         self.store = store
         self._pending: dict[str, tuple] = {}
+        self._waiters: list[Future] = []  # one per save in the pending batch: True once written, False if the write failed
         self._cond = threading.Condition()
         self._submitted = self._written = 0
         self._closed = False
@@ -407,12 +430,16 @@ class TraceWriter:
         self._thread = threading.Thread(target=self._loop, name="trace-writer", daemon=True)
         self._thread.start()
 
-    def save(self, run: Run) -> None:
+    def save(self, run: Run) -> "Future[bool]":
+        """Queue ``run`` (serialised now); the future says when its batch is written (True) or failed (False)."""
         record = row(run, self.store.owner.id)
+        written: Future[bool] = Future()
         with self._cond:
             self._pending[run.id] = record
+            self._waiters.append(written)
             self._submitted += 1
             self._cond.notify_all()
+        return written
 
     def _loop(self) -> None:
         import logging
@@ -424,11 +451,16 @@ class TraceWriter:
                 if not self._pending and self._closed:
                     return
                 batch, self._pending, upto = self._pending, {}, self._submitted
+                waiters, self._waiters = self._waiters, []
+            ok = True
             try:
                 self.store.write(list(batch.values()))
             except Exception:  # the answers matter more than their traces; say so loudly, keep going
+                ok = False
                 self.failures += 1
                 logging.getLogger(__name__).exception("could not save %d trace(s) to %s", len(batch), self.store.location)
+            for waiter in waiters:
+                waiter.set_result(ok)
             with self._cond:
                 self._written = upto
                 self._cond.notify_all()

@@ -13,10 +13,10 @@ error object (streaming: an error event, then [DONE]); a prompt over the workers
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
-import re
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
@@ -28,59 +28,20 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from openai.types import Model
 from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from ..traces import SQLTraceStore, TraceNotFound, record_json
 from .auth import KeyHeaders
+from .bodies import Checks, read_body
 from .completions import COMPLETIONS
 from .config import ServerConfig
 from .errors import APIError, validation_message
 from .gateway import CHAT, RESPONSES, Endpoint, Gateway
+from .protocol import BodyDeadline
 from .runs import Preset
 
 STATIC = Path(str(resources.files("openconductor").joinpath("server/static")))
 log = logging.getLogger(__name__)
-
-
-async def read_json(request: HTTPRequest, max_bytes: int) -> dict[str, Any]:
-    """The body as a JSON object, refusing more than ``max_bytes`` before and while reading (413)."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            size = int(declared)
-        except ValueError:
-            raise APIError(400, "Content-Length is not a number", code="bad_content_length") from None
-        if size > max_bytes:
-            raise APIError(413, f"request body of {size} bytes is over the limit of {max_bytes} bytes", code="body_too_large")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > max_bytes:
-            raise APIError(413, f"request body is over the limit of {max_bytes} bytes", code="body_too_large")
-    if not body:
-        raise APIError(400, "the request body is empty; send a JSON object", code="empty_body")
-    try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise APIError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
-    if not isinstance(data, dict):
-        raise APIError(400, "the request body must be a JSON object", code="invalid_json")
-    if b"\\ud" in body or b"\\uD" in body:  # escaped surrogates: a lone one cannot be stored, sent or encoded
-        data = _scrub(data)
-    return data
-
-
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a str holds a valid pair as one character
-
-
-def _scrub(value: Any) -> Any:
-    """Lone surrogates (JSON escapes like \\ud800 with no pair) become U+FFFD, as invalid UTF-8 would."""
-    if isinstance(value, str):
-        return LONE_SURROGATE.sub("\ufffd", value)
-    if isinstance(value, list):
-        return [_scrub(v) for v in value]
-    if isinstance(value, dict):
-        return {_scrub(k): _scrub(v) for k, v in value.items()}
-    return value
 
 
 def sse(events: AsyncIterator[Any], frame) -> EventSourceResponse:
@@ -107,14 +68,18 @@ def _responses_frame(event: dict) -> dict:
 
 
 def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> FastAPI:
-    gateway = Gateway(config, store)
-    runtime, metrics, max_body = gateway.runtime, gateway.metrics, config.server.max_body_bytes
+    gateway = Gateway(config, store, checks=Checks(processes=config.server.check_processes))
+    runtime, metrics = gateway.runtime, gateway.metrics
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
+        if config.server.slow_callback_ms:  # asyncio logs "Executing <step> took N seconds" for each slow step
+            loop = asyncio.get_running_loop()
+            loop.set_debug(True)
+            loop.slow_callback_duration = config.server.slow_callback_ms / 1000
         await gateway.start()
         try:
-            yield
+            yield {"header_timeout_s": config.server.header_timeout_s}  # read by protocol.GuardedHttpProtocol
         finally:
             await gateway.stop()
 
@@ -123,6 +88,7 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
     app.state.runtime, app.state.metrics, app.state.keys = runtime, metrics, gateway.keys
     app.add_middleware(metrics.middleware_class())
     app.add_middleware(KeyHeaders)
+    app.add_middleware(BodyDeadline, timeout_s=config.server.body_timeout_s)
 
     # --------------------------------------------------------------------------------- error shapes
 
@@ -142,6 +108,12 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
         return JSONResponse(APIError(exc.status_code, str(exc.detail), type=kind, code=str(exc.status_code)).body(), status_code=exc.status_code)
 
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(_req, _exc: ClientDisconnect):  # the client left mid-body: nobody reads this answer
+        metrics.error("client_disconnected")
+        return JSONResponse(APIError(400, "the client disconnected before sending the whole body", code="client_disconnected").body(),
+                            status_code=400, headers={"Connection": "close"})
+
     @app.exception_handler(Exception)
     async def _bug(_req, exc: Exception):  # always a JSON error object, never a plain-text 500
         log.exception("unhandled error")
@@ -153,7 +125,7 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
 
     async def serve_api(endpoint: Endpoint, request: HTTPRequest) -> Response:
         key = gateway.authenticate(request.headers.get("authorization"))
-        accepted, handle = await gateway.open(key, endpoint, await read_json(request, max_body))
+        accepted, handle = await gateway.open(key, endpoint, await read_body(request, config.server.max_body_bytes))
         if accepted.stream:
             return sse(gateway.events(endpoint, accepted, handle), _responses_frame if endpoint is RESPONSES else _chat_frame)
         answer = await gateway.answer(endpoint, accepted, handle)
@@ -213,10 +185,8 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
     @app.get("/v1/traces/{run_id}")
     async def get_trace(run_id: str, request: HTTPRequest):
         key = gateway.authenticate(request.headers.get("authorization"))
-        try:
-            run = await runtime.get_run(run_id)
-            if not key.reads_all_traces and run.metadata.get("api_key") != key.name:
-                raise TraceNotFound(run_id)  # another key's run: as if it did not exist
+        try:  # scoped by key in the lookup itself: another key's run (or prefix) takes the path of no run at all
+            run = await runtime.get_run(run_id, api_key=None if key.reads_all_traces else key.name)
         except TraceNotFound:
             raise APIError(404, f"no trace with id {run_id!r} for this key", type="not_found_error", code="trace_not_found", param="run_id") from None
         return Response(record_json(run), media_type="application/json")

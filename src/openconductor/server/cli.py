@@ -39,6 +39,7 @@ def serve(
         import uvicorn
 
         from .app import CONFIG_ENV, OVERRIDES_ENV, create_app
+        from .protocol import PROTOCOL
     except ImportError as exc:
         typer.secho(f"error: serving needs the serve extra ({exc.name} is missing): pip install 'openconductor[serve]'", fg="red", err=True)
         raise typer.Exit(2)
@@ -53,7 +54,8 @@ def serve(
     if processes > 1 and cfg.server.counters is None:
         typer.secho(f"warning: {processes} processes with in-process counters: each key's rate, concurrency and quota limits "
                     "apply per process; set server.counters to a redis:// URL to share them", fg="yellow", err=True)
-    options = dict(host=bind_host, port=port or cfg.server.port, log_level=log_level, loop="auto", http="auto",
+    loop = "asyncio" if cfg.server.slow_callback_ms else "auto"  # the slow-step log is asyncio's debug mode
+    options = dict(host=bind_host, port=port or cfg.server.port, log_level=log_level, loop=loop, http=PROTOCOL,
                    timeout_graceful_shutdown=5, backlog=4096)
     if processes == 1:
         uvicorn.run(create_app(cfg), **options)

@@ -53,6 +53,13 @@ class ServerSection(BaseModel):
     host: str = "127.0.0.1"
     port: int = 8000
     max_body_bytes: int = Field(1_000_000, gt=0)
+    max_json_depth: int = Field(64, ge=4)  # nesting of a request body's arrays and objects
+    max_json_values: int = Field(20_000, ge=100)  # JSON values in a request body (bounds its validation's time)
+    check_processes: int = Field(1, ge=0, le=64)  # processes that decode and check request bodies (0: threads)
+    header_timeout_s: float = Field(10.0, gt=0)  # a request's headers, from the connection (or last response)
+    body_timeout_s: float = Field(10.0, gt=0)  # a request's body, from its headers
+    # Diagnosis: asyncio debug mode, logging each event-loop step that runs longer than this (slower).
+    slow_callback_ms: Optional[float] = Field(None, gt=0)
     # The trace store: a SQLite file path or a postgresql:// URL (replicas share one); default: the
     # user's SQLite store ($OPENCONDUCTOR_TRACES). Put a password in PGPASSWORD or ~/.pgpass, not here.
     traces: Optional[str] = None

@@ -16,10 +16,18 @@ class APIError(Exception):
         self.headers = headers or {}
         self.extra = extra or {}
 
+    def __reduce__(self):  # raised in a request-check process, re-raised here
+        return (_api_error, (self.status, self.message, dict(type=self.type, code=self.code, param=self.param, headers=self.headers,
+                                                              extra=self.extra)))
+
     def body(self) -> dict:
         error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
         error.update(self.extra)
         return {"error": error}
+
+
+def _api_error(status: int, message: str, fields: dict) -> APIError:
+    return APIError(status, message, **fields)
 
 
 def unsupported(param: str, why: str) -> APIError:

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Optional
+from typing import Any, AsyncIterator, Callable, Optional, Union
 
 from pydantic import BaseModel
 
+from .. import json_schemas
 from ..records import Run
 from ..traces import SQLTraceStore
 from . import builders
 from .auth import AuthError, Key, KeyRing
+from .bodies import Checks, cheap_to_check, interpret_body
 from .config import ServerConfig
 from .counters import Admission, Counters, RateLimited, make_counters
 from .errors import APIError
 from .metrics import Metrics
-from .requests import Accepted, ChatCompletionRequest, ResponsesRequest, apply_request_limits, interpret_chat, interpret_responses, parse
+from .requests import Accepted, ChatCompletionRequest, ResponsesRequest, apply_request_limits, interpret_chat, interpret_responses
 from .runs import Request, RunHandle, Runtime
 from .streams import chat_stream, responses_stream
 
@@ -48,20 +50,25 @@ RESPONSES = Endpoint("responses", "/v1/responses", ResponsesRequest, interpret_r
 
 
 class Gateway:
-    def __init__(self, config: ServerConfig, store: Optional[SQLTraceStore] = None, counters: Optional[Counters] = None):
+    def __init__(self, config: ServerConfig, store: Optional[SQLTraceStore] = None, counters: Optional[Counters] = None,
+                 checks: Optional[Checks] = None):
         self.config = config
         self.runtime = Runtime(config, store)
         self.keys = KeyRing(config)
-        self.counters = counters or make_counters(config.server.counters)
+        self.counters = counters or make_counters(config.server.counters, self.runtime.store)
         self.metrics = Metrics()
+        self.checks = checks or Checks()  # threads; the HTTP app gives worker processes
 
     async def start(self) -> None:
+        json_schemas.warm()  # replies are checked on the event loop: no import there
         await self.counters.start()
+        await self.checks.start()
         await self.runtime.start()
 
     async def stop(self) -> None:
         await self.runtime.stop()
         await self.counters.close()
+        self.checks.close()
 
     def authenticate(self, authorization: Optional[str]) -> Key:
         try:
@@ -69,10 +76,13 @@ class Gateway:
         except AuthError as exc:
             raise APIError(401, str(exc), code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}) from None
 
-    async def open(self, key: Key, endpoint: Endpoint, body: dict[str, Any]) -> tuple[Accepted, RunHandle]:
-        """Validate a request body, admit it and launch its run (400/404/429 as APIError)."""
-        accepted = endpoint.interpret(parse(endpoint.schema, body))
-        return accepted, await self.submit(key, accepted, endpoint.name)
+    async def open(self, key: Key, endpoint: Endpoint, body: Union[bytes, dict[str, Any]]) -> tuple[Accepted, RunHandle]:
+        """Decode (bytes) and validate a request body off the event loop (``bodies.Checks``: schemas and
+        long conversations are real work), admit it and launch its run (400/404/429 as APIError)."""
+        limits = self.config.server
+        args = (endpoint.schema, endpoint.interpret, body, limits.max_json_depth, limits.max_json_values)
+        accepted, question = interpret_body(*args) if cheap_to_check(body) else await self.checks.run(interpret_body, *args)
+        return accepted, await self.submit(key, accepted, endpoint.name, question)
 
     def events(self, endpoint: Endpoint, accepted: Accepted, handle: RunHandle) -> AsyncIterator[Any]:
         """The run as the endpoint's stream (typed items; an APIError item when it has no answer)."""
@@ -85,19 +95,19 @@ class Gateway:
             raise builders.run_error(run, endpoint.conversation)
         return endpoint.answer(run, handle.request, accepted)
 
-    async def submit(self, key: Key, accepted: Accepted, endpoint: str) -> RunHandle:
+    async def submit(self, key: Key, accepted: Accepted, endpoint: str, question: Optional[str] = None) -> RunHandle:
         preset = self.runtime.resolve(accepted.model)
         if preset is None:
             raise APIError(404, f"the model {accepted.model!r} does not exist; GET /v1/models lists the presets "
                                 f"({', '.join(self.runtime.presets)})", code="model_not_found", param="model")
         limits = apply_request_limits(preset.limits.tightened(key.limits), accepted.budget)  # 400 before a slot is taken
-        try:
-            admission = await self.counters.acquire(key)
+        try:  # reserves from the key's quotas what these limits allow; the run is held to that
+            admission = await self.counters.acquire(key, limits)
         except RateLimited as exc:
-            raise APIError(429, str(exc), type="rate_limit_error" if exc.code == "rate_limit_exceeded" else "insufficient_quota",
+            raise APIError(429, str(exc), type="insufficient_quota" if exc.code == "insufficient_quota" else "rate_limit_error",
                            code=exc.code, headers={"Retry-After": str(exc.retry_after)}) from None
         try:
-            if admission.tokens_left is not None or admission.cost_left is not None:
+            if admission.reserved:
                 limits = limits.tightened(admission.limits())
             metadata = {"api_key": key.name, "preset": preset.name, "version": preset.spec.version, "model": accepted.model,
                         "endpoint": endpoint}
@@ -105,7 +115,7 @@ class Gateway:
                 metadata["user"] = accepted.user
             if accepted.client_metadata:
                 metadata["client"] = accepted.client_metadata  # never merged: the server's fields cannot be overwritten
-            request = Request(preset, accepted.model, accepted.question(), limits, seed=accepted.seed, metadata=metadata,
+            request = Request(preset, accepted.model, question if question is not None else accepted.question(), limits, seed=accepted.seed, metadata=metadata,
                               answer=None if accepted.answer.is_empty() else accepted.answer, max_output_tokens=accepted.max_output_tokens)
             return self.runtime.launch(request, stream=accepted.stream,
                                        on_done=lambda run: self._finished(run, admission, preset.name, endpoint))

@@ -21,6 +21,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .. import json_schemas
 from ..answer_format import AnswerFormat, FunctionTool, JSONFormat, NamedTool, ToolChoice, describe_tools
 from ..budget import Limits
 from ..records import ToolCall
@@ -199,13 +200,18 @@ def _json_format(kind: str, spec: Optional[JSONSchemaSpec], param: str) -> Optio
         return JSONFormat(type="json_object")
     if spec is None or not spec.json_schema:
         raise APIError(400, f"{param}: a json_schema format needs its schema", param=param, code="invalid_request")
-    import jsonschema  # checked here, so a broken schema is the caller's 400, not a failed run
+    return JSONFormat(type="json_schema", name=spec.name, schema=checked_schema(spec.json_schema, param), strict=spec.strict)
 
+
+def checked_schema(schema: Any, param: str) -> Any:
+    """A caller's JSON schema, checked here (see ``json_schemas``) so a broken one is the caller's 400
+    naming the parameter and the place inside the schema, not a failed run."""
     try:
-        jsonschema.validators.validator_for(spec.json_schema).check_schema(spec.json_schema)
-    except jsonschema.SchemaError as exc:
-        raise APIError(400, f"{param}: not a valid JSON schema: {exc.message}", param=param, code="invalid_json_schema") from None
-    return JSONFormat(type="json_schema", name=spec.name, schema=spec.json_schema, strict=spec.strict)
+        json_schemas.check_schema(schema)
+    except json_schemas.SchemaProblem as exc:
+        inside = f" at {exc.where()}" if exc.path else ""
+        raise APIError(400, f"{param}: not a usable JSON schema{inside}: {exc.message}", param=param, code="invalid_json_schema") from None
+    return schema
 
 
 def _stop(value: Union[str, list[str], None]) -> list[str]:
@@ -284,8 +290,9 @@ class FunctionDef(Strict):
     parameters: Optional[dict[str, Any]] = None
     strict: Optional[bool] = None
 
-    def tool(self) -> FunctionTool:
-        return FunctionTool(name=self.name, description=self.description or "", parameters=self.parameters or {"type": "object", "properties": {}},
+    def tool(self, param: str) -> FunctionTool:
+        parameters = checked_schema(self.parameters, param) if self.parameters is not None else {"type": "object", "properties": {}}
+        return FunctionTool(name=self.name, description=self.description or "", parameters=parameters or {"type": "object", "properties": {}},
                             strict=self.strict)
 
 
@@ -402,8 +409,8 @@ def _chat_tools(req: ChatCompletionRequest) -> tuple[list[FunctionTool], ToolCho
     for i, t in enumerate(req.tools or []):
         if t.type != "function" or t.function is None:
             raise unsupported(f"tools[{i}].type", f"{t.type!r} tools are not supported; only function tools (the caller runs them)")
-        tools.append(t.function.tool())
-    tools += [f.tool() for f in req.functions or []]
+        tools.append(t.function.tool(f"tools[{i}].function.parameters"))
+    tools += [f.tool(f"functions[{i}].parameters") for i, f in enumerate(req.functions or [])]
     choice_param, raw = ("function_call", req.function_call) if legacy else ("tool_choice", req.tool_choice)
     return tools, _tool_choice(raw, tools, choice_param, responses=False), legacy
 
@@ -561,6 +568,8 @@ def _input_turns(value: Union[str, list[dict[str, Any]]]) -> list[Turn]:
     for i, item in enumerate(value):
         param = f"input[{i}]"
         kind = item.get("type", "message")
+        if not isinstance(kind, str):
+            raise APIError(400, f"{param}.type: expected a string", param=f"{param}.type", code="invalid_request")
         if kind == "reasoning":
             continue  # an earlier response's reasoning item, replayed: there is nothing in it to read
         if kind not in ITEM_MODELS:
@@ -603,7 +612,12 @@ def interpret_responses(req: ResponsesRequest) -> Accepted:
     for i, t in enumerate(req.tools or []):
         if t.type != "function" or not t.name:
             raise unsupported(f"tools[{i}].type", f"{t.type!r} tools are not supported; only function tools (the caller runs them)")
-        tools.append(FunctionDef(name=t.name, description=t.description, parameters=t.parameters, strict=t.strict).tool())
+        try:
+            function = FunctionDef(name=t.name, description=t.description, parameters=t.parameters, strict=t.strict)
+        except ValidationError as exc:  # the same checks as a Chat function's (its name's pattern)
+            message, where = validation_message(exc.errors(), prefix=f"tools[{i}]")
+            raise APIError(400, message, param=where, code="invalid_request") from None
+        tools.append(function.tool(f"tools[{i}].parameters"))
     choice = _tool_choice(req.tool_choice, tools, "tool_choice", responses=True)
     fmt = req.text.format if req.text else None
     answer = AnswerFormat(

@@ -2,7 +2,8 @@
 
 Each preset holds one live Pool for the server's lifetime (shared connection pools, semaphores) that
 every request of that preset runs on. A run's events go to the trace store (written as the run
-progresses, on a background thread: the event loop never waits for the database), to the in-memory
+progresses, on a background thread: the event loop never waits for the database; its final state is
+written before its client is answered, so an answered run is never lost to a crash), to the in-memory
 table of live runs (so the viewer can follow a run), and, for streaming requests, to a per-request
 queue that the stream drains. At start-up, and then every ``sweep_every_s``, runs left ``running`` by
 a process that died are marked interrupted.
@@ -11,6 +12,7 @@ a process that died are marked interrupted.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -32,7 +34,8 @@ from .config import PresetSpec, ServerConfig
 log = logging.getLogger(__name__)
 
 DONE = object()  # end-of-run marker on a stream queue
-TRACE_LINGER_S = 0.05  # a run's saves within this long are written once (a crash loses at most this much)
+TRACE_LINGER_S = 0.05  # a run's saves in progress within this long are written once; its final save is not delayed
+PERSIST_TIMEOUT_S = 10.0  # the longest an answer waits for its run's final write
 DoneHook = Callable[[Optional[Run]], Awaitable[None]]
 
 
@@ -98,13 +101,26 @@ class RunHandle:
             self.queue.put_nowait(event)
 
     async def _main(self) -> Run:
+        try:
+            run = await self._solve()
+            # Stored as it ended before its client hears of it (the answer, the stream's last chunk): a
+            # crash after the answer cannot leave it `running`, to be swept as interrupted.
+            await asyncio.shield(self.runtime.persist(run))
+            return run
+        finally:
+            self.runtime.finished(self.run)
+            if self.on_done is not None:  # shielded: a cancelled run still releases its slot
+                await asyncio.shield(self.on_done(self.run))
+            if self.queue is not None:
+                self.queue.put_nowait(DONE)
+
+    async def _solve(self) -> Run:
         r = self.request
         pool = self.runtime.pool_for(r.preset)
         try:
             policy = r.preset.policy or make_policy(r.preset.spec.policy, **r.preset.spec.policy_options)
-            run = await solve(r.question, policy, pool, limits=r.limits, on_event=self._on_event, seed=r.seed,
-                              metadata=r.metadata, stream_tokens=self.stream, answer=r.answer, max_output_tokens=r.max_output_tokens)
-            return run
+            return await solve(r.question, policy, pool, limits=r.limits, on_event=self._on_event, seed=r.seed,
+                               metadata=r.metadata, stream_tokens=self.stream, answer=r.answer, max_output_tokens=r.max_output_tokens)
         except asyncio.CancelledError:
             self._abort("cancelled: the client disconnected before the run finished")
             raise
@@ -114,12 +130,6 @@ class RunHandle:
             if self.run is None:
                 raise
             return self.run
-        finally:
-            self.runtime.finished(self.run)
-            if self.on_done is not None:  # shielded: a cancelled run still releases its slot
-                await asyncio.shield(self.on_done(self.run))
-            if self.queue is not None:
-                self.queue.put_nowait(DONE)
 
     def _abort(self, reason: str) -> None:
         run = self.run
@@ -252,6 +262,15 @@ class Runtime:
         if self._flush_handle is None:
             self._flush_handle = asyncio.get_running_loop().call_later(TRACE_LINGER_S, self.flush_saves)
 
+    async def persist(self, run: Run) -> None:
+        """Write ``run`` now and return once the store has it (or the write failed, which is logged)."""
+        self._dirty.pop(run.id, None)  # this write supersedes a lingering one
+        try:
+            if not await asyncio.wait_for(asyncio.wrap_future(self.writer.save(run)), PERSIST_TIMEOUT_S):
+                log.error("run %s was answered but its trace could not be saved", run.id)
+        except Exception:  # the answer matters more than its trace; say so loudly
+            log.exception("could not save trace %s within %g s", run.id, PERSIST_TIMEOUT_S)
+
     def flush_saves(self) -> None:
         if self._flush_handle is not None:
             self._flush_handle.cancel()  # called early (a listing): the timer has nothing left to do
@@ -266,11 +285,12 @@ class Runtime:
     def live(self, run_id: str) -> Optional[Run]:
         return self.running.get(run_id) or self.recent.get(run_id)
 
-    async def get_run(self, run_id: str) -> Run:
+    async def get_run(self, run_id: str, api_key: Optional[str] = None) -> Run:
+        """A run by id or unique prefix; with ``api_key``, only that key's runs exist (TraceNotFound otherwise)."""
         run = self.live(run_id)
-        if run is not None:
+        if run is not None and (api_key is None or run.metadata.get("api_key") == api_key):
             return run
-        return await asyncio.to_thread(self.store.get, run_id)  # raises TraceNotFound
+        return await asyncio.to_thread(functools.partial(self.store.get, run_id, api_key=api_key))  # raises TraceNotFound
 
     async def list_runs(self, limit: int, api_key: Optional[str] = None) -> list[dict]:
         # Read-your-writes: a run answered a moment ago may still sit in the linger window or the writer's

@@ -1,0 +1,94 @@
+"""Caller JSON schemas: what the door refuses (and where), and replies validated in bounded time."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from openconductor.answer_format import AnswerFormatError, JSONFormat, check_json
+from openconductor.json_schemas import MAX_NODES, SchemaProblem, ValidationTooCostly, check_schema, first_error
+
+
+@pytest.mark.parametrize("schema, where, words", [
+    ({"type": "banana"}, "type", "'banana' is not a JSON Schema type"),
+    ({"type": ["string", "banana"]}, "type", "'banana' is not a JSON Schema type"),
+    ({"type": "object", "properties": {"a": 5}}, "properties.a", "5 is not of type 'object', 'boolean'"),
+    ({"properties": {"a": {"prefixItems": [{"minimum": "x"}]}}}, "properties.a.prefixItems[0].minimum", "not of type 'number'"),
+    ({"pattern": "("}, "pattern", "is not a 'regex'"),
+    ({"$ref": "#"}, "", "$ref cycle"),
+    ({"allOf": [{"$ref": "#"}]}, "", "$ref cycle"),
+    ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"anyOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}, "$defs.a", "#/$defs/a -> "),
+    ({"not": {"if": {"$ref": "#/not"}}}, "not", "$ref cycle"),
+    ({"$ref": "https://example.com/schema.json"}, "$ref", "only local references"),
+    ({"$ref": "#/$defs/missing"}, "$ref", "points at nothing"),
+    ({"$ref": "#/required", "required": ["a"]}, "$ref", "points at a list, not a schema"),
+    ({"$ref": "#nowhere"}, "$ref", "no $anchor named 'nowhere'"),
+    ([], "", "a JSON schema is an object"),
+])
+def test_the_door_refuses_unusable_schemas_and_says_where(schema, where, words):
+    with pytest.raises(SchemaProblem) as problem:
+        check_schema(schema)
+    assert problem.value.where() == where
+    assert words in problem.value.message
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"child": {"$ref": "#"}, "kids": {"type": "array", "items": {"$ref": "#"}}}},  # a tree
+    {"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}}, "$ref": "#/$defs/node"},
+    {"$defs": {"x": {"$anchor": "leaf", "type": "string"}}, "anyOf": [{"$ref": "#leaf"}, {"type": "null"}]},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"a": {"type": "integer"}}, "properties": {"n": {"$ref": "#/definitions/a"}}},
+    True,
+])
+def test_recursion_that_steps_into_the_value_is_fine(schema):
+    check_schema(schema)
+
+
+def test_size_and_chain_limits():
+    big = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(MAX_NODES)}}
+    start = time.perf_counter()
+    with pytest.raises(SchemaProblem, match="more than 5,000 JSON values"):
+        check_schema(big)
+    assert time.perf_counter() - start < 0.5  # refused before the (slow) metaschema check
+    with pytest.raises(SchemaProblem, match="more than 5,000"):
+        check_schema({"enum": list(range(MAX_NODES))})  # an enum's items count too
+    chain = {"$defs": {f"a{i}": {"$ref": f"#/$defs/a{i + 1}"} for i in range(40)} | {"a40": {"type": "string"}}, "$ref": "#/$defs/a0"}
+    with pytest.raises(SchemaProblem, match="nest more than 32 deep"):
+        check_schema(chain)
+
+
+def test_validation_is_bounded_by_its_deadline():
+    # 2^15 paths through oneOf diamonds: a small schema, exponential work for a value that fails at every leaf.
+    defs = {f"a{i}": {"oneOf": [{"$ref": f"#/$defs/a{i + 1}"}, {"$ref": f"#/$defs/a{i + 1}"}]} for i in range(15)}
+    schema = {"$defs": {**defs, "a15": {"type": "string"}}, "$ref": "#/$defs/a0"}
+    check_schema(schema)  # a DAG, not a cycle: the door lets it in
+    start = time.perf_counter()
+    with pytest.raises(ValidationTooCostly):
+        first_error(5, schema, budget_s=0.03)
+    assert time.perf_counter() - start < 0.2
+    deep = current = {}
+    for _ in range(5000):
+        current["a"] = current = {}
+    with pytest.raises(ValidationTooCostly):
+        first_error(deep, {"properties": {"a": {"$ref": "#"}}}, budget_s=10)
+
+
+def test_unique_items_is_linear_and_compares_as_json_schema_does():
+    items = [{"a": i} for i in range(20_000)]
+    start = time.perf_counter()
+    assert first_error(items, {"uniqueItems": True}, budget_s=5) is None
+    assert time.perf_counter() - start < 1.0  # jsonschema's own pairwise fallback takes minutes here
+    assert first_error(items + [{"a": 3}], {"uniqueItems": True}) is not None
+    assert first_error([1, 1.0], {"uniqueItems": True}) is not None
+    assert first_error([1, True], {"uniqueItems": True}) is None
+
+
+def test_check_json_reports_a_reply_it_cannot_check_in_time():
+    defs = {f"a{i}": {"oneOf": [{"$ref": f"#/$defs/a{i + 1}"}, {"$ref": f"#/$defs/a{i + 1}"}]} for i in range(15)}
+    fmt = JSONFormat(type="json_schema", name="r", schema={"type": "object", "properties": {"x": {"$ref": "#/$defs/a0"}},
+                                                           "$defs": {**defs, "a15": {"type": "string"}}})
+    with pytest.raises(AnswerFormatError, match="could not be checked"):
+        check_json('{"x": 5}', fmt)
+    with pytest.raises(AnswerFormatError, match="not valid JSON"):
+        check_json("[" * 100_000, JSONFormat(type="json_object"))  # a RecursionError inside json.loads is the reply's fault
+    assert check_json('{"y": 1}', fmt) == '{"y": 1}'  # x absent: nothing to expand
