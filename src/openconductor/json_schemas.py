@@ -21,7 +21,7 @@ import contextvars
 import functools
 import time
 import urllib.parse
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 MAX_NODES = 5_000  # JSON values in one schema (objects, arrays and scalars)
 MAX_DEPTH = 48  # nesting of one schema's JSON
