@@ -70,7 +70,21 @@ def _responses_frame(event: dict) -> dict:
 def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> FastAPI:
     gateway = Gateway(config, store, checks=Checks(processes=config.server.check_processes))
     runtime, metrics = gateway.runtime, gateway.metrics
+    app = FastAPI(title="openconductor", version="0.1.0", lifespan=_lifespan(config, gateway), docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.gateway = gateway
+    app.state.runtime, app.state.metrics, app.state.keys = runtime, metrics, gateway.keys
+    app.add_middleware(metrics.middleware_class())
+    app.add_middleware(KeyHeaders)
+    app.add_middleware(BodyDeadline, timeout_s=config.server.body_timeout_s)
+    _error_shapes(app, metrics)
+    _api_routes(app, gateway, config)
+    _model_routes(app, gateway)
+    _trace_routes(app, gateway)
+    _ops_routes(app, gateway, config)
+    return app
 
+
+def _lifespan(config: ServerConfig, gateway: Gateway):
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         if config.server.slow_callback_ms:  # asyncio logs "Executing <step> took N seconds" for each slow step
@@ -83,14 +97,11 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
         finally:
             await gateway.stop()
 
-    app = FastAPI(title="openconductor", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.gateway = gateway
-    app.state.runtime, app.state.metrics, app.state.keys = runtime, metrics, gateway.keys
-    app.add_middleware(metrics.middleware_class())
-    app.add_middleware(KeyHeaders)
-    app.add_middleware(BodyDeadline, timeout_s=config.server.body_timeout_s)
+    return lifespan
 
-    # --------------------------------------------------------------------------------- error shapes
+
+def _error_shapes(app: FastAPI, metrics) -> None:
+    """Every error is an OpenAI-style JSON error object."""
 
     @app.exception_handler(APIError)
     async def _api_error(_req, exc: APIError):
@@ -121,7 +132,9 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
         return JSONResponse(APIError(500, f"internal error: {type(exc).__name__}", type="server_error", code="server_error").body(),
                             status_code=500)
 
-    # -------------------------------------------------------------------------------- the two APIs
+
+def _api_routes(app: FastAPI, gateway: Gateway, config: ServerConfig) -> None:
+    """POST /v1/chat/completions, /v1/responses and /v1/completions: one request path for the three."""
 
     async def serve_api(endpoint: Endpoint, request: HTTPRequest) -> Response:
         key = gateway.authenticate(request.headers.get("authorization"))
@@ -144,7 +157,9 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
     async def completions(request: HTTPRequest):
         return await serve_api(COMPLETIONS, request)
 
-    # ------------------------------------------------------------------------------ models and traces
+
+def _model_routes(app: FastAPI, gateway: Gateway) -> None:
+    runtime = gateway.runtime
 
     def model_object(preset: Preset, model_id: str) -> dict:
         return Model(id=model_id, object="model", created=0, owned_by="openconductor",
@@ -169,6 +184,10 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
                                 f"({', '.join(runtime.presets)})", code="model_not_found", param="model")
         return model_object(preset, model_id)
 
+
+def _trace_routes(app: FastAPI, gateway: Gateway) -> None:
+    runtime = gateway.runtime
+
     @app.get("/v1/traces")
     async def list_traces(request: HTTPRequest, limit: int = 50):
         key = gateway.authenticate(request.headers.get("authorization"))
@@ -191,7 +210,10 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
             raise APIError(404, f"no trace with id {run_id!r} for this key", type="not_found_error", code="trace_not_found", param="run_id") from None
         return Response(record_json(run), media_type="application/json")
 
-    # ------------------------------------------------------------------------------- ops and viewer
+
+def _ops_routes(app: FastAPI, gateway: Gateway, config: ServerConfig) -> None:
+    """/health, /metrics, the viewer page and its static files."""
+    runtime, metrics = gateway.runtime, gateway.metrics
 
     @app.get("/health")
     async def health():
@@ -217,8 +239,6 @@ def create_app(config: ServerConfig, store: Optional[SQLTraceStore] = None) -> F
         if "/" in name or name.startswith(".") or not path.is_file():
             raise APIError(404, f"no static file {name!r}", type="not_found_error", code="not_found")
         return FileResponse(path)
-
-    return app
 
 
 CONFIG_ENV = "OPENCONDUCTOR_SERVER_CONFIG"
