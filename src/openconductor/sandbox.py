@@ -569,17 +569,7 @@ async def _run(
     """Start ``code`` and wait for it within ``limits``. ``stdin``/``stdout`` may be file descriptors
     (then the process uses them directly and ``result.stdout`` is empty); ``inherit``: further fds it
     gets as-is. Every fd given here is ours to close once the process has it. ``stop`` set: kill it."""
-    try:
-        command = _command(plan, limits, code, args)
-    except BaseException:
-        for fd in [fd for fd in (stdin, stdout) if isinstance(fd, int)] + list(inherit):
-            os.close(fd)
-        raise
-    for fd in (stdin, stdout):
-        if isinstance(fd, int):
-            command.give(fd, by_number=False)  # becomes its 0 / 1
-    for fd in inherit:
-        command.give(fd)
+    command = _command_with_fds(plan, limits, code, args, stdin, stdout, inherit)
     proc = None
     try:
         started = time.perf_counter()
@@ -593,63 +583,101 @@ async def _run(
             **command.kwargs,
         )
         command.close_fds()  # the child has them: a pipe's other end now sees EOF when the child dies
-        out: list[bytes] = []
-        err: list[bytes] = []
-        dropped = [False]
-        readers = [asyncio.ensure_future(_read_capped(proc.stderr, min(limits.max_output_bytes, 65536), err, dropped))]
-        if proc.stdout is not None:
-            readers.append(asyncio.ensure_future(_read_capped(proc.stdout, limits.max_output_bytes, out, dropped)))
-        feeder = [asyncio.ensure_future(_feed(proc.stdin, stdin))] if proc.stdin is not None else []
-        finished = asyncio.ensure_future(asyncio.gather(proc.wait(), *readers, *feeder))
-        stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
-        waiting = {finished} | ({stopper} if stopper else set())
-        done, _ = await asyncio.wait(waiting, timeout=limits.wall_s, return_when=asyncio.FIRST_COMPLETED)
-        stopped = finished not in done and stopper is not None and stopper in done
-        timed_out = finished not in done and not stopped
-        for task in (finished, stopper):
-            if task is not None and not task.done():
-                task.cancel()
-        if proc.returncode is None or timed_out or stopped:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        await proc.wait()
-        for task in readers + feeder:
-            if not task.done():
-                task.cancel()
-        await asyncio.gather(finished, *readers, *feeder, return_exceptions=True)
-        wall = time.perf_counter() - started
-        truncated = dropped[0]
-        stderr_text = b"".join(err).decode("utf-8", errors="replace")
-        oom = command.cgroup.oom_kills() if command.cgroup else 0
-        peak = command.cgroup.peak_bytes() if command.cgroup else None
-        if stopped:
-            status, reason = "stopped", "stopped by the caller (the other program of the pair finished)"
-        else:
-            status, reason = _classify(None if timed_out else proc.returncode, stderr_text, timed_out, limits, oom)
-        if not plan.sandboxed:
-            reason = (reason + "; " if reason else "") + "ran UNSANDBOXED (allow_unsandboxed=True)"
-        return SandboxResult(
-            status=status,
-            exit_code=None if timed_out or stopped else proc.returncode,
-            stdout=b"".join(out).decode("utf-8", errors="replace"),
-            stderr=stderr_text,
-            wall_s=round(wall, 4),
-            reason=reason,
-            truncated=truncated,
-            sandboxed=plan.sandboxed,
-            peak_memory_mb=None if peak is None else round(peak / (1 << 20), 1),
-        )
+        ended = await _wait(proc, limits, stdin, stop)
+        return _result(plan, limits, command, proc, ended, time.perf_counter() - started)
     finally:
         if proc is not None and proc.returncode is None:  # cancelled while it ran: leave nothing behind
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _kill_group(proc)
             await proc.wait()
         command.close_fds()
         await asyncio.to_thread(command.cleanup)  # removing the cgroup may wait for the kernel to let go
+
+
+def _command_with_fds(plan: _Plan, limits: SandboxLimits, code: str, args: list[str], stdin: Stdio, stdout: Optional[int],
+                      inherit: tuple[int, ...]) -> "_Command":
+    """The command, holding the fds the process gets (closed here if the command cannot be built)."""
+    try:
+        command = _command(plan, limits, code, args)
+    except BaseException:
+        for fd in [fd for fd in (stdin, stdout) if isinstance(fd, int)] + list(inherit):
+            os.close(fd)
+        raise
+    for fd in (stdin, stdout):
+        if isinstance(fd, int):
+            command.give(fd, by_number=False)  # becomes its 0 / 1
+    for fd in inherit:
+        command.give(fd)
+    return command
+
+
+@dataclass
+class _Ended:
+    """How a process ended, and what it wrote (capped)."""
+
+    out: list[bytes]
+    err: list[bytes]
+    truncated: bool
+    timed_out: bool
+    stopped: bool
+
+
+async def _wait(proc: asyncio.subprocess.Process, limits: SandboxLimits, stdin: Stdio, stop: Optional[asyncio.Event]) -> _Ended:
+    """Feed and read the process until it exits, ``limits.wall_s`` passes or ``stop`` is set (then its
+    whole process group is killed)."""
+    out: list[bytes] = []
+    err: list[bytes] = []
+    dropped = [False]
+    readers = [asyncio.ensure_future(_read_capped(proc.stderr, min(limits.max_output_bytes, 65536), err, dropped))]
+    if proc.stdout is not None:
+        readers.append(asyncio.ensure_future(_read_capped(proc.stdout, limits.max_output_bytes, out, dropped)))
+    feeder = [asyncio.ensure_future(_feed(proc.stdin, stdin))] if proc.stdin is not None else []
+    finished = asyncio.ensure_future(asyncio.gather(proc.wait(), *readers, *feeder))
+    stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
+    waiting = {finished} | ({stopper} if stopper else set())
+    done, _ = await asyncio.wait(waiting, timeout=limits.wall_s, return_when=asyncio.FIRST_COMPLETED)
+    stopped = finished not in done and stopper is not None and stopper in done
+    timed_out = finished not in done and not stopped
+    for task in (finished, stopper):
+        if task is not None and not task.done():
+            task.cancel()
+    if proc.returncode is None or timed_out or stopped:
+        _kill_group(proc)
+    await proc.wait()
+    for task in readers + feeder:
+        if not task.done():
+            task.cancel()
+    await asyncio.gather(finished, *readers, *feeder, return_exceptions=True)
+    return _Ended(out, err, dropped[0], timed_out, stopped)
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _result(plan: _Plan, limits: SandboxLimits, command: "_Command", proc: asyncio.subprocess.Process, ended: _Ended, wall: float) -> SandboxResult:
+    stderr_text = b"".join(ended.err).decode("utf-8", errors="replace")
+    oom = command.cgroup.oom_kills() if command.cgroup else 0
+    peak = command.cgroup.peak_bytes() if command.cgroup else None
+    if ended.stopped:
+        status, reason = "stopped", "stopped by the caller (the other program of the pair finished)"
+    else:
+        status, reason = _classify(None if ended.timed_out else proc.returncode, stderr_text, ended.timed_out, limits, oom)
+    if not plan.sandboxed:
+        reason = (reason + "; " if reason else "") + "ran UNSANDBOXED (allow_unsandboxed=True)"
+    return SandboxResult(
+        status=status,
+        exit_code=None if ended.timed_out or ended.stopped else proc.returncode,
+        stdout=b"".join(ended.out).decode("utf-8", errors="replace"),
+        stderr=stderr_text,
+        wall_s=round(wall, 4),
+        reason=reason,
+        truncated=ended.truncated,
+        sandboxed=plan.sandboxed,
+        peak_memory_mb=None if peak is None else round(peak / (1 << 20), 1),
+    )
 
 
 def _check_args(code: object, settings: Optional[SandboxSettings]) -> SandboxSettings:
