@@ -17,10 +17,12 @@ import asyncio
 import random
 from pathlib import Path
 
+from openconductor.evaluation import summarize
+from openconductor.policies.baselines import GivenPlans
 from openconductor.pool import load_pool
 from openconductor.train.config import load_train_config
 from openconductor.train.data import load_items
-from openconductor.train.evaluate import _score_all, best_by_domain
+from openconductor.train.evaluate import best_by_domain, held_out_task, run_held_out
 from openconductor.train.warmup import PHRASES, _reasoning, shape
 from openconductor.workflow import Step, Workflow
 
@@ -30,8 +32,8 @@ def plans(items, k: int, workers: list[str], best: dict[str, str], routed: bool,
     out = []
     for item in items:
         layout = shape(k, fine_grained=False, rng=rng)
-        pick = (lambda: workers.index(best[item.domain])) if routed else (lambda: rng.randrange(len(workers)))
-        steps = tuple(Step(pick(), rng.choice(PHRASES[role]), access) for role, access in layout)
+        steps = tuple(Step(workers.index(best[item.domain]) if routed else rng.randrange(len(workers)), rng.choice(PHRASES[role]), access)
+                      for role, access in layout)
         out.append(Workflow(steps, reasoning=_reasoning([role for role, _ in layout])).render())
     return out
 
@@ -46,16 +48,18 @@ def main() -> None:
     items = load_items(cfg, held_out=True)[: args.n]
     domains = sorted({i.domain for i in items})
     best = best_by_domain(spec, domains)
+    task = held_out_task(items)
     workers = [w.name for w in spec.workers]
-    print(f"SIMULATED world, {len(items)} held-out questions; warm-up plan shapes and wording; accuracy (reward)")
+    print(f"SIMULATED world, {len(items)} held-out questions; warm-up plan shapes and wording; accuracy")
     print("| steps | random workers | " + " / ".join(domains) + " | every step the domain's best worker | " + " / ".join(domains) + " |")
     print("|---|---|---|---|---|")
     for k in range(1, cfg.prompt.max_steps + 1):
         row = []
         for routed in (False, True):
-            samples = asyncio.run(_score_all(plans(items, k, workers, best, routed, 0), items, spec, cfg, 0, cfg.prompt.max_steps))
-            acc = [s.correct for s in samples]
-            row.append((sum(acc) / len(acc), [sum(a for a, i in zip(acc, items) if i.domain == d) / sum(i.domain == d for i in items) for d in domains]))
+            texts = {i.question: t for i, t in zip(items, plans(items, k, workers, best, routed, 0))}
+            records = asyncio.run(run_held_out(task, "plans", GivenPlans(texts, max_steps=cfg.prompt.max_steps), spec))
+            [summary] = summarize(records)
+            row.append((summary.accuracy, [summary.domains[d].accuracy for d in domains]))
         (rand, per), (routed, per_routed) = row
         print(f"| {k} | {100 * rand:.1f} | " + " / ".join(f"{100 * p:.1f}" for p in per) + f" | {100 * routed:.1f} | "
               + " / ".join(f"{100 * p:.1f}" for p in per_routed) + " |", flush=True)

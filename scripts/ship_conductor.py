@@ -15,6 +15,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from openconductor.manifest import read_manifest
+
 FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
@@ -24,10 +26,10 @@ def main() -> int:
     parser.add_argument("name", help="the built-in name: the pool file says checkpoint = \"builtin:NAME\"")
     parser.add_argument("--note", default="", help="one line on how it was made and measured, kept in the manifest")
     args = parser.parse_args()
-    manifest = json.loads((args.checkpoint / "openconductor.json").read_text())
-    if manifest.get("kind") != "adapter" or not str(manifest.get("model", "")).startswith("gguf:"):
-        print(f"{args.checkpoint}: only a LoRA adapter over a packaged GGUF model ships (kind {manifest.get('kind')!r}, "
-              f"model {manifest.get('model')!r})", file=sys.stderr)
+    manifest = read_manifest(args.checkpoint)
+    if manifest.kind != "adapter" or not str(manifest.model or "").startswith("gguf:"):
+        print(f"{args.checkpoint}: only a LoRA adapter over a packaged GGUF model ships (kind {manifest.kind!r}, "
+              f"model {manifest.model!r})", file=sys.stderr)
         return 2
     target = Path(__file__).resolve().parents[1] / "src" / "openconductor" / "data" / "conductors" / args.name
     if target.exists():
@@ -38,12 +40,15 @@ def main() -> int:
     config = json.loads((target / "adapter_config.json").read_text())
     config["base_model_name_or_path"] = None  # a path on the training machine; the manifest's model resolves it
     (target / "adapter_config.json").write_text(json.dumps(config, indent=2))
-    # The trainer's machine paths mean nothing elsewhere; the pool and selection record stay as provenance.
-    # No llama.cpp copy ships either (no "gguf" key): the runtime builds it from the base file and the adapter.
-    shipped = {k: v for k, v in manifest.items() if k not in ("base_model", "gguf", "pool")}
+    # The trainer's machine paths mean nothing elsewhere; the pool's name and workers and the selection record
+    # stay as provenance. No llama.cpp copy ships either (no "gguf" key): the runtime builds it from the base
+    # file and the adapter.
+    shipped = manifest.without("base_model", "gguf", "pool")
+    if manifest.pool is not None:
+        shipped = shipped.model_copy(update={"pool": manifest.pool.model_copy(update={"path": None})})
     if args.note:
-        shipped["note"] = args.note
-    (target / "openconductor.json").write_text(json.dumps(shipped, indent=2))
+        shipped = shipped.model_copy(update={"note": args.note})
+    shipped.write(target)
     size = sum(f.stat().st_size for f in target.iterdir())
     print(f"shipped {args.checkpoint} as builtin:{args.name} ({size / 1e6:.1f} MB) in {target}")
     return 0

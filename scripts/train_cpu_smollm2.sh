@@ -23,18 +23,10 @@ for ckpt in $(ls -d "$RUN"/warmup "$RUN"/checkpoint-* 2>/dev/null | sort -V) "$R
   name=$(basename "$ckpt")
   step=${name#checkpoint-}
   [[ $name == final || $name == warmup || $step -ge 40 ]] || continue
-  "$PY" benchmarks/train_cpu_eval.py "$RUN" --trained "$ckpt" --out "$RUN/validation/$name.json" --n-eval 200 \
-      --set data.eval_seed=2000 --only final --no-moa --batch-size 32 --threads 2 > "$RUN/validation/$name.log" 2>&1
+  "$PY" -m openconductor train-eval examples/train_cpu_smollm2.toml --run "$RUN" --trained "$ckpt" --out "$RUN/validation/$name.json" \
+      --n-eval 200 --set data.eval_seed=2000 --only final --no-moa --batch-size 32 --threads 2 > "$RUN/validation/$name.log" 2>&1
 done
-CHOSEN=$("$PY" - "$RUN" <<'PY'
-import sys
-from openconductor.train.evaluate import choose_checkpoint
-name, scored = choose_checkpoint(f"{sys.argv[1]}/validation")
-for stem, accuracy, steps in scored:
-    print(f"validation {stem}: accuracy {100 * accuracy:.1f}, steps {steps:.2f}", file=sys.stderr)
-print(f"{sys.argv[1]}/{name}")
-PY
-)
+CHOSEN=$("$PY" -m openconductor train-select "$RUN")
 echo "chosen on validation: $CHOSEN" | tee "$RUN/chosen_checkpoint.txt"
 # The untrained row is skipped (it writes almost no parseable plan; see docs/training.md).
 # TEST_ROWS="final" skips the warm-up row (halves the test's time).
@@ -42,4 +34,5 @@ echo "chosen on validation: $CHOSEN" | tee "$RUN/chosen_checkpoint.txt"
 only=(); for row in ${TEST_ROWS:-warmup final}; do
   [[ $row == warmup && $(basename "$CHOSEN") == warmup ]] || only+=(--only "$row")
 done
-"$PY" benchmarks/train_cpu_eval.py "$RUN" --trained "$CHOSEN" --n-eval "$N" "${only[@]}" --batch-size 32 --threads 2 | tee "$RUN/eval_table.md"
+"$PY" -m openconductor train-eval examples/train_cpu_smollm2.toml --run "$RUN" --trained "$CHOSEN" --n-eval "$N" "${only[@]}" \
+    --batch-size 32 --threads 2 | tee "$RUN/eval_table.md"

@@ -86,7 +86,7 @@ async def test_the_python_api_plans_with_the_pools_trained_conductor_too():
     from openconductor.providers.transformers_local import trained_prompt
 
     prompt = trained_prompt(SHIPPED)
-    assert (prompt["style"], prompt["examples"], prompt["max_steps"]) == ("compact", False, 3)
+    assert (prompt.style, prompt.examples, prompt.max_steps) == ("compact", False, 3)
     async with Pool(load_default_pool()) as pool:
         assert pool.spec.conductor.backend.name == f"conductor:{SHIPPED[len(BUILTIN):]}" and pool.spec.conductor.temperature == 0.0
         run = await solve("Calculate 12 * 34 - 5.", make_policy("conductor"), pool, seed=0)

@@ -192,7 +192,7 @@ async def test_failures_are_not_cached(tmp_path):
 # ------------------------------------------------------------------------------ the replay store (context match)
 
 
-def two_step(first: int, second: int, subtask: str = "Finish it.") -> "GivenWorkflow":
+def two_step(first: int, second: int, subtask: str = "Finish it."):
     from openconductor.policies.baselines import GivenWorkflow
     from openconductor.workflow import Step, Workflow
 

@@ -15,12 +15,13 @@ from openconductor.evaluation import (
     EvalRecord,
     load_records,
     pareto_front,
-    parse_policy_specs,
     question_seed,
     run_eval,
     summarize,
     write_report,
 )
+from openconductor.policies import PolicyError
+from openconductor.policies.specs import parse_policy_specs
 from openconductor.pool import load_pool
 from openconductor.providers.simulated import register_responder
 from openconductor.tasks import GraderUnavailable, Question, Task, load_task
@@ -64,19 +65,19 @@ def test_policy_specs(pool_spec):
     assert labels == ["single:alpha", "single:beta", "moa", "self-reflection:rounds=1", "conductor:temperature=0.5"]
     policy = dict(parse_policy_specs(["self-reflection:worker=beta,rounds=3"], pool_spec))["self-reflection:worker=beta,rounds=3"]
     assert policy.rounds == 3 and policy.worker == "beta"
-    with pytest.raises(EvalError, match="unknown policy 'nope'"):
+    with pytest.raises(PolicyError, match="unknown policy 'nope'"):
         parse_policy_specs(["nope"], pool_spec)
-    with pytest.raises(EvalError, match="listed twice"):
+    with pytest.raises(PolicyError, match="listed twice"):
         parse_policy_specs(["moa", "moa"], pool_spec)
-    with pytest.raises(EvalError, match="key=value"):
+    with pytest.raises(PolicyError, match="key=value"):
         parse_policy_specs(["random:3"], pool_spec)
-    with pytest.raises(EvalError, match="bad option"):
+    with pytest.raises(PolicyError, match="bad option"):
         parse_policy_specs(["moa:colour=red"], pool_spec)
-    with pytest.raises(EvalError, match="router"):
+    with pytest.raises(PolicyError, match="router"):
         parse_policy_specs(["router"], pool_spec)
     # A typo'd worker is an error before any question runs, not a row of failed runs.
     for spec in ["single:nosuch", "self-reflection:worker=nosuch", "moa:aggregator=nosuch", "single:7"]:
-        with pytest.raises(EvalError, match=re.escape(f"policy {spec!r}:") + ".*(unknown worker 'nosuch'; the pool has alpha, beta|not in the pool)"):
+        with pytest.raises(PolicyError, match=re.escape(f"policy {spec!r}:") + ".*(unknown worker 'nosuch'; the pool has alpha, beta|not in the pool)"):
             parse_policy_specs([spec], pool_spec)
     assert [label for label, _ in parse_policy_specs(["single:1"], pool_spec)] == ["single:1"]  # an id in range
 

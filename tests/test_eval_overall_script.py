@@ -1,4 +1,4 @@
-"""scripts/eval_overall.py on the committed offline-pool results: several results files read as one,
+"""benchmarks/eval_overall.py on the committed offline-pool results: several results files read as one,
 only questions every policy answered, and paired differences against a named policy."""
 
 import json
@@ -13,7 +13,7 @@ RESULTS = ROOT / "docs" / "evaluation" / "local-tools-1124" / "results.jsonl"
 
 def _run(*args):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_overall.py"), *map(str, args)], capture_output=True, text=True, env=env)
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_overall.py"), *map(str, args)], capture_output=True, text=True, env=env)
 
 
 def test_two_results_files_are_compared_on_the_questions_both_answered(tmp_path):

@@ -3,7 +3,8 @@
 
 import pytest
 
-from openconductor.evaluation import EvalError, parse_policy_specs
+from openconductor.policies import PolicyError
+from openconductor.policies.specs import parse_policy_specs
 from openconductor.executor import solve
 from openconductor.policies import PlanRequest, Previous, make_policy
 from openconductor.policies.fixed import FixedWorkflowError
@@ -46,13 +47,13 @@ def test_eval_specs_check_fixed_workflows_up_front(tmp_path):
     spec = PoolSpec.model_validate(POOL)
     [(label, _)] = parse_policy_specs(["fixed:b-then-a"], spec)
     assert label == "fixed:b-then-a"
-    with pytest.raises(EvalError, match="declares no workflow 'nope' \\(declared: b-then-a\\)"):
+    with pytest.raises(PolicyError, match="declares no workflow 'nope' \\(declared: b-then-a\\)"):
         parse_policy_specs(["fixed:nope"], spec)
-    with pytest.raises(EvalError, match="workflow file not found"):
+    with pytest.raises(PolicyError, match="workflow file not found"):
         parse_policy_specs([f"fixed:{tmp_path / 'missing.toml'}"], spec)
     ghost = tmp_path / "ghost.toml"
     ghost.write_text('steps = [{ worker = "ghost", subtask = "x" }]\n')
-    with pytest.raises(EvalError, match=r"unknown worker\(s\) ghost; the pool has a, b"):
+    with pytest.raises(PolicyError, match=r"unknown worker\(s\) ghost; the pool has a, b"):
         parse_policy_specs([f"fixed:{ghost}"], spec)
     bad = tmp_path / "bad.toml"
     bad.write_text("steps = []\n")

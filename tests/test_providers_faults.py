@@ -100,7 +100,7 @@ async def test_retry_after_is_honoured(server, provider):
     assert attempts == 2
     (gap,) = gaps(server)
     # Without the header the first backoff would be 0.2-0.3 s; the slack above 1 s is for a loaded
-    # 2-core machine (unloaded the gap is 1.01-1.02 s: scripts/provider_faults_bench.py).
+    # 2-core machine (unloaded the gap is 1.01-1.02 s: benchmarks/provider_faults_bench.py).
     assert 1.0 <= gap < RETRY_AFTER_SLACK, gap
 
 

@@ -7,7 +7,8 @@ import pytest
 
 pytest.importorskip("openconductor.graders")
 
-from openconductor.evaluation import parse_policy_specs, run_eval, summarize  # noqa: E402
+from openconductor.evaluation import run_eval, summarize  # noqa: E402
+from openconductor.policies.specs import parse_policy_specs  # noqa: E402
 from openconductor.pool import PoolSpec, WorkerSpec  # noqa: E402
 from openconductor.providers.simulated import register_responder  # noqa: E402
 from openconductor.tasks import grade, load_task  # noqa: E402

@@ -5,14 +5,13 @@ tool's behaviour inside a workflow can be checked exactly; the tools themselves 
 """
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from openconductor.executor import build_messages, solve
 from openconductor.policies.baselines import GivenWorkflow
-from openconductor.pool import Pool, PoolConfigError, PoolSpec, WorkerCallError, WorkerSpec
+from openconductor.pool import Pool, PoolConfigError, PoolSpec, WorkerSpec
 from openconductor.providers.base import make_provider
 from openconductor.providers.python_tool import find_code, python_blocks
 from openconductor.providers.retrieval import CorpusError, RetrievalOptions, load_corpus

@@ -62,20 +62,46 @@ def test_paired_bootstrap_interval_brackets_the_difference():
         paired_bootstrap([1], [1, 0])
 
 
-def test_summary_tells_who_writes_the_code_from_who_reviews_it():
-    from openconductor.train.data import Item
-    from openconductor.train.evaluate import comparison_table, summarise
-    from openconductor.train.reward import Sample
+def _record(i: int, workers: list[str], *, correct: bool = True, status: str = "ok"):
+    from openconductor.evaluation import EvalRecord
 
-    items = [Item(question=f"q{i}", reference="1", task="simulated", domain="lcb") for i in range(4)]
-    chain = Sample(reward=1.0, parsed=True, correct=True, steps=2, workers=["gpt-5-minimal", "gemini-2.5-pro"])
-    alone = Sample(reward=1.0, parsed=True, correct=True, steps=1, workers=["claude-sonnet-4"])
-    broken = Sample(reward=0.0, parsed=False)
-    items.append(Item(question="q4", reference="1", task="simulated", domain="lcb"))
-    row = summarise("chains", [chain, chain, chain, alone, broken], items, {"lcb": "gpt-5-minimal"})
+    return EvalRecord(task="held-out", policy="chains", question_id=str(i), repeat=0, question=f"q{i}", domain="lcb", run_id="r",
+                      seed=0, status=status, final_answer="x" if workers else "", correct=correct, score=float(correct),
+                      extracted="x" if workers else None, steps=len(workers), calls=len(workers), tokens=10, worker_tokens=10,
+                      conductor_tokens=0, cost_usd=0.0, wall_s=0.0, workers_used=workers, accesses=[[]] + ["all"] * (len(workers) - 1))
+
+
+def test_summary_tells_who_writes_the_code_from_who_reviews_it():
+    from openconductor.train.config import RewardSettings
+    from openconductor.train.evaluate import comparison_table, summarise
+
+    chain = ["gpt-5-minimal", "gemini-2.5-pro"]
+    records = [_record(0, chain), _record(1, chain), _record(2, chain), _record(3, ["claude-sonnet-4"]),
+               _record(4, [], correct=False, status="plan_failed")]
+    row = summarise("chains", records, RewardSettings(), {"lcb": "gpt-5-minimal"})
     # Shares are over all the domain's questions: the unparsed plan has no first or final worker.
     assert row.first_worker_by_domain == {"lcb": {"gpt-5-minimal": 0.6, "claude-sonnet-4": 0.2}}
     assert row.final_worker_by_domain == {"lcb": {"gemini-2.5-pro": 0.6, "claude-sonnet-4": 0.2}}
     table = comparison_table([row], ["lcb"])
     assert "| gpt-5-minimal 0.60, claude-sonnet-4 0.20 | gemini-2.5-pro 0.60, claude-sonnet-4 0.20 |" in table
     assert len({line.count("|") for line in table.splitlines()}) == 1  # header, rule and rows: one width
+
+
+def test_a_checkpoints_plans_are_scored_through_the_evaluator(tmp_path):
+    """The conductor rows of the held-out table: a tiny random checkpoint (no download) writes its plans
+    with the training format's constraint, and the evaluator runs them on the SIMULATED pool."""
+    pytest.importorskip("transformers")
+    from test_train_grpo import tiny_config
+    from test_train_runtime import save_tiny
+
+    from openconductor.train.config import load_train_config
+    from openconductor.train.evaluate import evaluate
+
+    checkpoint = save_tiny(tmp_path)
+    overrides = {"rollout.constrained": True}  # the tokenizer holds whole plans as tokens: greedy and constrained, one parses
+    cfg = load_train_config(tiny_config(tmp_path), overrides)
+    rows = evaluate(cfg, {"tiny": str(checkpoint)}, moa=False)
+    assert [r.system for r in rows][-1] == "tiny" and rows[0].system.startswith("best single worker")
+    tiny = rows[-1]
+    assert tiny.parse_rate == 1.0 and 1.0 <= tiny.steps <= 2.0 and len(tiny.correct) == cfg.data.n_eval
+    assert tiny.tokens > 0 and 0.5 <= tiny.reward <= 1.0  # every plan parsed and ran: wrong answers earn 0.5

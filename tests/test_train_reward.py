@@ -193,13 +193,13 @@ def test_pool_randomization_renumbers_and_shows_only_the_subset():
     spec = load_pool(cfg.path(cfg.pool))
     rows = build_rows(cfg, spec, load_items(cfg))
     for row in rows:
-        assert 2 <= len(row["workers"]) <= 3 and len(set(row["workers"])) == len(row["workers"])
-        system = row["prompt"][0]["content"]
-        assert f"Model id {len(row['workers']) - 1}" in system and f"Model id {len(row['workers'])}" not in system
+        assert 2 <= len(row.workers) <= 3 and len(set(row.workers)) == len(row.workers)
+        system = row.prompt[0]["content"]
+        assert f"Model id {len(row.workers) - 1}" in system and f"Model id {len(row.workers)}" not in system
         # Renumbered ids, but each worker stays identifiable by its name (routing can be learned).
-        for new_id, old in enumerate(row["workers"]):
+        for new_id, old in enumerate(row.workers):
             assert f"Model id {new_id}: {spec.workers[old].name}" in system
-    assert len({tuple(r["workers"]) for r in rows}) > 1
+    assert len({tuple(r.workers) for r in rows}) > 1
     rng = random.Random(0)
     for _ in range(50):
         sub = sample_subset(6, 2, 5, rng)
@@ -209,10 +209,10 @@ def test_pool_randomization_renumbers_and_shows_only_the_subset():
 def test_recursion_rows_are_their_own_prompts():
     cfg = load_train_config(ROOT / "examples" / "train_cpu_smollm2.toml", {"recursion.fraction": 0.5, "data.n_train": 8, "data.skip_solved_by_all": False})
     rows = build_rows(cfg, load_pool(cfg.path(cfg.pool)), load_items(cfg))
-    second = [r for r in rows if r["round"] == 2]
+    second = [r for r in rows if r.round == 2]
     assert len(second) == 4 and len(rows) == 12
     for row in second:
-        assert "<previous answer>" in row["prompt"][1]["content"] and row["previous"] in row["prompt"][1]["content"]
+        assert "<previous answer>" in row.prompt[1]["content"] and row.previous in row.prompt[1]["content"]
 
 
 def test_config_errors_are_typed_and_actionable(tmp_path):

@@ -35,7 +35,7 @@ def test_task_items_are_split_over_tasks_in_rotation_and_held_out_never_repeats(
     # The answer-format instruction of the task is part of what the conductor and workers are asked.
     assert all("answer" in i.question.lower() for i in train)
     rows = build_rows(cfg, PoolSpec(name="p", workers=[WorkerSpec(name="python", provider="python")]), train)
-    reference, options = decode_grading(rows[0]["grading"])
+    reference, options = decode_grading(rows[0].grading)
     assert options == {"dataset": "basic_arithmetic"} and reference == train[0].reference
 
 
@@ -69,7 +69,7 @@ def test_the_grading_column_keeps_the_reference_types_the_grader_compares(tmp_pa
     item = load_items(cfg)[0]
     assert isinstance(item.reference["metadata"]["output"], tuple)
     row = build_rows(cfg, PoolSpec(name="p", workers=[WorkerSpec(name="python", provider="python")]), [item])[0]
-    reference, options = decode_grading(row["grading"])
+    reference, options = decode_grading(row.grading)
     assert reference == item.reference and options == item.grader_options == {"dataset": "arc_agi"}
     score = reasoning_gym.get_score_answer_fn("arc_agi")  # what the reasoning_gym grader hands the answer to
     assert score(item.reference["answer"], reference) == score(item.reference["answer"], item.reference) == 1.0
@@ -95,16 +95,16 @@ def test_bare_share_shows_half_of_each_tasks_warmup_prompts_without_the_answer_f
     bare = {i.question: i.bare for i in items}
     stripped = [i for i, (new, old) in enumerate(zip(out, shown)) if new is not old]
     for i in stripped:
-        assert out[i]["question"] == bare[shown[i]["question"]]
-        user = out[i]["prompt"][-1]["content"]
-        assert out[i]["question"] in user and INSTRUCTION not in user and INSTRUCTION in shown[i]["prompt"][-1]["content"]
-        assert {k: v for k, v in out[i].items() if k not in ("question", "prompt")} == {k: v for k, v in shown[i].items() if k not in ("question", "prompt")}
+        assert out[i].question == bare[shown[i].question]
+        user = out[i].prompt[-1]["content"]
+        assert out[i].question in user and INSTRUCTION not in user and INSTRUCTION in shown[i].prompt[-1]["content"]
+        assert {k: v for k, v in out[i].columns().items() if k not in ("question", "prompt")} == {k: v for k, v in shown[i].columns().items() if k not in ("question", "prompt")}
     assert set(stripped) == {j for i in stripped for j in (i - i % 2, i - i % 2 + 1)}  # a prompt's targets keep one form
     for domain in ("basic_arithmetic", "letter_counting"):  # 4 prompts each, 2 of them bare
-        assert sum(1 for i in stripped if out[i]["domain"] == domain) == 4
+        assert sum(1 for i in stripped if out[i].domain == domain) == 4
     assert with_bare_questions(cfg, spec, shown, items, 0.0) == shown
-    assert all(row["question"] in bare.values() for row in with_bare_questions(cfg, spec, shown, items, 1.0))
-    one = [r for r in shown if r["domain"] == "letter_counting"][:1]
+    assert all(row.question in bare.values() for row in with_bare_questions(cfg, spec, shown, items, 1.0))
+    one = [r for r in shown if r.domain == "letter_counting"][:1]
     assert with_bare_questions(cfg, spec, one, items, 0.5)[0] is not one[0]  # half of 1 prompt rounds up
     # humaneval's instruction ("Complete the function ...") is stripped the same way.
     he = load_items(config(tmp_path, 'kind = "tasks"\ntasks = ["humaneval"]\nn_train = 1\nn_eval = 0'))[0]
@@ -174,7 +174,7 @@ async def test_reward_grades_task_rows_with_their_own_grader_through_the_sandbox
     rows = build_rows(cfg, spec, items)
     program = lambda value: Workflow((Step(0, f"Run it:\n```python\nprint('Final answer:', {value})\n```", ()),), reasoning="Reasoning: compute it.").render()  # noqa: E731
     right, wrong = items[0].reference["answer"], f"{items[0].reference['answer']} + 1"
-    columns = {k: [rows[0][k]] * 2 for k in ("question", "reference", "grading", "task", "domain")}
+    columns = {k: [getattr(rows[0], k)] * 2 for k in ("question", "reference", "grading", "task", "domain")}
     reward = WorkflowReward(spec, cfg.reward, cfg.prompt)
     logged: dict[str, float] = {}
     scores = await reward(prompts=[[]] * 2, completions=[program(right), program(wrong)], log_metric=logged.__setitem__, **columns)
@@ -207,6 +207,6 @@ def test_the_offline_pool_examples_train_on_their_tasks_with_the_packaged_pool(r
     evaluation = load_task("humaneval", limit=20)  # what docs/evaluation.md evaluates the conductor on
     assert not {i.question for i in items + held} & {evaluation.text(q) for q in evaluation.questions}
     rows = build_rows(cfg, spec, items[:2])
-    system = rows[0]["prompt"][0]["content"]
+    system = rows[0].prompt[0]["content"]
     assert "python" in system and "runs the Python program" in system  # the tool is described, not an id
     assert cfg.path(cfg.reward.replay).name == "local-tools-replay.sqlite3"

@@ -14,7 +14,7 @@ import pytest
 from openconductor.pool import load_pool
 from openconductor.providers.simulated import RESPONDERS, register_responder
 from openconductor.train.config import TrainConfigError, load_train_config
-from openconductor.train.data import build_rows, load_items
+from openconductor.train.data import TrainRow, build_rows, load_items
 from openconductor.train.warmup import keep_best
 from openconductor.workflow import parse
 
@@ -63,7 +63,7 @@ def test_selected_warmup_targets_are_the_candidates_that_answered_right(tmp_path
     _, rows, shown, targets, summary = _select(_config(tmp_path, "examples = 10\ntargets_per_prompt = 4", "candidates = 40"))
     assert len(shown) == len(targets) == 10  # examples, not prompts x targets_per_prompt (12)
     # Consecutive targets share a prompt (the warm-up reuses its forward pass), 4 per prompt.
-    assert [row["question"] for row in shown] == [rows[i]["question"] for i in (0, 0, 0, 0, 1, 1, 1, 1, 2, 2)]
+    assert [row.question for row in shown] == [rows[i].question for i in (0, 0, 0, 0, 1, 1, 1, 1, 2, 2)]
     # A run's answer is its last step's: only plans that end with the right worker answered right, and
     # only those were kept (about a quarter of 40 random candidates end there).
     assert all(parse(t).steps[-1].worker == 2 for t in targets), targets
@@ -80,14 +80,14 @@ def test_selection_on_randomized_pools_and_recursive_rows(tmp_path, responders):
     cfg = _config(tmp_path, "examples = 24\ntargets_per_prompt = 3", "candidates = 40",
                   '[randomize]\nenabled = true\nk_min = 2\nk_max = 3\n[recursion]\nfraction = 0.5\n', show="names")
     spec, rows, shown, targets, _ = _select(cfg)
-    assert any(row["round"] == 2 for row in rows) and all(row["round"] == 1 for row in shown)
+    assert any(row.round == 2 for row in rows) and all(row.round == 1 for row in shown)
     with_right = 0
     for row, text in zip(shown, targets):
         steps = parse(text).steps
-        assert all(s.worker < len(row["workers"]) for s in steps)
-        if 2 in row["workers"]:  # the right worker is in this row's pool: the kept plans end with it
+        assert all(s.worker < len(row.workers) for s in steps)
+        if 2 in row.workers:  # the right worker is in this row's pool: the kept plans end with it
             with_right += 1
-            assert spec.workers[row["workers"][steps[-1].worker]].name == "right"
+            assert spec.workers[row.workers[steps[-1].worker]].name == "right"
     assert with_right
 
 
@@ -150,9 +150,9 @@ def test_domain_search_keeps_each_domains_best_worker_not_one_questions_luck(tmp
     warmup = "examples = 16\ntargets_per_prompt = 4\n"
     spec, rows, shown, targets, summary = _select(_domain_config(tmp_path, warmup, 'candidates = 60\nselection = "domain"\nquestions = 8'))
     names = [w.name for w in spec.workers]
-    assert {row["domain"] for row in shown} == {"a", "b"}
+    assert {row.domain for row in shown} == {"a", "b"}
     for row, text in zip(shown, targets):  # every kept plan ends with its domain's expert
-        assert names[parse(text).steps[-1].worker] == f"{row['domain']}-expert", (row["question"], text)
+        assert names[parse(text).steps[-1].worker] == f"{row.domain}-expert", (row.question, text)
     # The step term is part of the domain-wide rank: of plans equally right, the short ones come first
     # (candidates are drawn uniform over 1-3 steps: a mean of 2).
     kept_steps = [d["kept_steps"] for d in summary["domains"]]
@@ -163,9 +163,9 @@ def test_domain_search_keeps_each_domains_best_worker_not_one_questions_luck(tmp
     # 11 training questions per domain: 2 screen the candidates, the other 9 (up to 8) rank the finalists.
     assert [(d["screened_on"], d["ranked_on"]) for d in summary["domains"]] == [(2, 8), (2, 8)]
     # Per question, the one question "lucky" gets right keeps its plans just as well as the expert's.
-    lucky_row = next(row for row in rows if "domain-a #1." in row["question"])
+    lucky_row = next(row for row in rows if "domain-a #1." in row.question)
     _, _, shown_q, targets_q, _ = _select(_domain_config(tmp_path, warmup, "candidates = 60"))
-    kept_q = {names[parse(t).steps[-1].worker] for row, t in zip(shown_q, targets_q) if row["question"] == lucky_row["question"]}
+    kept_q = {names[parse(t).steps[-1].worker] for row, t in zip(shown_q, targets_q) if row.question == lucky_row.question}
     assert "lucky" in kept_q
 
 
@@ -187,10 +187,10 @@ def test_screen_rounds_spare_a_good_plan_one_unlucky_screen_question():
 
     from openconductor.train.search import screen_candidates
 
-    rows = [{"question": f"q{i}", "prompt": []} for i in range(8)]
+    rows = [TrainRow(prompt=[], question=f"q{i}") for i in range(8)]
     screen, spare = rows[:2], rows[2:]
     texts = ["good", "decoy1", "decoy2", "decoy3", "bad1", "bad2", "bad3", "bad4"]
-    table = {("good", "q1"): 1.0, **{("good", r["question"]): 1.0 for r in spare}}
+    table = {("good", "q1"): 1.0, **{("good", r.question): 1.0 for r in spare}}
     table |= {(d, q): 1.0 for d in ("decoy1", "decoy2", "decoy3") for q in ("q0", "q1")}
 
     def run(rounds):
@@ -213,8 +213,8 @@ def test_rank_rounds_settle_a_close_race_on_more_questions():
 
     from openconductor.train.search import rank_finalists
 
-    spare = [{"question": f"s{i}", "prompt": []} for i in range(8)]
-    table = {("steady", r["question"]): 1.0 for r in spare} | {("weak", r["question"]): 1.0 for r in spare}
+    spare = [TrainRow(prompt=[], question=f"s{i}") for i in range(8)]
+    table = {("steady", r.question): 1.0 for r in spare} | {("weak", r.question): 1.0 for r in spare}
     finalists, final = ["steady", "lucky", "weak", "poor"], [0.75, 1.0, 0.25, 0.0]
 
     def run(rounds):
@@ -239,8 +239,8 @@ def test_a_finalist_that_lost_its_place_catches_up_when_the_leaders_fall_back():
 
     from openconductor.train.search import rank_finalists
 
-    spare = [{"question": f"s{i}", "prompt": []} for i in range(4)]
-    table = {("third", r["question"]): 1.0 for r in spare}
+    spare = [TrainRow(prompt=[], question=f"s{i}") for i in range(4)]
+    table = {("third", r.question): 1.0 for r in spare}
     grader = _TableGrader(table)
     ranked, scores, alive = asyncio.run(rank_finalists(grader, ["first", "second", "third", "fourth"], [1.0, 0.9, 0.8, 0.1], spare, rounds=2,
                                                per_round=4, seed=0, rng=random.Random(0)))
@@ -334,7 +334,7 @@ def test_keep_within_copies_only_the_plans_near_the_domains_best(tmp_path, domai
         assert tight_d["kept_mean"] == pytest.approx(tight_d["best"])  # only plans as good as the best
         assert tight_d["kept_mean"] >= loose_d["kept_mean"] and len(tight_d["kept_steps"]) == 4  # repeated to fill
         # The manifest names the kept plans (each once), so a reader can see what the conductor was taught.
-        assert [k["workflow"] for k in tight_d["kept"]] == list(dict.fromkeys(t for r, t in zip(shown, targets) if r["domain"] == tight_d["domain"]))
+        assert [k["workflow"] for k in tight_d["kept"]] == list(dict.fromkeys(t for r, t in zip(shown, targets) if r.domain == tight_d["domain"]))
         assert all(k["mean_reward"] == pytest.approx(tight_d["best"], abs=1e-4) for k in tight_d["kept"])
         ranked = [f["mean_reward"] for f in tight_d["finalists"]]  # every finalist with its ranking score
         assert ranked == sorted(ranked, reverse=True) and ranked[0] == pytest.approx(tight_d["best"], abs=1e-4) and len(ranked) >= 4
@@ -359,7 +359,7 @@ def test_a_domain_can_search_a_smaller_size_and_single_worker_plans_join_the_can
     assert b["candidates"] <= 4 + len(spec.workers)  # its random draws plus one plan per worker (all are models here)
     expert = [w.name for w in spec.workers].index("b-expert")
     for row, text in zip(shown, targets):
-        if row["domain"] == "b":
+        if row.domain == "b":
             assert [s.worker for s in parse(text).steps][-1] == expert, text
     with pytest.raises(TrainConfigError, match="names \\['c'\\], which are not domains of the warm-up's prompts"):
         _select(_domain_config(tmp_path, warmup, search + "[search.domains.c]\ncandidates = 8\n"))
@@ -400,5 +400,5 @@ def test_constrained_rollouts_must_admit_the_warmup_targets(tmp_path, responders
         real = load_train_config(Path(__file__).resolve().parents[1] / "examples" / recipe)
         targets = format_targets(300, 3, real.prompt.max_steps, 0, code_runners=(2,))
         assert any("Python program" in t for t in targets)
-        fmt = row_format(real, {"workers": [0, 1, 2], "round": 1})
+        fmt = row_format(real, TrainRow(prompt=[], question="q", workers=[0, 1, 2]))
         assert all(fmt.complete(fmt.advance(fmt.start(), t)) for t in targets)

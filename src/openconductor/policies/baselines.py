@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
-from ..records import PlanRecord
-from ..workflow import Step, Workflow
-from .base import Plan, PlanRequest, Policy, register_policy
+from ..records import PlanRecord, Usage
+from ..workflow import Access, Step, Workflow, WorkflowError, parse_and_validate
+from .base import Count, Plan, PlanRequest, Policy, PolicyOptions, PositiveCount, WorkerRef, register_policy
 
 if TYPE_CHECKING:
     from ..pool import PoolSpec
 
-
-def _is_count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)  # True is an int to Python, not a count
+SOLVE = "Solve the overall task and give the final answer."  # a one-step workflow's subtask
 
 
 def _worker_index(request: PlanRequest, worker: Optional[str | int]) -> int:
@@ -45,12 +43,20 @@ def _workers(request: PlanRequest) -> list[int]:
 
 def _plan(name: str, steps: list[Step], reasoning: str) -> Plan:
     workflow = Workflow(tuple(steps), reasoning=reasoning)
-    return Plan(workflow, PlanRecord(policy=name, raw=workflow.render(), workflow=workflow.to_dict()))
+    return Plan(workflow, PlanRecord(policy=name, raw=workflow.render(), workflow=workflow.to_record()))
+
+
+class SingleOptions(PolicyOptions):
+    positional = "worker"
+    worker_options = ("worker",)
+    worker: Optional[WorkerRef] = None  # default: the pool's strongest worker
 
 
 @register_policy("single")
 class SingleWorker(Policy):
     """One worker answers the question directly."""
+
+    Options = SingleOptions
 
     def __init__(self, worker: Optional[str | int] = None):
         self.worker = worker
@@ -58,28 +64,39 @@ class SingleWorker(Policy):
 
     async def plan(self, request: PlanRequest) -> Plan:
         i = _worker_index(request, self.worker)
-        return _plan(self.name, [Step(i, "Solve the overall task and give the final answer.", ())], "single worker")
+        return _plan(self.name, [Step(i, SOLVE, ())], "single worker")
+
+
+class SelfReflectionOptions(SingleOptions):
+    rounds: Count = 2
 
 
 @register_policy("self-reflection")
 class SelfReflection(Policy):
     """One worker answers, then revises its answer ``rounds`` times with every attempt in context."""
 
+    Options = SelfReflectionOptions
+
     def __init__(self, worker: Optional[str | int] = None, rounds: int = 2):
-        if not _is_count(rounds) or rounds < 0:
-            raise ValueError(f"rounds must be a whole number >= 0, got {rounds!r}")
         self.worker, self.rounds = worker, rounds
         self.name = f"self-reflection:{rounds}"
 
     async def plan(self, request: PlanRequest) -> Plan:
         i = _worker_index(request, self.worker)
-        steps = [Step(i, "Solve the overall task and give the final answer.", ())]
+        steps = [Step(i, SOLVE, ())]
         revise = (
             "Review the previous attempts for mistakes. If you find one, correct it; then give the final "
             "answer to the overall task."
         )
         steps += [Step(i, revise, "all") for _ in range(self.rounds)]
         return _plan(self.name, steps, f"self-reflection with {self.rounds} revision(s)")
+
+
+class MoAOptions(PolicyOptions):
+    positional = "aggregator"
+    worker_options = ("aggregator",)
+    aggregator: Optional[WorkerRef] = None  # a worker, "random", or None: the strongest
+    proposers: Optional[PositiveCount] = None  # None: every worker once
 
 
 @register_policy("moa")
@@ -92,11 +109,15 @@ class MixtureOfAgents(Policy):
     and question, so a run is reproducible.
     """
 
+    Options = MoAOptions
+
     def __init__(self, aggregator: Optional[str | int] = None, proposers: Optional[int] = None):
-        if proposers is not None and (not _is_count(proposers) or proposers < 1):
-            raise ValueError(f"proposers must be a whole number >= 1, got {proposers!r}")
         self.aggregator, self.proposers = aggregator, proposers
         self.name = "moa"
+
+    def check(self, pool: "PoolSpec") -> None:
+        if self.aggregator != "random":  # drawn per question, not a worker's name
+            super().check(pool)
 
     async def plan(self, request: PlanRequest) -> Plan:
         from ..pool import TOOL_PROVIDERS
@@ -106,7 +127,7 @@ class MixtureOfAgents(Policy):
         rng = random.Random(f"moa|{request.seed}|{request.question}")
         count = len(workers) if self.proposers is None else self.proposers
         proposers = workers[:count] + [rng.choice(workers) for _ in range(count - len(workers))]
-        steps = [Step(i, "Solve the overall task and give the final answer.", ()) for i in proposers]
+        steps = [Step(i, SOLVE, ()) for i in proposers]
         aggregate = (
             "Several agents answered the overall task independently. Synthesise their responses into one "
             "answer: weigh them critically, fix errors, and give the final answer."
@@ -116,9 +137,15 @@ class MixtureOfAgents(Policy):
         return _plan(self.name, steps, f"{len(proposers)} proposers and one aggregator")
 
 
+class RandomOptions(PolicyOptions):
+    seed: Optional[int] = None
+
+
 @register_policy("random")
 class RandomWorkflow(Policy):
     """A random workflow: 1..max_steps steps, random workers and access lists (a floor to beat)."""
+
+    Options = RandomOptions
 
     def __init__(self, seed: Optional[int] = None):
         self.rng = random.Random(seed)
@@ -130,7 +157,7 @@ class RandomWorkflow(Policy):
         n = rng.randint(1, request.max_steps)
         steps = []
         for i in range(n):
-            access = "all" if i and rng.random() < 0.5 else tuple(sorted(rng.sample(range(i), rng.randint(0, i))))
+            access: Access = "all" if i and rng.random() < 0.5 else tuple(sorted(rng.sample(range(i), rng.randint(0, i))))
             last = i == n - 1
             subtask = "Give the final answer to the overall task." if last else "Work on the overall task and report your findings."
             steps.append(Step(rng.choice(workers), subtask, access))
@@ -152,4 +179,29 @@ class GivenWorkflow(Policy):
         recursive = request.previous is not None
         workflow = self.recursive if recursive else self.workflow
         raw = workflow.render() if recursive or self.raw is None else self.raw
-        return Plan(workflow, PlanRecord(policy=self.name, raw=raw, workflow=workflow.to_dict()))
+        return Plan(workflow, PlanRecord(policy=self.name, raw=raw, workflow=workflow.to_record()))
+
+
+class GivenPlans(Policy):
+    """Plans written elsewhere, one raw conductor output per question (a trained model's batched plans):
+    each is parsed as the conductor's output is, and one that does not parse is a failed plan (no
+    fallback, as in training). ``usage``: what writing each plan cost, counted as the conductor's tokens.
+    A verification round accepts the answer it is shown."""
+
+    def __init__(self, texts: Mapping[str, str], *, max_steps: int, usage: Optional[Mapping[str, Usage]] = None, name: str = "given-plans"):
+        self.texts, self.max_steps, self.usage, self.name = dict(texts), max_steps, dict(usage or {}), name
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        if request.previous is not None:
+            return Plan(Workflow(()), PlanRecord(policy=self.name, raw="", workflow=Workflow(()).to_record()))
+        if request.question not in self.texts:
+            raise ValueError(f"{self.name}: no plan was written for this question")
+        text = self.texts[request.question]
+        record = PlanRecord(policy=self.name, raw=text, usage=self.usage.get(request.question, Usage()))
+        try:
+            workflow = parse_and_validate(text, len(request.pool.spec.workers), max_steps=self.max_steps)
+        except WorkflowError as exc:
+            record.errors.append(f"{exc.code}: {exc}")
+            return Plan(None, record)
+        record.workflow = workflow.to_record()
+        return Plan(workflow, record)

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..records import PlanRecord
 from ..workflow import Step, Workflow
-from .base import Plan, PlanRequest, Policy, register_policy
+from .base import Plan, PlanRequest, Policy, PolicyError, PolicyOptions, register_policy
 
 if TYPE_CHECKING:
     from ..pool import PoolSpec
@@ -80,9 +80,16 @@ def load_workflow_file(path: Path) -> FixedWorkflowSpec:
         raise FixedWorkflowError(f"{path}: not a workflow file: {exc}") from exc
 
 
+class FixedOptions(PolicyOptions):
+    positional = "workflow"
+    workflow: str  # a [workflows.NAME] of the pool file, or a workflow file's path
+
+
 @register_policy("fixed")
 class FixedWorkflow(Policy):
     """``workflow``: the name of a ``[workflows.NAME]`` table of the pool file, or a workflow file's path."""
+
+    Options = FixedOptions
 
     def __init__(self, workflow: str):
         self.source = str(workflow)
@@ -106,6 +113,12 @@ class FixedWorkflow(Policy):
             raise FixedWorkflowError(str(exc)) from None
         return spec.resolve(pool)
 
+    def check(self, pool: "PoolSpec") -> None:
+        try:
+            self.resolve(pool)
+        except FixedWorkflowError as exc:
+            raise PolicyError(str(exc)) from None
+
     async def plan(self, request: PlanRequest) -> Plan:
         workflow = Workflow(()) if request.previous is not None else self.resolve(request.pool.spec)
-        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_dict()))
+        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()))

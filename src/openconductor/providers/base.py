@@ -4,12 +4,16 @@ A provider kind is one backend (an API, an in-process model, a tool). A pool fil
 registered name (``WorkerSpec.provider``); ``provider_class`` looks it up. The built-in kinds are
 registered below by module name and imported only when a pool uses them, so a user of remote APIs
 never loads llama.cpp or torch, and vice versa. A new kind is one file with one ``Provider`` subclass
-and a ``register_provider("name")`` decorator (import the file before loading a pool that names it).
+and a ``register_provider("name")`` decorator (``tool=True`` for a tool: it answers nothing alone, so
+no baseline sends it a question): a file in this package is found by its decorator when a pool first
+names it (read from the source, not imported before then); a module elsewhere is imported first.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import pkgutil
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
 
@@ -99,11 +103,17 @@ class Provider:
 
 # provider name -> a function that returns its class (imported when first needed)
 _PROVIDERS: dict[str, Callable[[], type[Provider]]] = {}
+# The registered kinds that are tools (pool.TOOL_PROVIDERS is this set): they run code or search a corpus
+# on what a step can see, and answer nothing on their own.
+TOOLS: set[str] = set()
 
 
-def register_provider(name: str, load: Optional[Callable[[], type[Provider]]] = None):
+def register_provider(name: str, load: Optional[Callable[[], type[Provider]]] = None, *, tool: bool = False):
     """Register a provider class under ``name``: ``@register_provider("x")`` on the class, or
-    ``register_provider("x", load)`` with a function that imports and returns it when first needed."""
+    ``register_provider("x", load)`` with a function that imports and returns it when first needed.
+    ``tool``: a tool worker, not a language model."""
+    if tool:
+        TOOLS.add(name)
     if load is not None:
         _PROVIDERS[name] = load
         return load
@@ -116,6 +126,8 @@ def register_provider(name: str, load: Optional[Callable[[], type[Provider]]] = 
 
 
 def provider_class(name: str) -> type[Provider]:
+    if name not in _PROVIDERS:
+        _discover()
     if name not in _PROVIDERS:
         raise UnknownProviderError(f"no provider named {name!r}; known: {', '.join(sorted(_PROVIDERS))}")
     return _PROVIDERS[name]()
@@ -141,6 +153,24 @@ def absent_modules(cls: type[Provider]) -> list[str]:
     return [m for m in cls.requires if importlib.util.find_spec(m.split(".")[0]) is None or importlib.util.find_spec(m) is None]
 
 
+def _discover() -> None:
+    """Register the providers of this package's modules that are not registered yet, from their source's
+    ``@register_provider(...)`` decorators: a file added to the package needs no other edit, and is
+    imported only when a pool names its kind."""
+    known = {module for module, _ in BUILTIN.values()} | {"base", "common"}
+    for info in pkgutil.iter_modules(import_module(__package__).__path__):
+        spec = importlib.util.find_spec(f"{__package__}.{info.name}")
+        if info.name in known or spec is None or not spec.origin or not spec.origin.endswith(".py"):
+            continue
+        with open(spec.origin, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        for node in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            for call in (d for d in node.decorator_list if isinstance(d, ast.Call)):
+                if getattr(call.func, "id", None) == "register_provider" and call.args and isinstance(call.args[0], ast.Constant):
+                    tool = any(k.arg == "tool" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords)
+                    register_provider(str(call.args[0].value), _lazy(info.name, node.name), tool=tool)
+
+
 # name -> (module in this package, class)
 BUILTIN = {
     "openai": ("openai_compat", "OpenAICompatProvider"),
@@ -163,4 +193,4 @@ def _lazy(module: str, cls: str) -> Callable[[], type[Provider]]:
 
 
 for _name, (_module, _cls) in BUILTIN.items():
-    register_provider(_name, _lazy(_module, _cls))
+    register_provider(_name, _lazy(_module, _cls), tool=_name in ("python", "retrieval"))

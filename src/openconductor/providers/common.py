@@ -13,9 +13,8 @@ import time
 from email.utils import parsedate_to_datetime
 from typing import Iterable, Mapping, Optional
 
-from pydantic import BaseModel, ValidationError
 
-from ..pool import PoolConfigError, WorkerSpec
+from ..pool import WorkerSpec
 from .base import ProviderError
 
 # Rate limits, overload and transient server errors; 529 is Anthropic's "overloaded".

@@ -25,6 +25,7 @@ from typing import Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..manifest import MANIFEST, ConductorManifest, ManifestError, PromptInfo, read_manifest
 from ..pool import BUILTIN_CONDUCTOR, PoolConfigError, PoolSpec, WorkerSpec
 from ..records import Completion, Usage
 from ..workflow import WorkflowFormat
@@ -32,7 +33,6 @@ from .base import Provider, ProviderError, TokenCallback, absent_modules
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "openconductor.json"
 CONDUCTOR_GGUF = "conductor.gguf"  # the llama.cpp copy `conductor train` writes beside the checkpoint
 
 
@@ -83,9 +83,9 @@ def load_checkpoint(path: str | Path, *, device: str = "cpu", dtype: str = "floa
 def _adapter_base(path: Path) -> str:
     """The base model an adapter dir applies to: the one it was trained on if that path is here, else
     the manifest's model reference resolved on this machine (``gguf:<package>``, e.g. a shipped conductor)."""
-    manifest = read_manifest(path)
-    base = manifest.get("base_model") or json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
-    ref = str(manifest.get("model") or "")
+    manifest = _manifest(path)
+    base = manifest.base_model or json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    ref = str(manifest.model or "")
     if (not base or (Path(base).is_absolute() and not Path(base).exists())) and ref:
         from ..model_files import ModelSourceError, resolve_model
 
@@ -98,10 +98,10 @@ def _adapter_base(path: Path) -> str:
     return base
 
 
-def trained_prompt(checkpoint: str) -> dict:
+def trained_prompt(checkpoint: str) -> PromptInfo:
     """How a trained conductor's prompt was built (its manifest's ``prompt``: examples, steps, ...).
     Read on every plan, not cached: a conductor retrained into the same dir must not keep the old prompt."""
-    return dict(read_manifest(checkpoint_path(checkpoint)).get("prompt", {}))
+    return _manifest(checkpoint_path(checkpoint)).prompt
 
 
 def applied(spec: PoolSpec) -> bool:
@@ -110,22 +110,24 @@ def applied(spec: PoolSpec) -> bool:
     return checkpoint is None or (backend is not None and backend.name == f"conductor:{checkpoint_path(checkpoint).name}")
 
 
-def read_manifest(path: Path) -> dict:
-    """A checkpoint's ``openconductor.json`` (what trained it, on which base, its llama.cpp copy); {} if none."""
-    file = path / MANIFEST
-    return json.loads(file.read_text()) if file.exists() else {}
+def _manifest(path: Path) -> ConductorManifest:
+    """A checkpoint's manifest (what trained it, on which base, its llama.cpp copy); a bad one is a pool error."""
+    try:
+        return read_manifest(path)
+    except ManifestError as exc:
+        raise PoolConfigError(f"--conductor: {exc}") from exc
 
 
-def _llamacpp_backend(path: Path, manifest: dict) -> tuple[Optional[WorkerSpec], str]:
+def _llamacpp_backend(path: Path, manifest: ConductorManifest) -> tuple[Optional[WorkerSpec], str]:
     """The checkpoint's llama.cpp copy (``conductor.gguf``, written by ``conductor train``) as a backend,
     or None and why there is none."""
-    if "gguf" in manifest and not manifest["gguf"]:
+    if manifest.gguf_declared and not manifest.gguf:
         return None, "its last export wrote none"  # a conductor.gguf left there is an older model's
     try:
         import xllamacpp  # noqa: F401
     except ImportError:
         return None, "xllamacpp is not installed: pip install 'openconductor[local]'"
-    file = path / (manifest.get("gguf") or CONDUCTOR_GGUF)
+    file = path / (manifest.gguf or CONDUCTOR_GGUF)
     if not file.is_file():
         file, why = _merged_copy(path, manifest)
         if file is None:
@@ -133,12 +135,12 @@ def _llamacpp_backend(path: Path, manifest: dict) -> tuple[Optional[WorkerSpec],
     return WorkerSpec(name=f"conductor:{path.name}", provider="local_gguf", model=str(file), concurrency=1, timeout_s=600), ""
 
 
-def _merged_copy(path: Path, manifest: dict) -> tuple[Optional[Path], str]:
+def _merged_copy(path: Path, manifest: ConductorManifest) -> tuple[Optional[Path], str]:
     """For an adapter over a packaged GGUF model (a shipped conductor): its llama.cpp copy, built once
     with numpy into the cache (keyed by the adapter's bytes). None and why when it cannot be built."""
-    ref = str(manifest.get("model") or "")
+    ref = str(manifest.model or "")
     adapter = path / "adapter_model.safetensors"
-    if manifest.get("kind") != "adapter" or not ref.startswith("gguf:") or not adapter.is_file():
+    if manifest.kind != "adapter" or not ref.startswith("gguf:") or not adapter.is_file():
         return None, f"no {CONDUCTOR_GGUF} in it, and it is not an adapter over a packaged GGUF model to build one from"
     try:
         from ..gguf_weights import GGUFExportError, merge_adapter_gguf
@@ -175,8 +177,8 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *, engine: Engine = "aut
     path = checkpoint_path(path).resolve()
     if not path.is_dir():
         raise PoolConfigError(f"--conductor: checkpoint dir not found: {path}")
-    manifest = read_manifest(path)
-    prompt = manifest.get("prompt", {})
+    manifest = _manifest(path)
+    prompt = manifest.prompt
     backend, why = _llamacpp_backend(path, manifest) if engine in ("auto", "llama.cpp") else (None, "")
     if backend is None and engine == "llama.cpp":
         raise PoolConfigError(f"--conductor: {path} has no llama.cpp copy ({path / CONDUCTOR_GGUF}): {why}")
@@ -192,15 +194,15 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *, engine: Engine = "aut
             "worker": None,
             "backend": backend,
             "checkpoint": str(path),
-            "max_steps": int(prompt.get("max_steps", spec.conductor.max_steps)),
-            "fine_grained_access": bool(prompt.get("fine_grained", spec.conductor.fine_grained_access)),
-            "show": prompt.get("show", spec.conductor.show),
+            "max_steps": prompt.max_steps if prompt.max_steps is not None else spec.conductor.max_steps,
+            "fine_grained_access": prompt.fine_grained if prompt.fine_grained is not None else spec.conductor.fine_grained_access,
+            "show": prompt.show or spec.conductor.show,
             # Greedy, as its held-out tables were measured: sampling at a pool's default temperature made a
             # 135M conductor garble the long subtasks it had learned (e.g. the write-a-program wording).
             "temperature": 0.0,
         }
     )
-    return spec.model_copy(update={"conductor": conductor}), {"examples": bool(prompt.get("examples", True))}
+    return spec.model_copy(update={"conductor": conductor}), {"examples": prompt.examples is not False}
 
 
 class TransformersOptions(BaseModel):

@@ -242,5 +242,5 @@ def with_server_overrides(config: ServerConfig, overrides: dict[str, Any]) -> Se
     try:
         server = ServerSection.model_validate({**config.server.model_dump(), **overrides})
     except ValidationError as exc:
-        raise ServerConfigError(f"command line: {_problems(exc)}") from exc
+        raise ServerConfigError(f"command line: {problems(exc)}") from exc
     return config.model_copy(update={"server": server})

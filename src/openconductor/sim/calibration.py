@@ -1,9 +1,10 @@
 """The simulated world against the paper's Table 7: the project's own baselines, run through the executor.
 
 ``calibrate(pool, n)`` runs every baseline of the paper's constrained, in-distribution table on ``n``
-simulated questions with the ordinary ``executor.solve`` (policies from ``openconductor.policies``; the
-oracle router and the workflow families as given workflows), grades the answers, and returns one row
-per baseline with the world's per-domain accuracy next to the paper's. Every world number is SIMULATED.
+simulated questions through the evaluator (``openconductor.evaluation``: the ordinary ``executor.solve``,
+policies from ``openconductor.policies``; the oracle router and the workflow families as per-domain
+lookup tables), and returns one row per baseline with the world's per-domain accuracy next to the
+paper's. Every world number is SIMULATED.
 ``benchmarks/world_calibration.py`` prints it; ``tests/test_world.py`` checks the tolerances.
 """
 
@@ -13,13 +14,15 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..executor import solve
+from ..evaluation import evaluate, summarize
 from ..policies.base import Policy, make_policy
-from ..policies.baselines import GivenWorkflow
+from ..policies.baselines import SOLVE
+from ..policies.lookup import LookupTable, OracleRouter
 from ..pool import Pool, PoolSpec
+from ..tasks.simulated import simulated_task
 from ..workflow import Step, Workflow
 from . import world
-from .world import DOMAINS, Question, Traits
+from .world import DOMAINS, Traits
 
 # The paper's Table 7 (constrained setting, in-distribution, accuracy %): MATH500, MMLU, RLPR, LCB.
 PAPER: dict[str, tuple[Optional[float], ...]] = {
@@ -83,31 +86,30 @@ def best_for(spec: PoolSpec, domain: str, *, exclude: tuple[int, ...] = (), key:
     return max(candidates, key=score)
 
 
-SOLVE = "Solve the overall task and give the final answer."
 CHECK = "Check the previous answer carefully, fix any error, and give the final answer."
 PLAN = "Outline a plan: the key steps an expert would take for this task, without solving it."
 IMPLEMENT = "Follow the plan from the previous agent to solve the task and give the final answer."
 AGGREGATE = "Synthesise the previous answers into one: weigh them critically and give the final answer."
 
 
-def families(spec: PoolSpec) -> dict[str, Callable[[Question], Workflow]]:
+def families(spec: PoolSpec) -> dict[str, Callable[[str], Workflow]]:
     """Workflow families that use the pool's declared strengths per domain (an oracle's choices)."""
 
-    def route_check(q: Question) -> Workflow:
-        a = best_for(spec, q.domain)
-        b = best_for(spec, q.domain, exclude=(a,), key="check")
+    def route_check(domain: str) -> Workflow:
+        a = best_for(spec, domain)
+        b = best_for(spec, domain, exclude=(a,), key="check")
         return Workflow((Step(a, SOLVE, ()), Step(b, CHECK, "all")))
 
-    def plan_implement_check(q: Question) -> Workflow:
-        p = best_for(spec, q.domain, key="plan")
-        a = best_for(spec, q.domain, key="implement")
-        b = best_for(spec, q.domain, exclude=(a,), key="check")
+    def plan_implement_check(domain: str) -> Workflow:
+        p = best_for(spec, domain, key="plan")
+        a = best_for(spec, domain, key="implement")
+        b = best_for(spec, domain, exclude=(a,), key="check")
         return Workflow((Step(p, PLAN, ()), Step(a, IMPLEMENT, "all"), Step(b, CHECK, "all")))
 
-    def fan_out(q: Question) -> Workflow:
-        a = best_for(spec, q.domain)
-        b = best_for(spec, q.domain, exclude=(a,))
-        c = best_for(spec, q.domain, exclude=(a, b), key="check")
+    def fan_out(domain: str) -> Workflow:
+        a = best_for(spec, domain)
+        b = best_for(spec, domain, exclude=(a,))
+        c = best_for(spec, domain, exclude=(a, b), key="check")
         return Workflow((Step(a, SOLVE, ()), Step(b, SOLVE, ()), Step(c, AGGREGATE, "all")))
 
     return {
@@ -117,59 +119,34 @@ def families(spec: PoolSpec) -> dict[str, Callable[[Question], Workflow]]:
     }
 
 
-class _PerQuestion(Policy):
-    """A given workflow per question (the oracle router and the families)."""
-
-    def __init__(self, name: str, make: Callable[[Question], Workflow], by_text: dict[str, Question]):
-        self.name, self.make, self.by_text = name, make, by_text
-
-    async def plan(self, request):
-        return await GivenWorkflow(self.make(self.by_text[request.question]), name=self.name).plan(request)
-
-
-def systems(spec: PoolSpec, questions: list[Question]) -> list[tuple[str, str, Policy]]:
+def systems(spec: PoolSpec) -> list[tuple[str, str, Policy]]:
     """(label, kind, policy) for every baseline of the table."""
-    by_text = {q.text: q for q in questions}
     names = [w.name for w in spec.workers if w.provider == "simulated"]
     out: list[tuple[str, str, Policy]] = [(n, "single", make_policy("single", worker=n)) for n in names]
     out.append(("MoA (7 proposers + random aggregator, 8 calls)", "MoA", make_policy("moa", proposers=7, aggregator="random")))
     for n in ("gpt-5-minimal", "gemini-2.5-pro"):
         if n in names:
             out.append((f"self-reflection x5 ({n})", "self-reflection", make_policy("self-reflection", worker=n, rounds=4)))
-    out.append(("oracle per-domain router", "oracle",
-                _PerQuestion("oracle", lambda q: Workflow((Step(best_for(spec, q.domain), SOLVE, ()),)), by_text)))
+    out.append(("oracle per-domain router", "oracle", OracleRouter({d: spec.workers[best_for(spec, d)].name for d in DOMAINS})))
     for label, make in families(spec).items():
-        out.append((label, "family", _PerQuestion(label, make, by_text)))
+        out.append((label, "family", LookupTable({d: make(d) for d in DOMAINS}, name=label)))
     return out
-
-
-async def _run_system(policy: Policy, pool: Pool, questions: list[Question], concurrency: int) -> list[tuple[bool, int, int]]:
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(q: Question) -> tuple[bool, int, int]:
-        async with gate:
-            run = await solve(q.text, policy, pool, seed=0, stream_tokens=False)
-        _, correct = world.grade_simulated(run.final_answer, q.reference)
-        return correct, run.totals.usage.total_tokens, run.totals.calls
-
-    return list(await asyncio.gather(*(one(q) for q in questions)))
 
 
 async def calibrate_async(spec: PoolSpec, n: int = 1000, seed: int = 7, *, concurrency: int = 64) -> list[Row]:
     traits = [Traits.from_spec(w) for w in spec.workers if w.provider == "simulated"]
-    questions = world.make_questions(n, seed, stratify=traits)
-    rows = []
+    task = simulated_task(world.make_questions(n, seed, stratify=traits))
+    chosen = systems(spec)
     async with Pool(spec) as pool:
-        for label, kind, policy in systems(spec, questions):
-            results = await _run_system(policy, pool, questions, concurrency)
-            acc: dict[str, float] = {}
-            for d in DOMAINS:
-                scored = [ok for (ok, _, _), q in zip(results, questions) if q.domain == d]
-                acc[d] = 100.0 * sum(scored) / max(1, len(scored))
-            acc["avg"] = sum(acc[d] for d in DOMAINS) / len(DOMAINS)
-            tokens = sum(t for _, t, _ in results) / len(results)
-            calls = sum(c for _, _, c in results) / len(results)
-            rows.append(Row(label, kind, acc, tokens, calls, _paper(label if kind != "family" else "")))
+        records = await evaluate([task], [(label, policy) for label, _, policy in chosen], pool, concurrency=concurrency,
+                                 seed=0, seed_per_question=False, stream_tokens=False)
+    summary = {row.policy: row for row in summarize(records)}
+    rows = []
+    for label, kind, _ in chosen:
+        found = summary[label]
+        acc = {d: 100.0 * found.domains[d].accuracy if d in found.domains else 0.0 for d in DOMAINS}
+        acc["avg"] = sum(acc[d] for d in DOMAINS) / len(DOMAINS)
+        rows.append(Row(label, kind, acc, found.tokens, found.calls, _paper(label if kind != "family" else "")))
     best = max((r for r in rows if r.kind == "family"), key=lambda r: r.accuracy["avg"])
     rows.append(Row(f"best workflow family = {best.system.removeprefix('family: ')}", "best-family", best.accuracy,
                     best.tokens, best.calls, _paper("trained Conductor (paper)")))

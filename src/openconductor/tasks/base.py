@@ -227,6 +227,21 @@ def need(row: dict, *keys: str, source: str) -> Any:
     raise TaskError(f"{source}: a row has none of the columns {keys}; it has {sorted(row)}")
 
 
+def math_questions(rows: list[dict], source: str, *, id_column: str, metadata_columns: tuple[str, ...] = ()) -> list[Question]:
+    """Math-graded questions from rows with a problem (or question) and an answer column; the id is the
+    row's ``id_column`` when it has one, else its position."""
+    return [
+        Question(
+            id=str(row[id_column]) if row.get(id_column) is not None else str(i),
+            prompt=need(row, "problem", "question", source=source),
+            reference=str(need(row, "answer", source=source)),
+            grader="math",
+            metadata={"domain": "math", **{key: row.get(key) for key in metadata_columns}},
+        )
+        for i, row in enumerate(rows)
+    ]
+
+
 LETTERS = "ABCDEFGHIJ"
 
 

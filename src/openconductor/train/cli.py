@@ -1,4 +1,4 @@
-"""``conductor train CONFIG``, ``conductor plot RUN_DIR``, ``conductor train-eval CONFIG`` and ``conductor export-gguf CHECKPOINT``.
+"""``conductor train CONFIG``, ``plot RUN_DIR``, ``train-eval CONFIG``, ``train-select RUN_DIR`` and ``export-gguf CHECKPOINT``.
 
 Thin: parse flags, call the training modules. Heavy imports (torch, TRL) happen inside the commands.
 """
@@ -93,35 +93,118 @@ def plot_command(
     console.print(f"wrote {path}")
 
 
+# The rows of a run dir, by --only name: (label, where its checkpoint is). The labels are the rows' names in
+# the JSON files the checkpoint rule reads (`train-select`) and in the documented tables.
+RUN_ROWS = {"untrained": "untrained SmolLM2-135M conductor", "warmup": "after format warm-up only", "final": "after GRPO (trained)"}
+
+
 def eval_command(
     config: Path = typer.Argument(..., help="The training config (its pool and held-out questions are used)."),
+    run: Optional[Path] = typer.Option(None, "--run", help="A training run dir: adds the untrained model, RUN/warmup and RUN/final (or --trained) as rows."),
     conductor: list[str] = typer.Option([], "--conductor", help="LABEL=PATH of a conductor checkpoint (repeatable)."),
-    n: Optional[int] = typer.Option(None, help="Held-out questions (default: data.n_eval)."),
+    only: list[str] = typer.Option([], "--only", help="With --run: the rows to run, of untrained, warmup, final (repeatable; default all)."),
+    trained: Optional[Path] = typer.Option(None, "--trained", help="With --run: the checkpoint of the trained row (default RUN/final)."),
+    n: Optional[int] = typer.Option(None, help="Held-out questions to use (default: data.n_eval)."),
+    n_eval: Optional[int] = typer.Option(None, "--n-eval", help="Generate this many held-out questions (sets data.n_eval)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config value, as for `conductor train` (e.g. data.eval_seed=2000)."),
+    chains: list[int] = typer.Option([], "--chains", help="Also score a fixed K-step chain on the best single worker (repeatable)."),
+    moa: bool = typer.Option(True, "--moa/--no-moa", help="Score the Mixture-of-Agents row."),
     temperature: float = typer.Option(0.0, help="Conductor sampling temperature (0 = greedy)."),
-    as_json: Optional[Path] = typer.Option(None, "--json", help="Also write the rows as JSON here."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Held-out prompts generated at once (larger on a GPU)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+    out: Optional[Path] = typer.Option(None, "--out", "--json", help="Write the rows as JSON here (default with --run: RUN/eval.json, or RUN/eval_nN.json with --n-eval)."),
 ):
-    """Held-out table: conductors vs the best single worker and an oracle single-step router."""
+    """Held-out table: conductors vs the best single worker, an oracle per-domain router and MoA, with
+    paired-bootstrap intervals (the rows `conductor train-select` chooses a checkpoint from)."""
     require("train", "torch", "transformers")
     import dataclasses
+    import time
 
     from .config import TrainConfigError, load_train_config
-    from .evaluate import evaluate, markdown_table
+    from .evaluate import comparison_table, evaluate, markdown_table
 
+    overrides = _overrides(set_)
+    if n_eval:
+        overrides["data.n_eval"] = n_eval
     try:
-        cfg = load_train_config(config)
+        cfg = load_train_config(config, overrides or None)
     except TrainConfigError as exc:
         fail(str(exc))
-    pairs = {}
-    for item in conductor:
+    conductors = _conductors(cfg, conductor, run, only, trained)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    start = time.time()
+    rows = evaluate(cfg, conductors, n=n, temperature=temperature, batch_size=batch_size, chains=tuple(chains), moa=moa,
+                    on_row=lambda r: err.print(f"[dim]  done: {r.system} ({time.time() - start:.0f}s)[/]"))
+    # Columns per domain the rows hold: the task names when training on tasks.
+    domains = sorted({d for r in rows for d in r.per_domain_acc}) or sorted(cfg.data.domains)
+    simulated = all(w.provider == "simulated" for w in _pool(cfg).workers)
+    print(f"{'SIMULATED ' if simulated else ''}pool {cfg.pool}; {len(domains)} domains; held-out n={n or cfg.data.n_eval}; greedy={temperature == 0}")
+    for table in (comparison_table(rows, domains), markdown_table(rows, domains), _domain_table(rows, domains)):
+        print(table + "\n")
+    out = out or (run / (f"eval_n{n_eval}.json" if n_eval else "eval.json") if run is not None else None)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+        err.print(f"[dim]({time.time() - start:.0f}s; rows saved to {out})[/]")
+
+
+def _conductors(cfg, pairs: list[str], run: Optional[Path], only: list[str], trained: Optional[Path]) -> dict[str, str]:
+    """Label -> checkpoint of every conductor row: the --conductor pairs, then a run dir's rows."""
+    out = {}
+    for item in pairs:
         label, _, path = item.partition("=")
         if not path:
             fail(f"--conductor expects LABEL=PATH, got {item!r}")
-        pairs[label] = path
-    rows = evaluate(cfg, pairs, n=n, temperature=temperature, on_row=lambda r: err.print(f"[dim]done: {r.system}[/]"))
-    # Columns per domain the rows hold: the task names when training on tasks.
-    console.print(markdown_table(rows, sorted({d for r in rows for d in r.per_domain_acc}) or sorted(cfg.data.domains)))
-    if as_json:
-        as_json.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+        out[label] = path
+    unknown = sorted(set(only) - set(RUN_ROWS))
+    if unknown:
+        fail(f"--only takes {', '.join(RUN_ROWS)}; got {', '.join(unknown)}")
+    if run is None:
+        if only or trained:
+            fail("--only and --trained choose rows of a run dir: pass --run RUN_DIR")
+        return out
+    wanted = set(only or RUN_ROWS)
+    if "untrained" in wanted:
+        out[RUN_ROWS["untrained"]] = cfg.model.name
+    for key, path in (("warmup", run / "warmup"), ("final", trained or run / "final")):
+        if key in wanted and path.is_dir():
+            out[RUN_ROWS[key]] = str(path)
+    return out
+
+
+def _pool(cfg):
+    from ..pool import load_pool
+
+    return load_pool(cfg.pool_path)
+
+
+def _domain_table(rows, domains: list[str]) -> str:
+    lines = ["| system | " + " | ".join(f"acc {d}" for d in domains) + " | final-step worker share |", "|---|" + "---|" * (len(domains) + 1)]
+    for r in rows:
+        shares = ", ".join(f"{k} {v:.2f}" for k, v in r.worker_share.items())
+        lines.append(f"| {r.system} | " + " | ".join(f"{r.per_domain_acc.get(d, 0.0):.2f}" for d in domains) + f" | {shares} |")
+    return "\n".join(lines)
+
+
+def select_command(
+    run: Path = typer.Argument(..., help="A training run dir whose validation/ holds one rows file per candidate (train-eval --out)."),
+    validation: Optional[Path] = typer.Option(None, "--validation", help="The rows files' dir (default RUN/validation)."),
+    system: str = typer.Option(RUN_ROWS["final"], "--system", help="The row that scores each candidate."),
+):
+    """Choose the checkpoint to test: the highest validation accuracy, ties to the later one (the warm-up
+    first, checkpoints by step, final last). Prints each candidate's score, then the chosen path on stdout."""
+    from .evaluate import choose_checkpoint
+
+    try:
+        name, scored = choose_checkpoint(validation or run / "validation", system)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    for stem, accuracy, steps in scored:
+        err.print(f"validation {stem}: accuracy {100 * accuracy:.1f}, steps {steps:.2f}", highlight=False)
+    print(run / name)
 
 
 def export_gguf_command(
@@ -130,21 +213,25 @@ def export_gguf_command(
 ):
     """Write CHECKPOINT/conductor.gguf so ask/serve plan with llama.cpp."""
     require("train", "torch", "transformers", "peft", "gguf")
-    from ..providers.transformers_local import MANIFEST, load_checkpoint, read_manifest
+    from ..manifest import ManifestError, has_manifest, read_manifest
+    from ..providers.transformers_local import load_checkpoint
     from .gguf_export import export_trained
 
     if not checkpoint.is_dir():
         fail(f"checkpoint dir not found: {checkpoint}")
-    manifest = read_manifest(checkpoint)
-    base = base or manifest.get("model")
+    try:
+        manifest = read_manifest(checkpoint)
+    except ManifestError as exc:
+        fail(str(exc))
+    base = base or manifest.model
     if not base or not base.startswith("gguf:"):
         fail(f"{checkpoint}: pass --base gguf:<package or file> (the model it was trained from); got {base!r}")
     model, _ = load_checkpoint(checkpoint)
     file = export_trained(model, base, checkpoint)
     if file is None:
         fail(f"could not write a GGUF for {checkpoint} (see the warning above)")
-    if manifest:
-        (checkpoint / MANIFEST).write_text(json.dumps({**manifest, "model": base, "gguf": file.name}, indent=2))
+    if has_manifest(checkpoint):
+        manifest.model_copy(update={"model": base, "gguf": file.name}).write(checkpoint)
     console.print(f"wrote {file}\nuse it: conductor ask --conductor {checkpoint} \"QUESTION\"")
 
 
@@ -152,6 +239,7 @@ def register(app: typer.Typer) -> None:
     app.command("train")(train_command)
     app.command("plot")(plot_command)
     app.command("train-eval")(eval_command)
+    app.command("train-select")(select_command)
     app.command("export-gguf")(export_gguf_command)
 
 

@@ -17,7 +17,7 @@ import itertools
 import json
 import pickle
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional
 
 from ..executor import solve
@@ -46,6 +46,31 @@ class Item:
         if self.task == "simulated":
             return ""
         return base64.b64encode(pickle.dumps({"reference": self.reference, "options": self.grader_options})).decode("ascii")
+
+
+@dataclass(frozen=True)
+class TrainRow:
+    """One row of the training dataset: a conductor prompt and what the reward needs to grade a completion
+    of it. TRL hands every field to the reward as a column of that name (``WorkflowReward``)."""
+
+    prompt: list[dict]  # the runtime's conductor messages (conductor_messages), for the pool shown
+    question: str
+    # For reading only: the reward grades from ``grading`` when a row has one.
+    reference: str = ""
+    grading: str = ""  # the reference and grader options as the grader takes them (Item.grading); "" for simulated rows
+    task: str = "simulated"  # "simulated" or a grader kind
+    domain: str = ""
+    workers: list[int] = field(default_factory=list)  # pool indices shown, in the order shown (randomized pools)
+    round: int = 1  # 2: a recursive round that sees ``previous`` and may accept it
+    previous: str = ""
+    blend: bool = False  # round 1 followed by an on-policy recursive round whose reward is blended in
+
+    def columns(self) -> dict[str, Any]:
+        """The row as the dataset stores it (every field a column)."""
+        return asdict(self)
+
+
+COLUMNS = tuple(TrainRow.__dataclass_fields__)
 
 
 def decode_grading(column: str) -> tuple[Any, dict]:
@@ -195,7 +220,7 @@ async def _draft_answers(spec: PoolSpec, items: list[Item], indices: list[list[i
         return list(await asyncio.gather(*(one(i, s) for i, s in zip(items, indices))))
 
 
-def build_rows(cfg: TrainConfig, spec: PoolSpec, items: list[Item]) -> list[dict]:
+def build_rows(cfg: TrainConfig, spec: PoolSpec, items: list[Item]) -> list[TrainRow]:
     rng = random.Random(f"rows|{cfg.data.seed}")
     n = len(spec.workers)
     rows = []
@@ -216,44 +241,42 @@ def build_rows(cfg: TrainConfig, spec: PoolSpec, items: list[Item]) -> list[dict
     return rows
 
 
-def with_bare_questions(cfg: TrainConfig, spec: PoolSpec, shown: list[dict], items: list[Item], share: float) -> list[dict]:
+def with_bare_questions(cfg: TrainConfig, spec: PoolSpec, shown: list[TrainRow], items: list[Item], share: float) -> list[TrainRow]:
     """The warm-up's rows with ``share`` of each domain's prompts asking the bare question (no answer-format
     instruction), the targets unchanged. A prompt's consecutive targets keep one form: they share its
     forward pass. Rows whose question has no bare form stay as they are."""
     bare = {item.question: item for item in items if item.bare}
     # Indices of consecutive rows with the same prompt.
-    runs = [list(run) for _, run in itertools.groupby(range(len(shown)), key=lambda i: shown[i]["prompt"])]
+    runs = [list(run) for _, run in itertools.groupby(range(len(shown)), key=lambda i: shown[i].prompt)]
     by_domain: dict[str, list[list[int]]] = {}
     for run in runs:
-        if shown[run[0]]["question"] in bare:
-            by_domain.setdefault(shown[run[0]]["domain"], []).append(run)
+        if shown[run[0]].question in bare:
+            by_domain.setdefault(shown[run[0]].domain, []).append(run)
     rng = random.Random(f"bare|{cfg.data.seed}")
     out = list(shown)
     for domain in sorted(by_domain):
         candidates = by_domain[domain]
         for run in rng.sample(candidates, int(share * len(candidates) + 0.5)):  # half up: 1 of 1 at 0.5, not 0
             row = shown[run[0]]
-            source = bare[row["question"]]
+            source = bare[row.question]
             item = replace(source, question=source.bare)
-            stripped = {**row, "question": item.question,
-                        "prompt": prompt_for(item, spec.subset(row["workers"]), cfg, row["previous"] if row["round"] > 1 else None)}
+            stripped = replace(row, question=item.question,
+                               prompt=prompt_for(item, spec.subset(row.workers), cfg, row.previous if row.round > 1 else None))
             for i in run:
                 out[i] = stripped
     return out
 
 
-def _row(item: Item, shown: list[int], spec: PoolSpec, cfg: TrainConfig, *, round_: int, previous: Optional[str] = None, blend: bool = False) -> dict:
-    sub = spec.subset(shown)
-    return {
-        "prompt": prompt_for(item, sub, cfg, previous),
-        "question": item.question,
-        # For reading only: the reward grades from "grading" when a row has one.
-        "reference": item.reference if isinstance(item.reference, str) else json.dumps(item.reference, sort_keys=True, default=repr),
-        "grading": item.grading(),  # the reference and grader options as the grader takes them (Item.grading)
-        "task": item.task,
-        "domain": item.domain,
-        "workers": shown,
-        "round": round_,
-        "previous": previous or "",
-        "blend": blend,
-    }
+def _row(item: Item, shown: list[int], spec: PoolSpec, cfg: TrainConfig, *, round_: int, previous: Optional[str] = None, blend: bool = False) -> TrainRow:
+    return TrainRow(
+        prompt=prompt_for(item, spec.subset(shown), cfg, previous),
+        question=item.question,
+        reference=item.reference if isinstance(item.reference, str) else json.dumps(item.reference, sort_keys=True, default=repr),
+        grading=item.grading(),
+        task=item.task,
+        domain=item.domain,
+        workers=shown,
+        round=round_,
+        previous=previous or "",
+        blend=blend,
+    )

@@ -1,34 +1,43 @@
-"""Held-out evaluation of conductors against the baselines, with the training reward.
+"""Held-out evaluation of trained conductors against the baselines, on the one evaluator.
 
 Every conductor writes one workflow per held-out question (the runtime prompt it was trained with,
-greedy decoding by default, no resampling and no fallback: an unparseable plan scores as in training),
-the executor runs it on the pool, and the answer is graded. The baselines run on the same questions:
-the best single worker (highest mean skill), an oracle single-step router (the best worker for each
-question's domain), Mixture-of-Agents (7 proposers and a random aggregator, the paper's 8 calls) and
-optional fixed chains. Differences between two systems come with a paired-bootstrap 95 % interval over
-the questions. On the simulated pool every number is SIMULATED.
+greedy decoding by default, batched on torch; no resampling and no fallback: an unparseable plan scores
+as in training), and ``openconductor.evaluation`` runs those plans and the baselines on the pool and
+grades the answers. The baselines: the best single worker (highest mean declared skill), an oracle
+single-step router (each domain's best worker), Mixture-of-Agents (7 proposers and a random aggregator,
+the paper's 8 calls) and optional fixed chains. Each row adds the training reward and the share of
+questions routed to their domain's best worker; differences between two systems come with a
+paired-bootstrap 95 % interval over the questions. On the simulated pool every number is SIMULATED.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import random
-from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
-from ..policies.base import PlanRequest, make_policy
+from ..evaluation import EvalRecord, evaluate as run_policies, paired_bootstrap, summarize
+from ..policies.base import Policy, make_policy
+from ..policies.baselines import GivenPlans, GivenWorkflow
+from ..policies.lookup import OracleRouter, best_by_domain, best_single
 from ..pool import Pool, PoolSpec, load_pool
+from ..records import Usage
+from ..tasks import Question, Task
 from ..workflow import Step, Workflow
-from .config import TrainConfig
+from .config import RewardSettings, TrainConfig
 from .data import Item, load_items, prompt_for
-from .reward import Sample, score_completion
+from .reward import record_reward
+
+__all__ = ["Row", "evaluate", "held_out_task", "run_held_out", "baselines", "summarise", "paired_bootstrap", "choose_checkpoint", "conductor_texts",
+           "markdown_table", "comparison_table", "best_by_domain", "best_single"]
 
 
 @dataclass
 class Row:
+    """One system's held-out numbers (the JSON rows ``conductor train-eval --out`` writes)."""
+
     system: str
     reward: float
     accuracy: float
@@ -51,103 +60,45 @@ class Row:
     correct: list[int] = field(default_factory=list)  # per question, for paired comparisons
 
 
-def skills(spec: PoolSpec) -> dict[str, dict[str, float]]:
-    """Per-worker per-domain accuracies declared in a simulated pool (empty for real pools)."""
-    return {w.name: dict(w.options.get("skills", {})) for w in spec.workers if w.options.get("skills")}
+def held_out_task(items: list[Item]) -> Task:
+    """The held-out items as an eval task: question ids are their positions, graded as the reward grades."""
+    return Task("held-out", [Question(id=str(i), prompt=item.question, reference=item.reference, grader=item.task,
+                                      grader_options=dict(item.grader_options), metadata={"domain": item.domain})
+                             for i, item in enumerate(items)])
 
 
-def best_by_domain(spec: PoolSpec, domains: list[str]) -> dict[str, str]:
-    table = skills(spec)
-    return {d: max(table, key=lambda name: table[name].get(d, 0.0)) for d in domains} if table else {}
-
-
-def best_single(spec: PoolSpec, domains: list[str]) -> Optional[str]:
-    table = skills(spec)
-    if not table:
-        return spec.workers[spec.strongest_index()].name
-    return max(table, key=lambda name: sum(table[name].get(d, 0.0) for d in domains) / len(domains))
-
-
-async def _score_all(texts: list[str], items: list[Item], spec: PoolSpec, cfg: TrainConfig, seed: int, max_steps: int) -> list[Sample]:
-    async with Pool(spec) as pool:
-        return list(
-            await asyncio.gather(
-                *(
-                    score_completion(t, question=i.question, reference=i.reference, task=i.task, pool=pool,
-                                     settings=cfg.reward, max_steps=max_steps, seed=seed, grader_options=i.grader_options)
-                    for t, i in zip(texts, items)
-                )
-            )
-        )
-
-
-def _shape(sample: Sample) -> str:
-    from .reward import topology
-
-    return topology(sample) if sample.parsed else "unparseable"
-
-
-def summarise(system: str, samples: list[Sample], items: list[Item], best: dict[str, str], extra_tokens: Optional[list[int]] = None) -> Row:
-    n = len(samples) or 1
-    dom_n: dict[str, int] = defaultdict(int)
-    dom_right: dict[str, int] = defaultdict(int)
-    dom_acc: dict[str, int] = defaultdict(int)
-    dom_steps: dict[str, list[int]] = defaultdict(list)
-    finals: dict[str, Counter] = defaultdict(Counter)
-    firsts: dict[str, Counter] = defaultdict(Counter)
-    shares: Counter = Counter()
-    right = 0
-    for s, item in zip(samples, items):
-        dom_n[item.domain] += 1
-        dom_acc[item.domain] += s.correct
-        if s.parsed:
-            dom_steps[item.domain].append(s.steps)
-        if s.workers:
-            firsts[item.domain][s.workers[0]] += 1
-        last = s.workers[-1] if s.workers else None
-        if last is not None:
-            shares[last] += 1
-            finals[item.domain][last] += 1
-        if last is not None and best.get(item.domain) == last:
-            right += 1
-            dom_right[item.domain] += 1
-    parsed = [s for s in samples if s.parsed]
-    tokens = [s.tokens + (extra_tokens[i] if extra_tokens else 0) for i, s in enumerate(samples)]
+def summarise(system: str, records: list[EvalRecord], reward: RewardSettings, best: dict[str, str]) -> Row:
+    """One system's Row from its records (in question order), with the training reward under ``reward``."""
+    records = sorted(records, key=lambda r: (int(r.question_id), r.repeat))
+    [summary] = summarize(records)
+    n = len(records) or 1
+    right = [r for r in records if r.workers_used and best.get(r.domain) == r.workers_used[-1]]
+    domains = summary.domains
     return Row(
         system=system,
-        reward=sum(s.reward for s in samples) / n,
-        accuracy=sum(s.correct for s in samples) / n,
-        parse_rate=len(parsed) / n,
-        right_worker=right / n,
-        steps=sum(s.steps for s in parsed) / max(1, len(parsed)),
-        cost_usd=sum(s.cost_usd for s in samples) / n,
-        tokens=sum(tokens) / n,
-        per_domain_right={d: dom_right[d] / dom_n[d] for d in dom_n},
-        per_domain_acc={d: dom_acc[d] / dom_n[d] for d in dom_n},
-        per_domain_steps={d: sum(v) / len(v) for d, v in dom_steps.items() if v},
-        worker_share={k: v / n for k, v in shares.most_common()},
-        final_worker_by_domain={d: {k: v / dom_n[d] for k, v in c.most_common()} for d, c in finals.items()},
-        first_worker_by_domain={d: {k: v / dom_n[d] for k, v in c.most_common()} for d, c in firsts.items()},
-        shapes={k: v / n for k, v in Counter(_shape(s) for s in samples).most_common()},
-        correct=[int(s.correct) for s in samples],
+        reward=sum(record_reward(r, reward) for r in records) / n,
+        accuracy=summary.accuracy,
+        parse_rate=summary.parse_rate,
+        right_worker=len(right) / n,
+        steps=summary.steps,
+        cost_usd=summary.cost_usd,
+        tokens=summary.tokens,
+        per_domain_right={d: sum(1 for r in right if r.domain == d) / s.n for d, s in domains.items()},
+        per_domain_acc={d: s.accuracy for d, s in domains.items()},
+        per_domain_steps={d: s.steps for d, s in domains.items() if any(r.planned for r in records if r.domain == d)},
+        worker_share=summary.worker_share,
+        final_worker_by_domain={d: s.final_worker for d, s in domains.items() if s.final_worker},
+        first_worker_by_domain={d: s.first_worker for d, s in domains.items() if s.first_worker},
+        shapes=summary.shapes,
+        correct=[int(r.correct) for r in records],
     )
-
-
-def paired_bootstrap(a: list[int], b: list[int], *, resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """(mean of a - b, 2.5th and 97.5th percentile of that mean over questions resampled with replacement)."""
-    if len(a) != len(b) or not a:
-        raise ValueError("paired bootstrap needs two equally long, non-empty per-question lists")
-    diff = [x - y for x, y in zip(a, b)]
-    n, rng = len(diff), random.Random(seed)
-    means = sorted(sum(diff[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
-    return sum(diff) / n, means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
 def choose_checkpoint(validation_dir: str | Path, system: str = "after GRPO (trained)") -> tuple[str, list[tuple[str, float, float]]]:
     """The checkpoint to test, by a rule fixed before any run ends: the highest validation accuracy, ties
     to the later one (the warm-up first, checkpoints by step, `final` last). `validation_dir` holds one
     rows file per candidate (`warmup.json`, `checkpoint-40.json`, ..., `final.json`, as
-    `benchmarks/train_cpu_eval.py --out` writes them). Returns (the winner's name, [(name, accuracy, steps)] in order)."""
+    `conductor train-eval --out` writes them). Returns (the winner's name, [(name, accuracy, steps)] in order)."""
     def order(path: Path) -> float:
         if path.stem == "final":
             return float("inf")
@@ -171,11 +122,11 @@ def choose_checkpoint(validation_dir: str | Path, system: str = "after GRPO (tra
     return scored[best][0], scored
 
 
-def conductor_texts(model_dir: str, items: list[Item], spec: PoolSpec, cfg: TrainConfig, *, temperature: float, batch_size: int, seed: int) -> tuple[list[str], list[int]]:
-    """(plans, the conductor's own tokens per plan: prompt + completion)."""
-    from ..providers.transformers_local import load_checkpoint
+def conductor_texts(model_dir: str, items: list[Item], spec: PoolSpec, cfg: TrainConfig, *, temperature: float, batch_size: int, seed: int) -> tuple[list[str], list[Usage]]:
+    """(plans, what writing each cost the conductor: prompt and completion tokens)."""
     from ..decoding import generate_batch
     from ..model_files import resolve_model
+    from ..providers.transformers_local import load_checkpoint
     from .trainer import accelerator_device
 
     model, tokenizer = load_checkpoint(resolve_model(model_dir), device=accelerator_device(), dtype=cfg.model.dtype)
@@ -184,20 +135,29 @@ def conductor_texts(model_dir: str, items: list[Item], spec: PoolSpec, cfg: Trai
     formats = [cfg.rollout.format(len(spec.workers), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained)] * len(items) if cfg.rollout.constrained else None
     texts = generate_batch(model, tokenizer, prompts, max_new_tokens=cfg.settings["max_completion_length"], temperature=temperature,
                            seed=seed, batch_size=batch_size, formats=formats)
-    own = [
-        len(tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]) + len(tokenizer(t)["input_ids"])
+    usage = [
+        Usage(input_tokens=len(tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]),
+              output_tokens=len(tokenizer(t)["input_ids"]))
         for p, t in zip(prompts, texts)
     ]
-    return texts, own
+    return texts, usage
 
 
-def _policy_texts(name: str, items: list[Item], spec: PoolSpec, seed: int, **options) -> list[str]:
-    async def plans() -> list[str]:
-        policy = make_policy(name, **options)
-        async with Pool(spec) as pool:
-            return [(await policy.plan(PlanRequest(i.question, pool, seed=seed))).workflow.render() for i in items]
-
-    return asyncio.run(plans())
+def baselines(spec: PoolSpec, domains: list[str], *, chains: tuple[int, ...] = (), moa: bool = True) -> list[tuple[str, Policy]]:
+    """(label, policy) of the baselines: the best single worker, fixed chains on it, the oracle router, MoA."""
+    single = best_single(spec, domains)
+    out: list[tuple[str, Policy]] = [(f"best single worker ({single})", make_policy("single", worker=single))]
+    for k in (k for k in chains if k >= 2):
+        steps = (Step(spec.index(single), "Solve the task.", ()),) + tuple(
+            Step(spec.index(single), "Check the previous answers and give the final answer.", "all") for _ in range(k - 1)
+        )
+        out.append((f"fixed {k}-step chain ({single} x{k})", GivenWorkflow(Workflow(steps), name=f"chain-{k}")))
+    best = best_by_domain(spec, domains)
+    if best:
+        out.append(("oracle single-step router", OracleRouter(best)))
+    if moa:
+        out.append(("MoA (7 proposers + random aggregator)", make_policy("moa", proposers=7, aggregator="random")))
+    return out
 
 
 def evaluate(
@@ -208,7 +168,7 @@ def evaluate(
     temperature: float = 0.0,
     batch_size: int = 8,
     seed: int = 0,
-    on_row=None,
+    on_row: Optional[Callable[[Row], None]] = None,
     chains: tuple[int, ...] = (),
     moa: bool = True,
 ) -> list[Row]:
@@ -221,38 +181,30 @@ def evaluate(
     items = load_items(cfg, held_out=True)[: n or None]
     domains = sorted({i.domain for i in items})
     best = best_by_domain(spec, domains)
+    task = held_out_task(items)
     rows: list[Row] = []
 
-    def add(row: Row) -> None:
-        rows.append(row)
+    def add(label: str, policy: Policy) -> None:
+        records = asyncio.run(run_held_out(task, label, policy, spec, seed))
+        rows.append(summarise(label, records, cfg.reward, best))
         if on_row:
-            on_row(row)
+            on_row(rows[-1])
 
-    def score(texts: list[str], max_steps: int = 16) -> list[Sample]:
-        # Baselines may be long (MoA: 8 steps); a conductor is held to its own step cap, as in training.
-        return asyncio.run(_score_all(texts, items, spec, cfg, seed, max_steps))
-
-    single = best_single(spec, domains)
-    if single is not None:
-        wf = Workflow((Step(spec.index(single), "Solve the overall task and give the final answer.", ()),)).render()
-        add(summarise(f"best single worker ({single})", score([wf] * len(items)), items, best))
-    for k in chains:
-        if single is None or k < 2:
-            continue
-        steps = (Step(spec.index(single), "Solve the task.", ()),) + tuple(
-            Step(spec.index(single), "Check the previous answers and give the final answer.", "all") for _ in range(k - 1)
-        )
-        wf = Workflow(steps).render()
-        add(summarise(f"fixed {k}-step chain ({single} x{k})", score([wf] * len(items)), items, best))
-    if best:
-        texts = [Workflow((Step(spec.index(best[i.domain]), "Solve the overall task and give the final answer.", ()),)).render() for i in items]
-        add(summarise("oracle single-step router", score(texts), items, best))
-    if moa:
-        add(summarise("MoA (7 proposers + random aggregator)", score(_policy_texts("moa", items, spec, seed, proposers=7, aggregator="random")), items, best))
+    for label, policy in baselines(spec, domains, chains=chains, moa=moa):
+        add(label, policy)
     for label, ref in conductors.items():
-        texts, own = conductor_texts(ref, items, spec, cfg, temperature=temperature, batch_size=batch_size, seed=seed)
-        add(summarise(label, score(texts, cfg.prompt.max_steps), items, best, extra_tokens=own))
+        texts, usage = conductor_texts(ref, items, spec, cfg, temperature=temperature, batch_size=batch_size, seed=seed)
+        # A conductor is held to its own step cap, as in training.
+        add(label, GivenPlans({i.question: t for i, t in zip(items, texts)}, max_steps=cfg.prompt.max_steps,
+                              usage={i.question: u for i, u in zip(items, usage)}, name="trained-sample"))
     return rows
+
+
+async def run_held_out(task: Task, label: str, policy: Policy, spec: PoolSpec, seed: int = 0) -> list[EvalRecord]:
+    """One system's records on the held-out task: every question at once (the pool's per-worker limits
+    bound the calls), each with the same seed, as the training reward runs them."""
+    async with Pool(spec) as pool:
+        return await run_policies([task], [(label, policy)], pool, concurrency=max(1, len(task)), seed=seed, seed_per_question=False)
 
 
 def markdown_table(rows: list[Row], domains: list[str]) -> str:

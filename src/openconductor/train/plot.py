@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Optional
 
+from ..manifest import read_manifest
+
 
 class PlotError(ValueError):
     """A run dir without metrics to plot."""
@@ -110,9 +112,9 @@ def plot_warmup(run_dir: Path, out: Optional[Path] = None) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    manifest = json.loads((Path(run_dir) / "warmup" / "openconductor.json").read_text())
-    losses = manifest.get("warmup_losses") or []
-    domains = (manifest.get("selection") or {}).get("domains") or []
+    manifest = read_manifest(Path(run_dir) / "warmup")
+    losses = [x for x in manifest.warmup_losses or [] if x is not None]
+    domains = (manifest.selection or {}).get("domains") or []
     if not losses:
         raise PlotError(f"{run_dir}/warmup/openconductor.json records no warm-up losses to plot")
     fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5))
@@ -129,7 +131,7 @@ def plot_warmup(run_dir: Path, out: Optional[Path] = None) -> Path:
         right.set_title("domain search: finalists' mean reward on the ranking questions (filled: kept; red: best)", fontsize=9)
     else:
         right.axis("off")
-    fig.suptitle(f"{Path(run_dir).name}: warm-up only ({manifest.get('stage', 'format warm-up')})", fontsize=10)
+    fig.suptitle(f"{Path(run_dir).name}: warm-up only ({manifest.stage or 'format warm-up'})", fontsize=10)
     fig.tight_layout()
     out = Path(out) if out else Path(run_dir) / "curves.png"
     fig.savefig(out, dpi=80)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
 
 from ..cache import ResponseCache
+from ..evaluation import EvalRecord, shape
 from ..executor import solve
 from ..policies.base import Previous
 from ..policies.baselines import GivenWorkflow
@@ -129,8 +130,24 @@ async def score_completion(
         well_formed, score = await grade_answer(task, run.final_answer, reference, grader_options)
         sample.correct = score >= 1.0
         sample.reward = _graded(settings, well_formed, score)
-    sample.reward -= settings.cost_weight * sample.cost_usd + settings.step_weight * sample.steps + settings.token_weight * sample.tokens / 1000
+    sample.reward -= _penalty(settings, sample.cost_usd, sample.steps, sample.tokens)
     return sample
+
+
+def record_reward(record: EvalRecord, settings: RewardSettings) -> float:
+    """The reward ``score_completion`` gives, from an evaluator's record of the same run (held-out tables).
+    The token penalty counts the workers' tokens only: the plan's own tokens are the model's, not the run's."""
+    if not record.planned:
+        return settings.unparseable
+    if record.status not in ("ok", "limit") and settings.worker_failure != "grade":
+        reward = float(settings.worker_failure)
+    else:
+        reward = _graded(settings, bool(record.final_answer.strip()) and record.extracted is not None, record.score)
+    return reward - _penalty(settings, record.cost_usd, record.steps, record.worker_tokens)
+
+
+def _penalty(settings: RewardSettings, cost_usd: float, steps: int, tokens: int) -> float:
+    return settings.cost_weight * cost_usd + settings.step_weight * steps + settings.token_weight * tokens / 1000
 
 
 def _graded(settings: RewardSettings, well_formed: bool, score: float) -> float:
@@ -145,16 +162,8 @@ def _failed(settings: RewardSettings, workflow: Workflow, error: str) -> Sample:
 
 
 def topology(sample: Sample) -> str:
-    """A short name for a workflow's shape, from its access lists alone."""
-    if sample.steps <= 1:
-        return "single"
-    accesses = [a for _, a in sample.pattern]
-    independent = sum(1 for a in accesses[:-1] if a == ())
-    if independent >= 2:
-        return "fan-out"
-    if all(a == "all" or a == (i - 1,) for i, a in enumerate(accesses) if i):
-        return f"chain-{sample.steps}"
-    return "other"
+    """A short name for a workflow's shape, from its access lists alone (``evaluation.shape``)."""
+    return shape([a for _, a in sample.pattern])
 
 
 def batch_metrics(samples: list[Sample], groups: list[str], domains: Optional[list[str]] = None) -> dict[str, float]:
@@ -185,8 +194,8 @@ def batch_metrics(samples: list[Sample], groups: list[str], domains: Optional[li
         by_group[group].append(sample)
     diversity = [len({s.pattern for s in g if s.parsed}) / len(g) for g in by_group.values()]
     metrics["topology_diversity"] = sum(diversity) / len(diversity) if diversity else 0.0
-    for shape, count in Counter(topology(s) for s in parsed).items():
-        metrics[f"topology/{shape}"] = count / max(1, len(parsed))
+    for name, count in Counter(topology(s) for s in parsed).items():
+        metrics[f"topology/{name}"] = count / max(1, len(parsed))
     by_domain: dict[str, list[Sample]] = defaultdict(list)
     for domain, sample in zip(domains or [], samples):
         if domain:

@@ -22,13 +22,14 @@ from typing import Optional
 from ..pool import PoolSpec
 from ..workflow import Step, Workflow, parse
 from .config import TrainConfig, TrainConfigError
+from .data import COLUMNS, TrainRow
 from .reward import WorkflowReward, replay_store
 from .warmup import format_targets, keep_best, single_worker_plans
 
 log = logging.getLogger(__name__)
 
 
-def warmup_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[dict]) -> tuple[list[dict], list[str], Optional[dict]]:
+def warmup_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[TrainRow]) -> tuple[list[TrainRow], list[str], Optional[dict]]:
     """The warm-up's (row of each target, targets, search summary or None): searched when ``search.candidates``
     is set, else drawn at random."""
     w = cfg.warmup_sft
@@ -39,10 +40,10 @@ def warmup_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[dict]) -> tuple[
     # Each prompt gets `targets_per_prompt` consecutive targets: they share its forward pass.
     shown = [rows[(i // w.targets_per_prompt) % len(rows)] for i in range(w.examples)]
     # Randomized pools show fewer workers: keep every target's ids within the prompt's pool.
-    return shown, [_clip_ids(t, len(row["workers"])) for t, row in zip(targets, shown)], None
+    return shown, [_clip_ids(t, len(row.workers)) for t, row in zip(targets, shown)], None
 
 
-def select_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[dict]) -> tuple[list[dict], list[str], dict]:
+def select_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[TrainRow]) -> tuple[list[TrainRow], list[str], dict]:
     """Warm-up targets by rejection sampling: random workflows run on the pool and graded by the run's
     reward; the ``targets_per_prompt`` best are kept. ``selection = "question"`` draws ``candidates`` per
     prompt and ranks them on that prompt's question (step/cost terms zeroed); ``"domain"`` searches
@@ -51,7 +52,7 @@ def select_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[dict]) -> tuple[
     w, search = cfg.warmup_sft, cfg.search
     n_prompts = -(-w.examples // w.targets_per_prompt)
     # First-round rows only: a recursive round's best move may be to accept, which no candidate is.
-    first = [row for row in rows if row.get("round", 1) == 1]
+    first = [row for row in rows if row.round == 1]
     prompts = [first[i % len(first)] for i in range(n_prompts)]
     if search.selection == "domain":
         priced = {name: getattr(search, name) for name in ("step_weight", "token_weight") if getattr(search, name) is not None}
@@ -60,7 +61,7 @@ def select_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[dict]) -> tuple[
         reward = dataclasses.replace(cfg.reward, step_weight=0.0, cost_weight=0.0, token_weight=0.0)
     grader = WorkflowReward(spec, reward, cfg.prompt, cache=replay_store(cfg))
 
-    async def select() -> tuple[list[list[tuple[dict, str, float]]], dict]:
+    async def select() -> tuple[list[list[tuple[TrainRow, str, float]]], dict]:
         try:
             if search.selection == "domain":
                 return await domain_search(cfg, spec, grader, prompts, first)
@@ -79,25 +80,25 @@ def select_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[dict]) -> tuple[
     return [row for row, _, _ in picked], [text for _, text, _ in picked], summary
 
 
-async def _grade(grader: WorkflowReward, pairs: list[tuple[dict, str]]) -> list[float]:
+async def _grade(grader: WorkflowReward, pairs: list[tuple[TrainRow, str]]) -> list[float]:
     """The reward of each (row, workflow text), run on the pool."""
-    columns = {key: [row[key] for row, _ in pairs] for key in pairs[0][0] if key != "prompt"}
-    return await grader.workflow_reward([row["prompt"] for row, _ in pairs], [text for _, text in pairs], **columns)
+    columns = {key: [getattr(row, key) for row, _ in pairs] for key in COLUMNS if key != "prompt"}
+    return await grader.workflow_reward([row.prompt for row, _ in pairs], [text for _, text in pairs], **columns)
 
 
-async def per_question(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward, prompts: list[dict]):
+async def per_question(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward, prompts: list[TrainRow]):
     """``candidates`` random workflows per prompt, each run once on that prompt's question."""
     n, per_prompt = cfg.search.candidates, cfg.warmup_sft.targets_per_prompt
     drawn = format_targets(len(prompts) * n, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained,
                            code_runners=_code_runners(cfg, spec))
-    candidates = [[_clip_ids(t, len(row["workers"])) for t in drawn[i * n : (i + 1) * n]] for i, row in enumerate(prompts)]
+    candidates = [[_clip_ids(t, len(row.workers)) for t in drawn[i * n : (i + 1) * n]] for i, row in enumerate(prompts)]
     flat = await _grade(grader, [(row, t) for row, texts in zip(prompts, candidates) for t in texts])
     scores = [flat[i * n : (i + 1) * n] for i in range(len(prompts))]
     scored = [[(row, text, score) for text, score in zip(texts, marks)] for row, texts, marks in zip(prompts, candidates, scores)]
     return keep_best(scored, scores, per_prompt, cfg.data.seed), {"mean_reward_candidates": sum(flat) / len(flat)}
 
 
-async def domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward, prompts: list[dict], first: list[dict]):
+async def domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward, prompts: list[TrainRow], first: list[TrainRow]):
     """Per domain, ``candidates`` random workflows are screened on ``max(2, questions // 8)`` of its
     training questions (``screen_rounds`` > 1: successive halving, ``screen_candidates``); the best eighth are
     ranked by mean reward on up to ``questions`` others (not the screen's: the questions that
@@ -109,14 +110,14 @@ async def domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward
     kept_by_domain: dict[str, list[tuple[str, float]]] = {}
     report = []
     screened: list[float] = []
-    domains = list(dict.fromkeys(row["domain"] for row in prompts))
+    domains = list(dict.fromkeys(row.domain for row in prompts))
     unknown = sorted(set(cfg.search.domains) - set(domains))
     if unknown:
         raise TrainConfigError(f"search.domains names {unknown}, which are not domains of the warm-up's prompts (a task's own name, "
                                f"e.g. letter_counting for rg:letter_counting); they are: {domains}")
     for g, domain in enumerate(domains):
         w, per_prompt = cfg.search.for_domain(domain), cfg.warmup_sft.targets_per_prompt
-        questions = [row for row in first if row["domain"] == domain]
+        questions = [row for row in first if row.domain == domain]
         drawn = format_targets(w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed * 7919 + g, fine_grained=cfg.prompt.fine_grained,
                                code_runners=_code_runners(cfg, spec))
         if w.single_worker_plans:
@@ -157,12 +158,12 @@ async def domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward
                        "finalists": [{"workflow": t, "mean_reward": round(by_text[t], 4), "contender": t in contenders} for t in ranked]})
         log.info("domain search %s: %d candidates, best %.3f after %d ranking round(s) of %d questions", domain, len(texts), top,
                  w.rank_rounds, len(ranking))
-    kept = [[(row, text, score) for text, score in kept_by_domain[row["domain"]]] for row in prompts]
+    kept = [[(row, text, score) for text, score in kept_by_domain[row.domain]] for row in prompts]
     return kept, {"mean_reward_candidates": sum(screened) / len(screened), "domains": report}
 
 
-async def screen_candidates(grader: WorkflowReward, texts: list[str], screen: list[dict], spare: list[dict], *, rounds: int, per_round: int,
-                  keep: int, rng: random.Random) -> tuple[list[str], list[float], list[dict]]:
+async def screen_candidates(grader: WorkflowReward, texts: list[str], screen: list[TrainRow], spare: list[TrainRow], *, rounds: int, per_round: int,
+                  keep: int, rng: random.Random) -> tuple[list[str], list[float], list[TrainRow]]:
     """Successive halving: every text on ``screen``; each later round the best half (never fewer than
     ``keep``) on ``per_round`` new questions from ``spare``, ranked by the mean over all its questions so
     far. Returns the ``keep`` best texts, the first round's mean rewards (all candidates) and the spare
@@ -182,7 +183,7 @@ async def screen_candidates(grader: WorkflowReward, texts: list[str], screen: li
     return sorted(alive, key=lambda t: -totals[t])[:keep], first, spare
 
 
-async def rank_finalists(grader: WorkflowReward, finalists: list[str], final: list[float], spare: list[dict], *, rounds: int, per_round: int,
+async def rank_finalists(grader: WorkflowReward, finalists: list[str], final: list[float], spare: list[TrainRow], *, rounds: int, per_round: int,
                 seed: int, rng: random.Random) -> tuple[list[str], dict[str, float], set[str]]:
     """The finalists best first, after ``rounds - 1`` more ranking rounds. Each round draws ``per_round``
     new questions; the better half of all finalists (at least 2), ranked by the mean over every ranking
@@ -196,7 +197,7 @@ async def rank_finalists(grader: WorkflowReward, finalists: list[str], final: li
     totals = {t: m * per_round for t, m in zip(finalists, final)}
     counts = dict.fromkeys(finalists, per_round)
     ran = dict.fromkeys(finalists, 0)  # extra rounds each text has run
-    batches: list[list[dict]] = []
+    batches: list[list[TrainRow]] = []
 
     def mean(t: str) -> float:
         # Rounded: a text that caught up on two batches at once sums its rewards in another order than one
@@ -225,7 +226,7 @@ async def rank_finalists(grader: WorkflowReward, finalists: list[str], final: li
     return ranked, {t: mean(t) for t in finalists}, set(ranked[:cut])
 
 
-async def mean_rewards(grader: WorkflowReward, texts: list[str], questions: list[dict]) -> list[float]:
+async def mean_rewards(grader: WorkflowReward, texts: list[str], questions: list[TrainRow]) -> list[float]:
     """Each workflow's mean reward over the questions (the workflows' subtasks name no question)."""
     flat = await _grade(grader, [(row, t) for t in texts for row in questions])
     n = len(questions)

@@ -11,20 +11,18 @@ which ``conductor ask --conductor RUN_DIR/final`` loads.
 from __future__ import annotations
 
 import asyncio
-import csv
 import dataclasses
 import json
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 from ..model_files import resolve_model
 from ..pool import PoolSpec, load_pool
-from ..providers.transformers_local import MANIFEST
+from ..manifest import ConductorManifest, PoolInfo, PromptInfo, has_manifest
 from .config import TrainConfig, TrainConfigError
-from .data import build_rows, load_items, prompt_for, with_bare_questions
+from .data import TrainRow, build_rows, load_items, with_bare_questions
 from .reward import WorkflowReward, replay_store
 from .search import warmup_targets
 
@@ -113,97 +111,11 @@ def _base_source(cfg: TrainConfig) -> str:
 # ------------------------------------------------------------------------------------------ callbacks
 
 
-def _callbacks(cfg: TrainConfig, reward: WorkflowReward):
-    from transformers import TrainerCallback
+def _callbacks(cfg: TrainConfig):
+    """The run's trainer callbacks: metrics files, the live bar, the time limit and STOP file."""
+    from .callbacks import LiveBar, MetricsWriter, TimeLimit
 
-    out_dir = cfg.output_dir
-
-    class MetricsWriter(TrainerCallback):
-        """Every logged step → metrics.jsonl and metrics.csv (columns grow as new metrics appear)."""
-
-        def __init__(self):
-            self.rows: list[dict] = []
-            self.start = time.time()
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            # Rows of an earlier run in this dir past the step we start from (a fresh start: all of them; a
-            # resume: those after its checkpoint) would be mixed into this run's curves; drop them.
-            path = out_dir / "metrics.jsonl"
-            if path.exists():
-                kept = [r for r in _read_jsonl(path) if r.get("step", 0) <= state.global_step]
-                path.write_text("".join(json.dumps(r) + "\n" for r in kept))
-                self._write_csv(kept)
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if not logs or "reward" not in logs and not any(k.startswith("rewards/") for k in logs):
-                return
-            row = {"step": state.global_step, "elapsed_s": round(time.time() - self.start, 2), **{k: v for k, v in logs.items() if isinstance(v, (int, float))}}
-            self.rows.append(row)
-            with (out_dir / "metrics.jsonl").open("a") as fh:
-                fh.write(json.dumps(row) + "\n")
-            self._write_csv(_read_jsonl(out_dir / "metrics.jsonl"))
-
-        def _write_csv(self, rows: list[dict]) -> None:
-            keys = ["step", "elapsed_s"] + sorted({k for r in rows for k in r} - {"step", "elapsed_s"})
-            with (out_dir / "metrics.csv").open("w", newline="") as fh:
-                writer = csv.DictWriter(fh, fieldnames=keys)
-                writer.writeheader()
-                writer.writerows(rows)
-
-    class LiveBar(TrainerCallback):
-        """A progress bar with the live reward, format-error rate and accuracy."""
-
-        def __init__(self):
-            self.bar = None
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="GRPO", dynamic_ncols=True)
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if self.bar is not None:
-                self.bar.update(state.global_step - self.bar.n)
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if self.bar is not None and logs and "reward" in logs:
-                post = {"reward": f"{logs['reward']:.3f}"}
-                for key, short in (("format_error_rate", "fmt_err"), ("accuracy", "acc"), ("steps_per_workflow", "steps")):
-                    if key in logs:
-                        post[short] = f"{logs[key]:.2f}"
-                self.bar.set_postfix(post)
-
-        def on_train_end(self, args, state, control, **kwargs):
-            if self.bar is not None:
-                self.bar.close()
-
-    class TimeLimit(TrainerCallback):
-        """Stop cleanly (save, then export) after ``run.max_minutes`` of training, or at the end of the
-        step during which a file named ``STOP`` appeared in the run dir (``touch RUN/STOP``: a run
-        stopped early keeps its last step, unlike an interrupt)."""
-
-        def __init__(self, minutes: Optional[float], stop_file: Path):
-            self.deadline = None if minutes is None else time.time() + 60 * minutes
-            self.stop_file = stop_file
-
-        def on_step_end(self, args, state, control, **kwargs):
-            why = None
-            if self.deadline is not None and time.time() > self.deadline:
-                why = "run.max_minutes reached"
-            elif self.stop_file.exists():
-                why = f"{self.stop_file} exists"
-            if why:
-                log.warning("%s at step %d; saving and stopping", why, state.global_step)
-                control.should_training_stop = True
-                control.should_save = True
-
-    return [MetricsWriter(), LiveBar(), TimeLimit(cfg.run.max_minutes, cfg.output_dir / STOP_FILE)]
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [MetricsWriter(cfg.output_dir), LiveBar(), TimeLimit(cfg.run.max_minutes, cfg.output_dir / STOP_FILE)]
 
 
 # ------------------------------------------------------------------------------------------ training
@@ -258,7 +170,7 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
     items = load_items(cfg)
     rows = build_rows(cfg, spec, items)
     w = cfg.warmup_sft
-    if warmup and w.examples and (out_dir / "warmup" / MANIFEST).exists():
+    if warmup and w.examples and has_manifest(out_dir / "warmup"):
         _load_weights(model, out_dir / "warmup")  # a warm-up done before (an interrupted or repeated run)
     elif warmup and w.examples:
         extra: dict[str, Any] = {"stage": "format warm-up"}
@@ -274,9 +186,9 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
         # "bare": asked without the task's answer-format instruction).
         with open(out_dir / WARMUP_TARGETS, "w") as f:
             for row, old, target in zip(shown, suffixed, targets):
-                f.write(json.dumps({"domain": row["domain"], "question": row["question"], "target": target, "bare": row is not old}) + "\n")
-        losses = warmup_format(model, tokenizer, [row["prompt"] for row in shown], targets, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
-        export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses})
+                f.write(json.dumps({"domain": row.domain, "question": row.question, "target": target, "bare": row is not old}) + "\n")
+        losses = warmup_format(model, tokenizer, [row.prompt for row in shown], targets, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
+        export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses}, pool=spec)
     return spec, model, tokenizer, rows
 
 
@@ -312,16 +224,16 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
         rollout = SharedPromptRollout(
             tokenizer, max_new_tokens=settings["max_completion_length"], temperature=settings["temperature"],
             top_p=settings.get("top_p", 1.0), seed=settings.get("seed", 0),
-            formats={chat(row["prompt"]): row_format(cfg, row) for row in rows} if cfg.rollout.constrained else None,
+            formats={chat(row.prompt): row_format(cfg, row) for row in rows} if cfg.rollout.constrained else None,
         )
     trainer_class = conductor_trainer_class() if shared else GRPOTrainer
     trainer = trainer_class(
         model=model,
         reward_funcs=[reward.workflow_reward],
         args=grpo_args(cfg),
-        train_dataset=Dataset.from_list(rows),
+        train_dataset=Dataset.from_list([row.columns() for row in rows]),
         processing_class=tokenizer,
-        callbacks=_callbacks(cfg, reward),
+        callbacks=_callbacks(cfg),
         rollout_func=rollout,
     )
     from transformers.trainer_callback import PrinterCallback
@@ -343,7 +255,7 @@ def _load_weights(model, path: Path) -> None:
     log.info("loaded the format warm-up from %s", path)
 
 
-def _check_rollouts_admit(cfg: TrainConfig, shown: list[dict], targets: list[str]) -> None:
+def _check_rollouts_admit(cfg: TrainConfig, shown: list[TrainRow], targets: list[str]) -> None:
     """Constrained rollouts must be able to write what the warm-up teaches: a target longer than the
     rollout format's bounds would be cut mid-subtask on every GRPO sample (and at run time)."""
     if not cfg.rollout.constrained:
@@ -357,9 +269,9 @@ def _check_rollouts_admit(cfg: TrainConfig, shown: list[dict], targets: list[str
             )
 
 
-def row_format(cfg: TrainConfig, row: dict):
+def row_format(cfg: TrainConfig, row: TrainRow):
     """The output format a dataset row's prompt asks for (its pool size; round 2 may accept)."""
-    return cfg.rollout.format(len(row["workers"]), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, recursive=row["round"] == 2)
+    return cfg.rollout.format(len(row.workers), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, recursive=row.round == 2)
 
 
 def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False) -> Path:
@@ -380,7 +292,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False) 
     if reward.cache is not None:  # what the replay store saved: calls answered from it vs executed
         extra["replay"] = {k: v for k, v in reward.cache.metrics().items() if k != "per_worker"}
         reward.cache.close()
-    return export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra=extra)
+    return export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra=extra, pool=reward.pool_spec)
 
 
 def _latest_checkpoint(out_dir: Path) -> Optional[Path]:
@@ -388,8 +300,9 @@ def _latest_checkpoint(out_dir: Path) -> Optional[Path]:
     return found[-1] if found else None
 
 
-def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dict] = None) -> Path:
-    """Save a conductor the runtime loads: LoRA adapter (or merged/full model) + tokenizer + manifest."""
+def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dict] = None, pool: Optional[PoolSpec] = None) -> Path:
+    """Save a conductor the runtime loads: LoRA adapter (or merged/full model) + tokenizer + manifest
+    (``pool``: the pool it was trained on, default the config's)."""
     target.mkdir(parents=True, exist_ok=True)
     is_peft = hasattr(model, "peft_config")
     mode = cfg.run.export
@@ -406,15 +319,14 @@ def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dic
         mode = "full"
     model.save_pretrained(target, safe_serialization=True)
     tokenizer.save_pretrained(target)
-    manifest = {
-        "format": "openconductor-conductor/1",
-        "kind": mode,
-        "base_model": _base_source(cfg) if mode == "adapter" else None,
-        "prompt": dataclasses.asdict(cfg.prompt),
-        "pool": str(cfg.pool_path),
-        "model": cfg.model.name,
-        "gguf": gguf.name if gguf else None,  # llama.cpp copy of the same weights (ask/serve prefer it)
+    spec = pool or load_pool(cfg.pool_path)
+    ConductorManifest(
+        kind=mode,
+        base_model=_base_source(cfg) if mode == "adapter" else None,
+        prompt=PromptInfo(**dataclasses.asdict(cfg.prompt)),
+        pool=PoolInfo(name=spec.name, workers=[w.name for w in spec.workers], path=str(cfg.pool_path)),
+        model=cfg.model.name,
+        gguf=gguf.name if gguf else None,  # llama.cpp copy of the same weights (ask/serve prefer it)
         **(extra or {}),
-    }
-    (target / MANIFEST).write_text(json.dumps(manifest, indent=2, default=lambda x: x if not isinstance(x, float) or math.isfinite(x) else None))
+    ).write(target)
     return target

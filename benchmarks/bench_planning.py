@@ -3,7 +3,7 @@
 For each question, every variant plans once (interleaved, so machine load hits all alike); prints per
 variant the median wall time and CPU seconds of a plan, the plan's output tokens, and whether it parsed.
 
-    PYTHONPATH=src nice -n 19 python scripts/bench_planning.py --questions 6
+    PYTHONPATH=src nice -n 19 python benchmarks/bench_planning.py --questions 6
 """
 
 from __future__ import annotations

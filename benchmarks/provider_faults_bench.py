@@ -5,7 +5,7 @@ the median latency of a clean call, the measured wait after a 429 with Retry-Aft
 call takes to recover from each fault kind. These are loopback numbers for the retry machinery,
 not the latency of any vendor's service.
 
-    PYTHONPATH=src python scripts/provider_faults_bench.py [--repeats 20]
+    PYTHONPATH=src python benchmarks/provider_faults_bench.py [--repeats 20]
 """
 
 from __future__ import annotations

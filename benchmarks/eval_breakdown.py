@@ -1,6 +1,6 @@
 """Per policy: how the correct answers of a reasoning-gym eval were extracted (marker / boxed / last number).
 
-Usage: python scripts/eval_breakdown.py OUT/results.jsonl
+Usage: python benchmarks/eval_breakdown.py OUT/results.jsonl
 A correct answer found only as "the last number in the reply" may be a coincidence (e.g. a reply that
 restates the question); this shows how much of each accuracy rests on it.
 """
