@@ -151,3 +151,22 @@ def test_bad_input_is_a_typed_error_that_says_what_to_do(tmp_path, world):
     with pytest.raises(TrainConfigError, match="no model"):
         plan_fit(FitSettings(pool=str(tmp_path / "tools.toml"), out=tmp_path / "o", questions=f["questions"], recipe=f["recipe"]))
     assert load_pool(f["pool"]).name == "fit-sim"
+
+
+@pytest.mark.slow
+def test_fit_on_the_real_offline_pool_with_a_tiny_budget(tmp_path):
+    """The real offline pool (Qwen2.5-Coder-0.5B, SmolLM2-135M, the python tool in the sandbox) and the real
+    conductor model (SmolLM2-135M + LoRA), with the smallest budget that runs every stage: two tasks, two
+    training questions each, one finalist, one held-out question each. Minutes on 2 cores."""
+    recipe = tmp_path / "recipe.toml"
+    from importlib import resources
+
+    text = Path(str(resources.files("openconductor").joinpath("data/fit_recipe.toml"))).read_text()
+    recipe.write_text(text.replace("epochs = 4", "epochs = 1"))
+    settings = FitSettings(pool="default", out=tmp_path / "out", tasks=["basic_arithmetic", "rg:letter_counting"], per_task=2, profile_n=1,
+                           screen_rounds=1, finalists=1, eval_n=1, recipe=recipe, max_calls=400)
+    estimate = plan_fit(settings)
+    result = run_fit(settings)
+    assert result.stopped is None and (result.checkpoint / "conductor.gguf").exists()
+    assert "lookup (per task)" in result.report and "single:qwen-coder" in result.report
+    assert 0 < result.spend.calls <= estimate["total"]["calls"]

@@ -308,9 +308,7 @@ def _fit(settings) -> None:
     spent = result.spend
     console.print(f"spent: {spent.calls:,} real worker calls, {spent.tokens:,} tokens, ${spent.cost_usd:.4f} (all runs of this fit)", highlight=False)
     if estimate.exists():
-        planned = _json.loads(estimate.read_text())["total"]
-        console.print(f"the dry run estimated {planned['calls']:,} calls and {planned['tokens']:,} tokens "
-                      f"({_ratio(spent.calls, planned['calls'])} and {_ratio(spent.tokens, planned['tokens'])} of it spent)", highlight=False)
+        _estimate_vs_spend(_json.loads(estimate.read_text()), _json.loads((settings.out / "fit.json").read_text()))
     if result.stopped:
         err.print(f"[yellow]stopped[/]: {result.stopped}. What was paid for is kept in {settings.out / 'replay.sqlite3'}; "
                   "run the same command with a higher cap to continue.", highlight=False)
@@ -321,6 +319,16 @@ def _fit(settings) -> None:
     console.print(f"conductor: {ckpt}", markup=False, highlight=False)
     console.print(f'name it in the pool file:  [conductor] checkpoint = "{ckpt.resolve()}"', markup=False, highlight=False)
     console.print(f'or use it once:  conductor ask {pool_line}--conductor {ckpt} "QUESTION"', markup=False, highlight=False)
+
+
+def _estimate_vs_spend(estimate: dict, state: dict) -> None:
+    """Per stage: what the dry run estimated before anything ran, and what the fit then spent."""
+    console.print("stage       estimated calls / spent   estimated tokens / spent", highlight=False)
+    for name, planned in {**estimate["stages"], "total": estimate["total"]}.items():
+        spent = state["spend"] if name == "total" else state["stages"].get(name, {}).get("spend", {})
+        calls, tokens = spent.get("calls"), spent.get("tokens")
+        console.print(f"  {name:<9} {planned['calls']:>8,} / {calls if calls is not None else '—':<8} {planned['tokens']:>12,} / "
+                      f"{tokens if tokens is not None else '—'}  ({_ratio(calls or 0, planned['calls'])} of the calls)", highlight=False)
 
 
 def _ratio(spent: float, planned: float) -> str:

@@ -97,6 +97,11 @@ class FitState:
         self.path.write_text(json.dumps(data, indent=1))
 
 
+def spent_since(meter: MeteredStore, before: dict) -> dict:
+    """What this invocation spent since ``before`` (``meter.spend.as_dict()`` then), without the per-worker split."""
+    return {k: v - before.get(k, 0) for k, v in meter.spend.as_dict().items() if k != "per_worker"}
+
+
 class Hooks:
     """What the CLI watches: a stage starting (with its expected runs), runs finishing, messages."""
 
@@ -180,8 +185,7 @@ async def pool_stages(ctx: FitContext, runner: Runner, state: Optional[FitState]
         result = await work()
         if state is not None:
             path.write_text(json.dumps(result, indent=1))
-            spent = {k: v - before.get(k, 0) for k, v in meter.spend.as_dict().items() if k != "per_worker"} if meter else {}
-            state.finish(name, key, time.monotonic() - started, spent)
+            state.finish(name, key, time.monotonic() - started, spent_since(meter, before) if meter else {})
         return result
 
     singles = single_candidates(candidates_for(ctx, None))
@@ -257,9 +261,9 @@ def grpo_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore) 
     ctx.hooks.stage("grpo", steps)
     cfg = dataclasses.replace(ctx.cfg, warmup_sft=dataclasses.replace(ctx.cfg.warmup_sft, examples=sum(map(len, ctx.rows.values()))),
                               grpo={**ctx.cfg.grpo, "max_steps": steps})
-    started, before = time.monotonic(), meter.spend.calls
+    started, before = time.monotonic(), meter.spend.as_dict()
     train(cfg, resume=partial and any(run_dir.glob("checkpoint-*")), items=ctx.questions.train, cache=meter)
-    state.finish("grpo", key, time.monotonic() - started, {"calls": meter.spend.calls - before})
+    state.finish("grpo", key, time.monotonic() - started, spent_since(meter, before))
     return final, key
 
 
@@ -320,11 +324,11 @@ async def evaluate_stage(ctx: FitContext, state: FitState, key: str, meter: Mete
     baselines = baseline_policies(ctx.spec, _candidates(ctx), table, best_fixed)
     n_questions = sum(len(t.questions) for t in tasks)
     ctx.hooks.stage("evaluate", n_questions * (len(baselines) + len(conductors)))
-    started, before = time.monotonic(), meter.spend.calls
+    started, before = time.monotonic(), meter.spend.as_dict()
     records = await evaluate_fit(ctx.spec, tasks, baselines, conductors, out, cache=meter, on_record=lambda r: ctx.hooks.advance(1))
     text = report(records, list(conductors), [label for label, _ in baselines]).rstrip()
     (out / "report.md").write_text(text + "\n")
-    state.finish("evaluate", key, time.monotonic() - started, {"calls": meter.spend.calls - before})
+    state.finish("evaluate", key, time.monotonic() - started, spent_since(meter, before))
     return text
 
 
