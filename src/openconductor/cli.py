@@ -362,7 +362,7 @@ from .server.cli import serve as _serve  # noqa: E402
 from .train.cli import register as _register_train  # noqa: E402
 
 app.command("serve")(_serve)
-_register_train(app)  # train, plot, train-eval, train-select, export-gguf
+_register_train(app)  # train, fit, plot, train-eval, train-select, export-gguf
 _register_eval(app)  # eval, tasks, router-train
 
 # One example per command, shown at the end of its --help (a test checks every command has one).
@@ -374,6 +374,7 @@ EXAMPLES = {
     "pool": ["conductor pool examples/pools/mixed.toml"],
     "serve": ["conductor serve --port 8000", "conductor serve --config examples/server.toml"],
     "train": ["conductor train examples/train_cpu_smollm2.toml --set grpo.max_steps=10"],
+    "fit": ["conductor fit default --dry-run", "conductor fit examples/pools/openai.toml --questions my.jsonl --max-cost 5"],
     "plot": ["conductor plot runs/cpu-smollm2"],
     "train-eval": ["conductor train-eval examples/train_cpu_smollm2.toml --run runs/cpu-smollm2 --only final",
                    "conductor train-eval examples/train_cpu_smollm2.toml --conductor trained=runs/cpu-smollm2/final --no-moa"],

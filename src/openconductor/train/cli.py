@@ -235,8 +235,109 @@ def export_gguf_command(
     console.print(f"wrote {file}\nuse it: conductor ask --conductor {checkpoint} \"QUESTION\"")
 
 
+def fit_command(
+    pool: str = typer.Argument(..., help="A pool file, or `default` for the offline local pool."),
+    task: list[str] = typer.Option([], "--task", help="A task to train on (repeatable; default: the training kinds of openconductor/tasks/kinds.py)."),
+    questions: Optional[Path] = typer.Option(None, "--questions", help="Train on your own JSONL of {question, answer[, kind]} instead of tasks."),
+    eval_task: list[str] = typer.Option([], "--eval-task", help="A task evaluated but never trained on (repeatable): how the conductor does on kinds it never saw."),
+    out: Optional[Path] = typer.Option(None, "--out", help="The output folder (default runs/fit-<pool name>); a rerun into it skips finished stages."),
+    per_task: int = typer.Option(8, "--per-task", help="Training questions per task (every finalist runs on each)."),
+    eval_n: int = typer.Option(4, "--eval-n", help="Held-out questions per task (and per --eval-task); 0: no evaluation."),
+    profile_n: int = typer.Option(2, "--profile-n", help="Questions per task for the profile and each screening round."),
+    screen_rounds: int = typer.Option(2, "--screen-rounds", help="Successive-halving rounds of the search."),
+    finalists: int = typer.Option(3, "--finalists", help="Plans per task that run on every training question."),
+    grpo_steps: int = typer.Option(0, "--grpo-steps", help="GRPO steps after the copy (0: none)."),
+    recipe: Optional[Path] = typer.Option(None, "--recipe", help="A training config whose model, prompt, warm-up and GRPO settings to use."),
+    max_calls: Optional[int] = typer.Option(None, "--max-calls", help="Stop cleanly once the fit has made this many real worker calls (all its runs together)."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop cleanly once the fit has spent this many dollars (the pool's prices)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls, tokens and cost the fit would spend, and stop (no worker is called)."),
+    output_share: float = typer.Option(0.25, "--output-share", help="The dry run's output tokens per call, as a share of each worker's max_tokens (until a profile has measured them)."),
+    seed: int = typer.Option(0, "--seed"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every workflow failure."),
+):
+    """Make a conductor for a pool: profile its workers, search plans per task, copy them into a small model
+    (per question), optionally GRPO, evaluate against every single worker, the best fixed workflow and the
+    per-task lookup table, and write a checkpoint the pool file can name."""
+    from pydantic import ValidationError
+
+    from .config import TrainConfigError
+    from .fit import FitSettings
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.ERROR, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = FitSettings(pool=pool, out=out or Path("runs") / f"fit-{Path(pool).stem if pool != 'default' else 'local'}", tasks=task,
+                               questions=questions, eval_tasks=eval_task, per_task=per_task, eval_n=eval_n, profile_n=profile_n,
+                               screen_rounds=screen_rounds, finalists=finalists, grpo_steps=grpo_steps, recipe=recipe, max_calls=max_calls,
+                               max_cost=max_cost, output_share=output_share, seed=seed)
+    except ValidationError as exc:
+        fail(f"conductor fit: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
+    from ..pool import PoolConfigError
+
+    try:
+        if dry_run:
+            return _fit_dry_run(settings)
+        require("train", "torch", "transformers", "trl", "peft")
+        _fit(settings)
+    except (TrainConfigError, PoolConfigError, FileNotFoundError) as exc:
+        fail(str(exc))
+
+
+def _fit_dry_run(settings) -> None:
+    from .fit import plan_fit
+
+    plan = plan_fit(settings)
+    console.print(f"[bold]conductor fit {settings.pool}[/]: what it would spend on an empty replay store (output tokens: "
+                  f"{plan['output_tokens_per_call']})", highlight=False)
+    for name, e in {**plan["stages"], "total": plan["total"]}.items():
+        console.print(f"  {name:<9} {e['runs']:>6,} runs  {e['calls']:>6,} calls  {e['tokens']:>10,} tokens  ${e['cost_usd']:.4f}", highlight=False)
+    console.print("calls per worker: " + ", ".join(f"{w} {n:,}" for w, n in plan["total"]["per_worker"].items()), highlight=False)
+
+
+def _fit(settings) -> None:
+    import json as _json
+
+    from .fit import plan_fit, run_fit
+    from .fitprogress import RichHooks
+
+    estimate = settings.out / "estimate.json"
+    if not (settings.out / "fit.json").exists():  # the dry run's estimate before anything was spent, to compare at the end
+        settings.out.mkdir(parents=True, exist_ok=True)
+        estimate.write_text(_json.dumps(plan_fit(settings), indent=1))
+    with RichHooks(console) as hooks:
+        result = run_fit(settings, hooks)
+    spent = result.spend
+    console.print(f"spent: {spent.calls:,} real worker calls, {spent.tokens:,} tokens, ${spent.cost_usd:.4f} (all runs of this fit)", highlight=False)
+    if estimate.exists():
+        _estimate_vs_spend(_json.loads(estimate.read_text()), _json.loads((settings.out / "fit.json").read_text()))
+    if result.stopped:
+        err.print(f"[yellow]stopped[/]: {result.stopped}. What was paid for is kept in {settings.out / 'replay.sqlite3'}; "
+                  "run the same command with a higher cap to continue.", highlight=False)
+        raise typer.Exit(3)
+    console.print(result.report, markup=False, highlight=False)
+    pool_line = f"--pool {settings.pool} " if settings.pool != "default" else ""
+    ckpt = result.checkpoint
+    console.print(f"conductor: {ckpt}", markup=False, highlight=False)
+    console.print(f'name it in the pool file:  [conductor] checkpoint = "{ckpt.resolve()}"', markup=False, highlight=False)
+    console.print(f'or use it once:  conductor ask {pool_line}--conductor {ckpt} "QUESTION"', markup=False, highlight=False)
+
+
+def _estimate_vs_spend(estimate: dict, state: dict) -> None:
+    """Per stage: what the dry run estimated before anything ran, and what the fit then spent."""
+    console.print("stage       estimated calls / spent   estimated tokens / spent", highlight=False)
+    for name, planned in {**estimate["stages"], "total": estimate["total"]}.items():
+        spent = state["spend"] if name == "total" else state["stages"].get(name, {}).get("spend", {})
+        calls, tokens = spent.get("calls"), spent.get("tokens")
+        console.print(f"  {name:<9} {planned['calls']:>8,} / {calls if calls is not None else '—':<8} {planned['tokens']:>12,} / "
+                      f"{tokens if tokens is not None else '—'}  ({_ratio(calls or 0, planned['calls'])} of the calls)", highlight=False)
+
+
+def _ratio(spent: float, planned: float) -> str:
+    return f"{spent / planned:.0%}" if planned else "—"
+
+
 def register(app: typer.Typer) -> None:
     app.command("train")(train_command)
+    app.command("fit")(fit_command)
     app.command("plot")(plot_command)
     app.command("train-eval")(eval_command)
     app.command("train-select")(select_command)

@@ -238,9 +238,11 @@ class WorkflowReward:
         discount: float = 0.25,
         recursive_sampler: Optional[RecursiveSampler] = None,
         cache: Optional[ResponseCache] = None,
+        owns_cache: bool = True,
     ):
         self.pool_spec, self.settings, self.prompt = pool_spec, settings, prompt
         self.cache = cache  # the replay store (RewardSettings.replay), shared by every worker call
+        self.owns_cache = owns_cache  # False: the caller closes the store (it outlives this reward)
         self._cache_seen = (0, 0)  # (hits, misses) at the last logged batch
         self.discount = discount
         self.recursive_sampler = recursive_sampler  # set by the trainer: samples from the live model
@@ -257,7 +259,7 @@ class WorkflowReward:
     async def aclose(self) -> None:
         if self._pool is not None:
             await self._pool.aclose()
-        if self.cache is not None:
+        if self.cache is not None and self.owns_cache:
             self.cache.close()
 
     def _replay_metrics(self) -> dict[str, float]:
@@ -294,6 +296,9 @@ class WorkflowReward:
             return sample
 
         samples = await asyncio.gather(*(one(i) for i in range(n)))
+        refused = getattr(self.cache, "refused", None)
+        if refused is not None:  # a metered store refused calls at a spend cap: these rewards are void, stop here
+            raise refused
         self.last_samples = list(samples)
         if log_metric is not None:
             groups = [f"{q}|{r}|{p}" for q, r, p in zip(questions, rounds, previous)]

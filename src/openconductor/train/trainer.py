@@ -22,7 +22,8 @@ from ..model_files import resolve_model
 from ..pool import PoolSpec, load_pool
 from ..manifest import ConductorManifest, PoolInfo, PromptInfo, has_manifest
 from .config import TrainConfig, TrainConfigError
-from .data import TrainRow, build_rows, load_items, with_bare_questions
+from ..cache import ResponseCache
+from .data import Item, TrainRow, build_rows, load_items, with_bare_questions
 from .reward import WorkflowReward, replay_store
 from .search import warmup_targets
 
@@ -144,11 +145,15 @@ def conductor_trainer_class():
 
 
 WARMUP_TARGETS = "warmup_targets.jsonl"
+Targets = tuple[list[TrainRow], list[str], Optional[dict]]  # the warm-up's rows, their target texts, a summary for its manifest
 
 
-def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True):
+def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True,
+            items: Optional[list[Item]] = None, targets: Optional[Targets] = None):
     """The run dir, the model after the optional warm-up (done now, or loaded from RUN/warmup), and the
-    dataset rows: returns (pool spec, model, tokenizer, rows)."""
+    dataset rows: returns (pool spec, model, tokenizer, rows). ``items``: the training questions (default: the
+    config's data); ``targets``: the warm-up's (rows, target texts, summary) chosen by the caller (``conductor
+    fit``'s per-question targets) instead of by the config's ``[search]``."""
     import torch
 
     from .warmup import warmup_format
@@ -167,33 +172,35 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
     (out_dir / STOP_FILE).unlink(missing_ok=True)
     (out_dir / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=str))
 
-    items = load_items(cfg)
+    items = items if items is not None else load_items(cfg)
     rows = build_rows(cfg, spec, items)
     w = cfg.warmup_sft
     if warmup and w.examples and has_manifest(out_dir / "warmup"):
         _load_weights(model, out_dir / "warmup")  # a warm-up done before (an interrupted or repeated run)
     elif warmup and w.examples:
         extra: dict[str, Any] = {"stage": "format warm-up"}
-        shown, targets, selection = warmup_targets(cfg, spec, rows)
+        shown, texts, selection = targets if targets is not None else warmup_targets(cfg, spec, rows)
         if selection is not None:
             extra["selection"] = selection
         suffixed = shown
         if w.bare_share:
             shown = with_bare_questions(cfg, spec, shown, items, w.bare_share)
             extra["bare_examples"] = sum(new is not old for new, old in zip(shown, suffixed))
-        _check_rollouts_admit(cfg, shown, targets)
+        _check_rollouts_admit(cfg, shown, texts)
         # What the warm-up was taught, kept beside the model (each prompt's question, domain and target;
         # "bare": asked without the task's answer-format instruction).
         with open(out_dir / WARMUP_TARGETS, "w") as f:
-            for row, old, target in zip(shown, suffixed, targets):
+            for row, old, target in zip(shown, suffixed, texts):
                 f.write(json.dumps({"domain": row.domain, "question": row.question, "target": target, "bare": row is not old}) + "\n")
-        losses = warmup_format(model, tokenizer, [row.prompt for row in shown], targets, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
+        losses = warmup_format(model, tokenizer, [row.prompt for row in shown], texts, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
         export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses}, pool=spec)
     return spec, model, tokenizer, rows
 
 
-def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True):
-    """Everything up to ``trainer.train()``: returns (trainer, reward)."""
+def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True,
+                  items: Optional[list[Item]] = None, cache: Optional[ResponseCache] = None):
+    """Everything up to ``trainer.train()``: returns (trainer, reward). ``items`` as for ``prepare``; ``cache``:
+    the replay store to use instead of the config's ``reward.replay`` (``conductor fit``'s metered one)."""
     import os
 
     from datasets import Dataset
@@ -203,12 +210,12 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     from .rollout import SharedPromptRollout
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    spec, model, tokenizer, rows = prepare(cfg, model=model, tokenizer=tokenizer, pool_spec=pool_spec, warmup=warmup)
+    spec, model, tokenizer, rows = prepare(cfg, model=model, tokenizer=tokenizer, pool_spec=pool_spec, warmup=warmup, items=items)
     settings = cfg.settings
-    replay = replay_store(cfg)
+    replay = cache if cache is not None else replay_store(cfg)
     if replay is not None:
         log.info("replay store %s: %d worker calls stored", replay.path, len(replay))
-    reward = WorkflowReward(spec, cfg.reward, cfg.prompt, discount=cfg.recursion.discount, cache=replay)
+    reward = WorkflowReward(spec, cfg.reward, cfg.prompt, discount=cfg.recursion.discount, cache=replay, owns_cache=cache is None)
     if cfg.recursion.blend_fraction > 0:
 
         async def sampler(batch: list[list[dict]]) -> list[str]:
@@ -274,15 +281,17 @@ def row_format(cfg: TrainConfig, row: TrainRow):
     return cfg.rollout.format(len(row.workers), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, recursive=row.round == 2)
 
 
-def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False) -> Path:
+def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False, items: Optional[list[Item]] = None,
+          cache: Optional[ResponseCache] = None) -> Path:
     """Run GRPO end to end; returns the exported model dir (``warmup_only``: stop after the warm-up,
-    returning RUN/warmup; a later run in the same dir starts GRPO from it)."""
+    returning RUN/warmup; a later run in the same dir starts GRPO from it). ``items`` and ``cache`` as for
+    ``build_trainer``."""
     if warmup_only:
         if not cfg.warmup_sft.examples:
             raise TrainConfigError("--warmup-only needs a warm-up: warmup_sft.examples = 0 turns it off")
-        prepare(cfg)
+        prepare(cfg, items=items)
         return cfg.output_dir / "warmup"
-    trainer, reward = build_trainer(cfg)
+    trainer, reward = build_trainer(cfg, items=items, cache=cache)
     last = _latest_checkpoint(cfg.output_dir) if resume else None
     if resume and last is None:
         log.warning("--resume: no checkpoint in %s; starting fresh", cfg.output_dir)
@@ -291,7 +300,8 @@ def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False) 
     extra = {"train_seconds": round(time.time() - start, 1), "global_step": trainer.state.global_step}
     if reward.cache is not None:  # what the replay store saved: calls answered from it vs executed
         extra["replay"] = {k: v for k, v in reward.cache.metrics().items() if k != "per_worker"}
-        reward.cache.close()
+        if cache is None:  # a store the caller passed stays open for the caller
+            reward.cache.close()
     return export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra=extra, pool=reward.pool_spec)
 
 

@@ -1,0 +1,452 @@
+"""``conductor fit POOL``: from a pool file to a conductor for it, as one resumable command.
+
+    pool ──profile──▶ worker profiles ──search──▶ finalists per group ──targets──▶ a plan per training question
+         ──copy (SFT)──▶ conductor ──GRPO (optional)──▶ conductor ──evaluate──▶ report, checkpoint
+
+Each stage writes its result into the output folder and records a digest of what decided it (the pool, the
+questions, its settings, the stage before it); a rerun skips every stage whose digest is unchanged, and redoes
+the rest. Every worker call goes through one replay store (``OUT/replay.sqlite3``), so nothing is paid twice:
+a stage that is redone, or a run stopped by a cap and started again, replays what was already paid for. The
+caps (``max_calls``, ``max_cost``) are on the fit's total over all its invocations (``meter.py``).
+
+The stages reuse the training code: the search's successive halving (``search.screen_candidates``), the
+reward (``WorkflowReward``), the trainer's warm-up and GRPO (``trainer.prepare`` / ``trainer.train``) and the
+one evaluator. ``fitsearch.py`` holds the pool work, ``fiteval.py`` the evaluation, ``fitcost.py`` the
+dry run, ``candidates.py`` the candidate plans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..pool import PoolSpec, default_pool_path, load_pool
+from .candidates import Candidate, candidate_set
+from .config import RewardSettings, TrainConfig, load_train_config
+from .data import TrainRow, build_rows
+from ..tasks.kinds import TRAIN_KINDS
+from .fitdata import FitQuestions, fit_questions
+from .fitsearch import FitStopped, Runner, group_rows, profile, profile_accuracy, search_groups, single_candidates, targets_for_groups
+from .meter import MeteredStore, Spend
+
+if TYPE_CHECKING:
+    from .fitcost import Estimate
+
+STATE_FILE = "fit.json"
+STAGES = ("profile", "search", "targets", "copy", "grpo", "evaluate")
+
+
+class FitSettings(BaseModel):
+    """A fit's settings: its flags. ``out`` holds everything it writes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pool: str  # a pool file, or "default": the packaged offline pool
+    out: Path
+    tasks: list[str] = Field(default_factory=list)  # registered tasks (default: the training kinds)
+    questions: Optional[Path] = None  # or a JSONL of your own questions
+    eval_tasks: list[str] = Field(default_factory=list)  # kinds evaluated but never trained on
+    per_task: int = Field(8, ge=2)  # training questions per group (the finalists run on all of them)
+    eval_n: int = Field(4, ge=0)  # held-out questions per group, and per --eval-task
+    profile_n: int = Field(2, ge=1)  # questions per group for the profile and each screening round
+    screen_rounds: int = Field(2, ge=1)
+    finalists: int = Field(3, ge=1)
+    grpo_steps: int = Field(0, ge=0)
+    recipe: Optional[Path] = None  # a training config for the model, prompt, copy and GRPO settings
+    seed: int = 0
+    max_calls: Optional[int] = Field(None, ge=1)
+    max_cost: Optional[float] = Field(None, gt=0)
+    output_share: float = Field(0.25, gt=0, le=1)  # the dry run's output tokens per call, as a share of max_tokens
+
+    @property
+    def pool_path(self) -> Path:
+        return default_pool_path() if self.pool == "default" else Path(self.pool)
+
+
+def digest(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class FitState:
+    """``fit.json``: each finished stage's digest and spend, and the fit's total spend so far."""
+
+    def __init__(self, out: Path):
+        self.path = out / STATE_FILE
+        data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.stages: dict[str, dict] = data.get("stages", {})
+        spent = data.get("spend", {})
+        self.spend = Spend(spent.get("calls", 0), spent.get("input_tokens", 0), spent.get("output_tokens", 0), spent.get("cost_usd", 0.0))
+
+    def done(self, stage: str, key: str) -> bool:
+        return self.stages.get(stage, {}).get("digest") == key
+
+    def finish(self, stage: str, key: str, seconds: float, spend: dict) -> None:
+        self.stages[stage] = {"digest": key, "seconds": round(seconds, 1), "spend": spend}
+
+    def save(self, settings: FitSettings, spend: Spend) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"settings": json.loads(settings.model_dump_json()), "stages": self.stages, "spend": spend.as_dict()}
+        self.path.write_text(json.dumps(data, indent=1))
+
+
+def spent_since(meter: MeteredStore, before: dict) -> dict:
+    """What this invocation spent since ``before`` (``meter.spend.as_dict()`` then), without the per-worker split."""
+    return {k: v - before.get(k, 0) for k, v in meter.spend.as_dict().items() if k != "per_worker"}
+
+
+class Hooks:
+    """What the CLI watches: a stage starting (with its expected runs), runs finishing, messages."""
+
+    def stage(self, name: str, total: Optional[int]) -> None: ...
+    def advance(self, n: int) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+# ------------------------------------------------------------------------------------------ set-up
+
+
+def recipe(settings: FitSettings, spec: PoolSpec) -> TrainConfig:
+    """The training config the copy and GRPO run with: the recipe's model, prompt, warm-up and GRPO settings;
+    the fit's pool, output folder and step cap."""
+    from importlib import resources
+
+    path = settings.recipe or Path(str(resources.files("openconductor").joinpath("data/fit_recipe.toml")))
+    # [data] records where the questions came from (train_config.json); the fit hands the trainer its own items.
+    tasks = ["questions"] if settings.questions is not None else list(settings.tasks or TRAIN_KINDS)
+    return load_train_config(path, {"pool": str(settings.pool_path.resolve()), "run.output_dir": str((settings.out / "train").resolve()),
+                                    "prompt.max_steps": spec.conductor.max_steps, "search": {}, "reward.replay": None,
+                                    "data": {"kind": "tasks", "tasks": tasks, "n_train": max(len(tasks), settings.per_task * len(tasks))}})
+
+
+def search_reward(cfg: TrainConfig) -> RewardSettings:
+    """The search's reward: the recipe's, with at least a small cost per step (ties go to shorter plans)."""
+    return dataclasses.replace(cfg.reward, step_weight=max(cfg.reward.step_weight, 0.01), cost_weight=0.0, token_weight=0.0)
+
+
+def pool_digest(spec: PoolSpec) -> str:
+    return digest(spec.model_dump(mode="json", include={"workers", "workflows", "strongest"}))
+
+
+@dataclasses.dataclass
+class FitContext:
+    settings: FitSettings
+    spec: PoolSpec
+    cfg: TrainConfig
+    questions: FitQuestions
+    rows: dict[str, list[TrainRow]]  # training rows per group
+    hooks: Hooks
+
+    @property
+    def out(self) -> Path:
+        return self.settings.out
+
+
+def context(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitContext:
+    spec = load_pool(settings.pool_path)
+    cfg = recipe(settings, spec)
+    q = fit_questions(tasks=settings.tasks, questions=settings.questions, per_task=settings.per_task, eval_per_task=settings.eval_n,
+                      eval_tasks=settings.eval_tasks, seed=settings.seed)
+    rows = group_rows(build_rows(cfg, spec.for_execution(), q.train))
+    return FitContext(settings, spec.for_execution(), cfg, q, rows, hooks or Hooks())
+
+
+def candidates_for(ctx: FitContext, accuracy: Optional[dict[str, float]]) -> list[Candidate]:
+    fmt = ctx.cfg.rollout.format(len(ctx.spec.workers), ctx.cfg.prompt.max_steps, fine_grained=ctx.cfg.prompt.fine_grained)
+
+    def admits(text: str) -> bool:
+        return not ctx.cfg.rollout.constrained or fmt.complete(fmt.advance(fmt.start(), text))
+
+    return candidate_set(ctx.spec, ctx.cfg.prompt.max_steps, accuracy, admits=admits)
+
+
+# ------------------------------------------------------------------------------------------ the pool stages
+
+
+async def pool_stages(ctx: FitContext, runner: Runner, state: Optional[FitState], meter: Optional[MeteredStore]) -> dict[str, Any]:
+    """Profile, search and targets (each skipped when done with the same digest); returns their results."""
+    s = ctx.settings
+    key = digest(pool_digest(ctx.spec), ctx.questions.digest(), s.profile_n, s.seed)
+    got: dict[str, Any] = {}
+
+    async def stage(name: str, key: str, total: int, work: Callable[[], Any]) -> Any:
+        path = ctx.out / f"{name}.json"
+        if state is not None and state.done(name, key) and path.exists():
+            return json.loads(path.read_text())
+        ctx.hooks.stage(name, total)
+        started, before = time.monotonic(), (meter.spend.as_dict() if meter else {})
+        result = await work()
+        if state is not None:
+            path.write_text(json.dumps(result, indent=1))
+            state.finish(name, key, time.monotonic() - started, spent_since(meter, before) if meter else {})
+        return result
+
+    singles = single_candidates(candidates_for(ctx, None))
+    n_groups = len(ctx.rows)
+    got["profile"] = await stage("profile", key, len(singles) * n_groups * s.profile_n,
+                                 lambda: profile(runner, singles, ctx.rows, s.profile_n))
+    candidates = candidates_for(ctx, profile_accuracy(got["profile"]))
+    key = digest(key, got["profile"], [c.text for c in candidates], s.screen_rounds, s.finalists)
+    total = n_groups * s.profile_n * sum(-(-len(candidates) // 2**r) for r in range(s.screen_rounds))
+    got["search"] = await stage("search", key, total, lambda: search_groups(
+        runner, candidates, ctx.rows, screen_n=s.profile_n, rounds=s.screen_rounds, finalists=s.finalists, seed=s.seed))
+    key = digest(key, got["search"], s.per_task)
+    total = sum(len(got["search"]["groups"][g]["finalists"]) * len(rows) for g, rows in ctx.rows.items())
+    got["targets"] = await stage("targets", key, total, lambda: targets_for_groups(runner, candidates, got["search"], ctx.rows))
+    got["candidates"], got["digest"] = candidates, key
+    return got
+
+
+# ------------------------------------------------------------------------------------------ the model stages
+
+
+def per_question_targets(ctx: FitContext, got: dict[str, Any]) -> tuple[list[TrainRow], list[str], dict]:
+    """The copy's (rows, target texts, summary): every training question with the plan chosen for it."""
+    text = {c.name: c.text for c in got["candidates"]}
+    chosen: dict[tuple[str, str], str] = {}
+    for group, t in got["targets"]["groups"].items():
+        for q in t["per_question"]:
+            chosen[(group, q["question"])] = q["target"]
+    rows = [row for i in range(max(map(len, ctx.rows.values()))) for row in (g[i] for g in ctx.rows.values() if i < len(g))]
+    names = [chosen[(row.domain, row.question)] for row in rows]
+    best = {g: t["best"] for g, t in got["targets"]["groups"].items()}
+    summary = {"selection": "per question (conductor fit)", "groups": best, "questions": len(rows),
+               "not_the_groups_best": sum(1 for row, n in zip(rows, names) if n != best[row.domain])}
+    return rows, [text[n] for n in names], summary
+
+
+def copy_stage(ctx: FitContext, state: FitState, key: str) -> tuple[Path, str]:
+    """The supervised copy of the per-question targets (the trainer's warm-up): ``OUT/train/warmup``."""
+    from ..manifest import has_manifest
+    from .trainer import prepare
+
+    warm = ctx.out / "train" / "warmup"
+    key = digest(key, dataclasses.asdict(ctx.cfg))
+    if state.done("copy", key) and has_manifest(warm):
+        return warm, key
+    shutil.rmtree(warm, ignore_errors=True)  # a copy made for other targets must not be loaded as this one
+    got = json.loads((ctx.out / "targets.json").read_text())
+    rows, texts, summary = per_question_targets(ctx, {"targets": got, "candidates": _candidates(ctx)})
+    ctx.hooks.stage("copy", None)
+    cfg = dataclasses.replace(ctx.cfg, warmup_sft=dataclasses.replace(ctx.cfg.warmup_sft, examples=len(rows), targets_per_prompt=1))
+    started = time.monotonic()
+    prepare(cfg, pool_spec=ctx.spec, items=ctx.questions.train, targets=(rows, texts, summary))
+    state.finish("copy", key, time.monotonic() - started, {})
+    return warm, key
+
+
+def grpo_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore) -> tuple[Path, str]:
+    """GRPO from the copy on the training questions, every rollout run through the replay store: ``OUT/train/final``.
+    An interrupted GRPO of the same digest resumes from its last checkpoint."""
+    from ..manifest import has_manifest
+    from .trainer import train
+
+    run_dir, steps = ctx.out / "train", ctx.settings.grpo_steps
+    key = digest(key, steps)
+    final = run_dir / "final"
+    if state.done("grpo", key) and has_manifest(final):
+        return final, key
+    partial = state.stages.get("grpo-started", {}).get("digest") == key
+    if not partial:  # checkpoints of another copy or another step count are not this run's
+        for old in list(run_dir.glob("checkpoint-*")) + [final]:
+            shutil.rmtree(old, ignore_errors=True)
+    state.stages["grpo-started"] = {"digest": key}
+    ctx.hooks.stage("grpo", steps)
+    cfg = dataclasses.replace(ctx.cfg, warmup_sft=dataclasses.replace(ctx.cfg.warmup_sft, examples=sum(map(len, ctx.rows.values()))),
+                              grpo={**ctx.cfg.grpo, "max_steps": steps})
+    started, before = time.monotonic(), meter.spend.as_dict()
+    train(cfg, resume=partial and any(run_dir.glob("checkpoint-*")), items=ctx.questions.train, cache=meter)
+    state.finish("grpo", key, time.monotonic() - started, spent_since(meter, before))
+    return final, key
+
+
+def place_checkpoint(source: Path, target: Path, record: dict) -> Path:
+    """The conductor the pool file names: a copy of ``source`` (weights hard-linked where the disk allows),
+    its manifest recording how the fit made it (``record``)."""
+    from ..manifest import read_manifest
+
+    shutil.rmtree(target, ignore_errors=True)
+
+    def link(src: str, dst: str) -> None:
+        try:
+            if Path(src).suffix == ".json":
+                raise OSError("written below: a copy, not a link to the source's file")
+            Path(dst).hardlink_to(src)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=link)
+    read_manifest(target).model_copy(update={"fit": record}).write(target)
+    return target
+
+
+def fit_record(ctx: FitContext, source: Path) -> dict:
+    """What a fit's checkpoint records of its making: the command's settings, the per-question copy, each
+    group's best plan and the best fixed workflow (the baselines its evaluation uses)."""
+    search, targets = (json.loads((ctx.out / f"{n}.json").read_text()) for n in ("search", "targets"))
+    return {"settings": json.loads(ctx.settings.model_dump_json()), "targets": "per question", "from": source.name,
+            "groups_best": {g: t["best"] for g, t in targets["groups"].items()}, "best_fixed": search["best_fixed"]}
+
+
+def _candidates(ctx: FitContext) -> list[Candidate]:
+    return [Candidate(**c) for c in json.loads((ctx.out / "search.json").read_text())["candidates"]]
+
+
+# ------------------------------------------------------------------------------------------ evaluation
+
+
+async def evaluate_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore, conductors: dict[str, Path]) -> str:
+    """Held-out (and unseen-kind) questions: baselines and conductors through the one evaluator; the report."""
+    from ..evaluation import start_fresh
+    from .fiteval import HELD_OUT, UNSEEN, baseline_policies, eval_task, evaluate_fit, report
+    from .fitsearch import lookup_table
+
+    out = ctx.out / "eval"
+    key = digest(key, ctx.settings.eval_n, ctx.settings.eval_tasks)
+    if state.done("evaluate", key) and (out / "report.md").exists():
+        return (out / "report.md").read_text().rstrip()
+    if state.stages.get("evaluate-started", {}).get("digest") != key:
+        start_fresh(out)  # results of another conductor or other questions are moved aside, never mixed in
+    state.stages["evaluate-started"] = {"digest": key}
+    tasks = [eval_task(HELD_OUT, ctx.questions.held_out)] if ctx.questions.held_out else []
+    tasks += [eval_task(UNSEEN, ctx.questions.unseen)] if ctx.questions.unseen else []
+    if not tasks:
+        return "no held-out questions (--eval-n 0): nothing evaluated"
+    search, targets = (json.loads((ctx.out / f"{n}.json").read_text()) for n in ("search", "targets"))
+    table, best_fixed = lookup_table(search, targets)
+    baselines = baseline_policies(ctx.spec, _candidates(ctx), table, best_fixed)
+    n_questions = sum(len(t.questions) for t in tasks)
+    ctx.hooks.stage("evaluate", n_questions * (len(baselines) + len(conductors)))
+    started, before = time.monotonic(), meter.spend.as_dict()
+    records = await evaluate_fit(ctx.spec, tasks, baselines, conductors, out, cache=meter, on_record=lambda r: ctx.hooks.advance(1))
+    text = report(records, list(conductors), [label for label, _ in baselines]).rstrip()
+    (out / "report.md").write_text(text + "\n")
+    state.finish("evaluate", key, time.monotonic() - started, spent_since(meter, before))
+    return text
+
+
+# ------------------------------------------------------------------------------------------ the whole fit
+
+
+@dataclasses.dataclass
+class FitResult:
+    checkpoint: Optional[Path]
+    report: str
+    spend: Spend
+    stopped: Optional[str] = None  # why a cap stopped it, if one did
+
+
+def run_fit(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitResult:
+    """Every stage not yet done; stops cleanly at a cap (``FitResult.stopped``), keeping what was paid for."""
+    from .meter import SpendCapReached
+    from .reward import WorkflowReward
+
+    ctx = context(settings, hooks)
+    settings.out.mkdir(parents=True, exist_ok=True)
+    state = FitState(settings.out)
+    meter = MeteredStore(settings.out / "replay.sqlite3", workers={w.name for w in ctx.spec.workers}, max_calls=settings.max_calls,
+                         max_cost=settings.max_cost, spent_before=state.spend)
+    grader = WorkflowReward(ctx.spec, search_reward(ctx.cfg), ctx.cfg.prompt, cache=meter, owns_cache=False)
+    runner = Runner(grader, advance=ctx.hooks.advance, stopped=lambda: meter.refused)
+    checkpoint, report = None, ""
+    try:
+        got = asyncio.run(_pool_work(ctx, runner, state, meter, grader))
+        warm, key = copy_stage(ctx, state, got["digest"])
+        source = warm
+        if settings.grpo_steps:
+            source, key = grpo_stage(ctx, state, key, meter)
+        checkpoint = place_checkpoint(source, settings.out / "conductor", fit_record(ctx, source))
+        conductors = {"conductor": checkpoint} | ({"conductor, copy only": warm} if settings.grpo_steps else {})
+        report = asyncio.run(evaluate_stage(ctx, state, key, meter, conductors))
+    except (FitStopped, SpendCapReached) as exc:
+        return FitResult(checkpoint, report, meter.total, stopped=str(meter.refused or exc))
+    finally:
+        state.save(settings, meter.total)
+        meter.close()
+    return FitResult(checkpoint, report, meter.total)
+
+
+async def _pool_work(ctx: FitContext, runner: Runner, state: FitState, meter: MeteredStore, grader) -> dict[str, Any]:
+    try:
+        return await pool_stages(ctx, runner, state, meter)
+    finally:
+        await grader.aclose()
+
+
+# ------------------------------------------------------------------------------------------ the dry run
+
+
+class _StageSplit(Hooks):
+    """Cuts the recorder's count at each stage start, so the dry run reports each stage's share."""
+
+    def __init__(self, recorder):
+        self.recorder, self.current, self.by_stage = recorder, "", {}
+
+    def stage(self, name: str, total: Optional[int]) -> None:
+        self.close()
+        self.current = name
+
+    def close(self) -> None:
+        if self.current:
+            self.by_stage[self.current] = self.recorder.stage()
+
+
+def plan_fit(settings: FitSettings) -> dict[str, Any]:
+    """What the fit would spend per stage on an empty replay store (``fitcost.py``), without calling a worker.
+    Uses the measured output tokens per call of ``OUT/profile.json`` when a profile has run."""
+    from .fitcost import Recorder
+    from .fitsearch import lookup_table
+
+    measured = _measured_output(settings.out)
+    ctx = context(settings)
+    recorder = Recorder(ctx.spec, output_tokens=measured, output_share=settings.output_share)
+    split = _StageSplit(recorder)
+    ctx.hooks = split
+    got = asyncio.run(pool_stages(ctx, Runner(recorder), None, None))
+    split.close()
+    rows = [row for group in ctx.rows.values() for row in group]
+    plans = per_question_targets(ctx, got)[1]
+    text = {c.name: c.text for c in got["candidates"]}
+    if settings.grpo_steps:
+        g = ctx.cfg.settings
+        rollouts = settings.grpo_steps * g["per_device_train_batch_size"] * g["gradient_accumulation_steps"]
+        for i in range(rollouts):  # every rollout a new run (an upper bound: GRPO samples at temperature 1)
+            recorder.run(rows[i % len(rows)].question, plans[i % len(plans)], seed=f"grpo-{i}")
+        split.by_stage["grpo"] = recorder.stage()
+    table, best_fixed = lookup_table(got["search"], got["targets"])
+    singles = [c.text for c in got["candidates"] if c.name.startswith("single:")]
+    conductors = 2 if settings.grpo_steps else 1
+    for item in ctx.questions.held_out + ctx.questions.unseen:
+        mine = text[table.get(item.domain, best_fixed)]
+        for plan in singles + [text[best_fixed], mine]:
+            recorder.run(item.question, plan, seed="eval")
+        for k in range(conductors):  # the conductor's plan: counted as its group's, never replayed (an upper bound)
+            recorder.run(item.question, mine, seed=f"conductor-{k}")
+    split.by_stage["evaluate"] = recorder.stage()
+    total = _sum(split.by_stage.values())
+    return {"stages": {k: v.as_dict() for k, v in split.by_stage.items()}, "total": total.as_dict(),
+            "output_tokens_per_call": "measured by the profile" if measured else f"{settings.output_share:g} x max_tokens"}
+
+
+def _sum(parts) -> "Estimate":
+    from .fitcost import Estimate
+
+    total = Estimate()
+    for part in parts:
+        total = total.add(part)
+    return total
+
+
+def _measured_output(out: Path) -> Optional[dict[str, float]]:
+    path = out / "profile.json"
+    if not path.exists():
+        return None
+    workers = json.loads(path.read_text()).get("workers", {})
+    return {name: w["output_tokens_per_run"] for name, w in workers.items() if "output_tokens_per_run" in w}

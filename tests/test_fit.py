@@ -1,0 +1,172 @@
+"""`conductor fit`: the whole path from a pool file to a conductor, end to end on a SIMULATED pool.
+
+The pool's two workers are simulated responders (labelled: `calc` adds the two numbers of "What is A plus B?",
+`know` names capitals); the questions are a user's JSONL in three kinds: sums, capitals, and a mixed kind where
+half the questions need each worker, so the right plan differs per question inside one kind. The conductor is
+a tiny random Llama (train_helpers): the test checks the machinery (stages, replay store, caps, resume, the
+dry run's estimate, the evaluation's rows), not the quality of its plans. Everything else is real: the search,
+the copy and GRPO steps on the model, the one evaluator with the real graders.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+sys.path.insert(0, str(Path(__file__).parent))
+
+from train_helpers import TINY_LLAMA, tiny_tokenizer  # noqa: E402
+
+from openconductor import worker_message  # noqa: E402
+from openconductor.pool import load_default_pool, load_pool  # noqa: E402
+from openconductor.providers.simulated import RESPONDERS, register_responder  # noqa: E402
+from openconductor.train.candidates import candidate_set  # noqa: E402
+from openconductor.train.config import TrainConfigError  # noqa: E402
+from openconductor.train.fit import FitSettings, plan_fit, run_fit  # noqa: E402
+from openconductor.train.fitdata import FitDataError  # noqa: E402
+
+CAPITALS = {"France": "Paris", "Spain": "Madrid", "Italy": "Rome", "Germany": "Berlin", "Japan": "Tokyo", "Egypt": "Cairo",
+            "Peru": "Lima", "Kenya": "Nairobi", "Chile": "Santiago", "Norway": "Oslo", "Greece": "Athens", "Poland": "Warsaw",
+            "Cuba": "Havana", "Iran": "Tehran", "Iraq": "Baghdad"}
+
+
+def _task(messages) -> str:
+    context = worker_message.parse_rendered(messages)
+    return context.question if context else str(messages[-1]["content"])
+
+
+@pytest.fixture
+def world():
+    """The SIMULATED workers' answers."""
+
+    def calc(spec, messages, rng):
+        m = re.search(r"What is (\d+) plus (\d+)", _task(messages))
+        return f"Final answer: {int(m.group(1)) + int(m.group(2))}" if m else "Final answer: I do not know"
+
+    def know(spec, messages, rng):
+        m = re.search(r"capital of (\w+)", _task(messages))
+        return f"Final answer: {CAPITALS[m.group(1)]}" if m else "Final answer: 0"
+
+    register_responder("fit-calc")(calc)
+    register_responder("fit-know")(know)
+    yield
+    RESPONDERS.pop("fit-calc", None)
+    RESPONDERS.pop("fit-know", None)
+
+
+def _files(tmp: Path) -> dict[str, Path]:
+    workers = [("calc", "fit-calc", "adds numbers"), ("know", "fit-know", "knows capitals")]
+    (tmp / "pool.toml").write_text('name = "fit-sim"\n[conductor]\nmax_steps = 2\n' + "".join(
+        f'[[workers]]\nname = "{n}"\nprovider = "simulated"\ndescription = "{d}"\nmax_tokens = 64\n'
+        f'price_input_per_m = 1.0\nprice_output_per_m = 2.0\noptions = {{ world = "{w}" }}\n' for n, w, d in workers))
+    caps = list(CAPITALS.items())
+    rows = [{"question": f"What is {a} plus {a + 3}?", "answer": str(2 * a + 3), "kind": "sums"} for a in range(10)]
+    rows += [{"question": f"What is the capital of {c}?", "answer": city, "kind": "capitals"} for c, city in caps[:10]]
+    rows += [{"question": f"What is {a} plus {2 * a}?", "answer": str(3 * a), "kind": "mixed"} for a in range(11, 16)]
+    rows += [{"question": f"What is the capital of {c}?", "answer": city, "kind": "mixed"} for c, city in caps[10:]]
+    (tmp / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tiny = "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in TINY_LLAMA.items()) + " }"
+    (tmp / "recipe.toml").write_text(f'pool = "default"\n[model]\nname = "{tiny_tokenizer(tmp / "tok")}"\ntiny = {tiny}\n'
+                                     '[prompt]\nexamples = false\nfine_grained = false\nshow = "names"\nstyle = "compact"\n'
+                                     '[warmup_sft]\nepochs = 1\nbatch_size = 4\nlearning_rate = 1e-3\nbare_share = 0.5\n'
+                                     '[grpo]\nnum_generations = 4\nper_device_train_batch_size = 8\ngradient_accumulation_steps = 1\n'
+                                     'learning_rate = 5e-3\nmax_completion_length = 16\nseed = 1\n'
+                                     '[run]\nsave_steps = 1\nreport_to = []\ngguf = false\n')
+    return {"pool": tmp / "pool.toml", "questions": tmp / "q.jsonl", "recipe": tmp / "recipe.toml"}
+
+
+def _settings(tmp: Path, **extra) -> FitSettings:
+    f = _files(tmp)
+    return FitSettings(pool=str(f["pool"]), out=tmp / "out", questions=f["questions"], per_task=6, eval_n=2, recipe=f["recipe"], **extra)
+
+
+def test_fit_end_to_end_on_a_simulated_pool(tmp_path, world):
+    estimate = plan_fit(_settings(tmp_path))
+    assert not (tmp_path / "out" / "replay.sqlite3").exists()  # the dry run called nothing
+    capped = run_fit(_settings(tmp_path, max_calls=20))
+    assert capped.stopped and "max_calls" in capped.stopped and capped.spend.calls == 20 and capped.checkpoint is None
+    done = run_fit(_settings(tmp_path, grpo_steps=2))
+    out = tmp_path / "out"
+    assert done.stopped is None and (done.checkpoint / "openconductor.json").exists()
+    manifest = json.loads((done.checkpoint / "openconductor.json").read_text())
+    assert manifest["pool"]["workers"] == ["calc", "know"] and manifest["fit"]["targets"] == "per question"
+    assert manifest["fit"]["from"] == "final" and manifest["fit"]["groups_best"]["sums"] == "single:calc"
+    assert json.loads((out / "train" / "warmup" / "openconductor.json").read_text())["selection"]["selection"].startswith("per question")
+    # Per-question targets: in the mixed kind the capital questions are taught the other worker than the kind's best.
+    targets = json.loads((out / "targets.json").read_text())["groups"]
+    assert targets["sums"]["best"] == "single:calc" and targets["capitals"]["best"] == "single:know"
+    mixed = [q for q in targets["mixed"]["per_question"]]
+    assert {q["target"] for q in mixed} == {"single:calc", "single:know"}
+    assert all(q["target"] == ("single:know" if "capital" in q["question"] else "single:calc") for q in mixed)
+    # The evaluation: every single worker, the best fixed workflow, the lookup table, both conductors, with intervals.
+    report = (out / "eval" / "report.md").read_text()
+    for row in ("single:calc", "single:know", "best fixed (", "lookup (per task)", "| conductor |", "conductor, copy only"):
+        assert row in report
+    assert re.search(r"[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\]", report)
+    # The dry run's calls against what the fit paid (both invocations together): within 25 %.
+    assert 0.75 <= done.spend.calls / estimate["total"]["calls"] <= 1.25
+    # With the profile's measured output per call, the token estimate is within 25 % too.
+    measured = plan_fit(_settings(tmp_path, grpo_steps=2))
+    assert measured["output_tokens_per_call"] == "measured by the profile"
+    assert 0.75 <= done.spend.tokens / measured["total"]["tokens"] <= 1.25
+    again = run_fit(_settings(tmp_path, grpo_steps=2))  # every stage done: nothing runs, nothing is paid
+    assert again.spend.calls == done.spend.calls and again.report == done.report
+    assert set(json.loads((out / "fit.json").read_text())["stages"]) >= {"profile", "search", "targets", "copy", "grpo", "evaluate"}
+
+
+def test_a_changed_setting_redoes_only_the_stages_it_decides(tmp_path, world):
+    run_fit(_settings(tmp_path))
+    before = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
+    redone = run_fit(_settings(tmp_path, finalists=2))  # the search's size: search and later stages again, replayed
+    after = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
+    assert after["profile"] == before["profile"] and after["search"]["digest"] != before["search"]["digest"]
+    assert all(len(g["finalists"]) == 2 for g in json.loads((tmp_path / "out" / "search.json").read_text())["groups"].values())
+    assert redone.stopped is None and redone.spend.calls == json.loads((tmp_path / "out" / "fit.json").read_text())["spend"]["calls"]
+
+
+def test_the_candidates_come_from_the_pool():
+    spec = load_default_pool()
+    names = [c.name for c in candidate_set(spec, 3)]
+    assert names[:4] == ["pool:code-then-run", "pool:code-run-answer", "pool:search-then-run", "pool:answer-then-check"]
+    assert {"single:qwen-coder", "single:smollm2"} <= set(names) and any(n.startswith("code-run-answer-") for n in names)
+    # A model far below the strongest on the profile answers alone only; plans longer than max_steps are left out.
+    weak = [c.name for c in candidate_set(spec, 3, {"qwen-coder": 0.4, "smollm2": 0.05})]
+    assert "single:smollm2" in weak and not any("smollm2" in n for n in weak if not n.startswith("single:"))
+    assert all(len(c.workflow.steps) <= 2 for c in candidate_set(spec, 2))
+
+
+def test_bad_input_is_a_typed_error_that_says_what_to_do(tmp_path, world):
+    f = _files(tmp_path)
+    with pytest.raises(FitDataError, match="not both"):
+        plan_fit(_settings(tmp_path, tasks=["basic_arithmetic"]))
+    with pytest.raises(FitDataError, match="never sees"):
+        plan_fit(FitSettings(pool=str(f["pool"]), out=tmp_path / "o", tasks=["basic_arithmetic"], eval_tasks=["basic_arithmetic"],
+                             recipe=f["recipe"]))
+    (tmp_path / "tools.toml").write_text('name = "tools"\n[[workers]]\nname = "py"\nprovider = "python"\n')
+    with pytest.raises(TrainConfigError, match="no model"):
+        plan_fit(FitSettings(pool=str(tmp_path / "tools.toml"), out=tmp_path / "o", questions=f["questions"], recipe=f["recipe"]))
+    assert load_pool(f["pool"]).name == "fit-sim"
+
+
+@pytest.mark.slow
+def test_fit_on_the_real_offline_pool_with_a_tiny_budget(tmp_path):
+    """The real offline pool (Qwen2.5-Coder-0.5B, SmolLM2-135M, the python tool in the sandbox) and the real
+    conductor model (SmolLM2-135M + LoRA), with the smallest budget that runs every stage: two tasks, two
+    training questions each, one finalist, one held-out question each. Minutes on 2 cores."""
+    recipe = tmp_path / "recipe.toml"
+    from importlib import resources
+
+    text = Path(str(resources.files("openconductor").joinpath("data/fit_recipe.toml"))).read_text()
+    recipe.write_text(text.replace("epochs = 4", "epochs = 1"))
+    settings = FitSettings(pool="default", out=tmp_path / "out", tasks=["basic_arithmetic", "rg:letter_counting"], per_task=2, profile_n=1,
+                           screen_rounds=1, finalists=1, eval_n=1, recipe=recipe, max_calls=400)
+    estimate = plan_fit(settings)
+    result = run_fit(settings)
+    assert result.stopped is None and (result.checkpoint / "conductor.gguf").exists()
+    assert "lookup (per task)" in result.report and "single:qwen-coder" in result.report
+    assert 0 < result.spend.calls <= estimate["total"]["calls"]
