@@ -155,6 +155,18 @@ async def _run_system(policy: Policy, pool: Pool, questions: list[Question], con
     return list(await asyncio.gather(*(one(q) for q in questions)))
 
 
+def result_row(label: str, kind: str, results: list[tuple[bool, int, int]], questions: list) -> Row:
+    """A table row from (correct, tokens, calls) per question; only the paper's own systems get its numbers."""
+    acc: dict[str, float] = {}
+    for d in DOMAINS:
+        scored = [ok for (ok, _, _), q in zip(results, questions) if q.domain == d]
+        acc[d] = 100.0 * sum(scored) / max(1, len(scored))
+    acc["avg"] = sum(acc[d] for d in DOMAINS) / len(DOMAINS)
+    tokens = sum(t for _, t, _ in results) / len(results)
+    calls = sum(c for _, _, c in results) / len(results)
+    return Row(label, kind, acc, tokens, calls, _paper(label if kind in ("single", "MoA", "self-reflection", "oracle") else ""))
+
+
 async def calibrate_async(spec: PoolSpec, n: int = 1000, seed: int = 7, *, concurrency: int = 64) -> list[Row]:
     traits = [Traits.from_spec(w) for w in spec.workers if w.provider == "simulated"]
     questions = world.make_questions(n, seed, stratify=traits)
@@ -162,14 +174,7 @@ async def calibrate_async(spec: PoolSpec, n: int = 1000, seed: int = 7, *, concu
     async with Pool(spec) as pool:
         for label, kind, policy in systems(spec, questions):
             results = await _run_system(policy, pool, questions, concurrency)
-            acc: dict[str, float] = {}
-            for d in DOMAINS:
-                scored = [ok for (ok, _, _), q in zip(results, questions) if q.domain == d]
-                acc[d] = 100.0 * sum(scored) / max(1, len(scored))
-            acc["avg"] = sum(acc[d] for d in DOMAINS) / len(DOMAINS)
-            tokens = sum(t for _, t, _ in results) / len(results)
-            calls = sum(c for _, _, c in results) / len(results)
-            rows.append(Row(label, kind, acc, tokens, calls, _paper(label if kind != "family" else "")))
+            rows.append(result_row(label, kind, results, questions))
     best = max((r for r in rows if r.kind == "family"), key=lambda r: r.accuracy["avg"])
     rows.append(Row(f"best workflow family = {best.system.removeprefix('family: ')}", "best-family", best.accuracy,
                     best.tokens, best.calls, _paper("trained Conductor (paper)")))

@@ -1,0 +1,1 @@
+"""The simulated world and its pool generator: every number measured with them is SIMULATED."""
