@@ -175,7 +175,7 @@ def grade(domain: str, skill: float) -> str:
     return next(word for floor, word in _GRADES[domain] if skill >= floor)
 
 
-_OPENINGS = ["A {kind} model.", "{kind_cap} model.", "{name} is a {kind} model.", "Type: {kind} model.", "Profile: a {kind} model."]
+_OPENINGS = ["{a_kind} model.", "{kind_cap} model.", "{name} is {a_kind_low} model.", "Type: {kind} model.", "Profile: {a_kind_low} model."]
 _DOMAIN_LINES = [
     lambda parts: "; ".join(f"{d}: {g}" for d, g in parts) + ".",
     lambda parts: "Rated " + ", ".join(f"{g} at {d}" for d, g in parts) + ".",
@@ -196,10 +196,13 @@ def _joined(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def describe(w: SimWorker, g: random.Random) -> str:
-    """A description written from the worker's profile: what it is good and bad at, in varied wording."""
-    f = FAMILIES[w.family]
-    head = g.choice(_OPENINGS).format(kind=f.kind, kind_cap=f.kind[0].upper() + f.kind[1:], name=w.name)
+def describe(w: SimWorker, g: random.Random, kind: Optional[str] = None) -> str:
+    """A description written from the worker's profile: what it is good and bad at, in varied wording
+    (``kind``: what the opening calls it; default its family's word)."""
+    kind = kind or FAMILIES[w.family].kind
+    article = "an" if kind[0] in "aeiou" else "a"
+    head = g.choice(_OPENINGS).format(kind=kind, kind_cap=kind[0].upper() + kind[1:], name=w.name, a_kind=f"{article.capitalize()} {kind}",
+                                      a_kind_low=f"{article} {kind}")
     parts = [(_DOMAIN_WORD[d], grade(d, w.skills[d])) for d in DOMAINS]
     g.shuffle(parts)
     sentences = [g.choice(_DOMAIN_LINES)(parts)]

@@ -36,8 +36,9 @@ import math
 import random
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, NamedTuple, Optional, Sequence
 
+from ..executor import PREAMBLE, SUBTASK_PREFIX
 from ..pool import WorkerSpec
 from ..providers.simulated import register_responder
 from ..train import world as v2
@@ -186,33 +187,57 @@ def reply(profile: Profile, question: str, role: Role, seen: Sequence[Seen], res
 role_of = functools.lru_cache(maxsize=1 << 14)(v2.role_of)  # the same subtasks recur across many runs
 
 
-def run_plan(question: str, steps: Sequence[tuple[int, str, object]], profiles: Sequence[Profile], params: V3Params = PARAMS_V3) -> tuple[bool, bool]:
-    """(well_formed, correct) of a plan on one question, decided here without the executor: ``steps`` are
-    (worker index, subtask, access: "all", () or earlier indices). The same decisions the executor and
-    ``paper_v3`` make for that plan, step for step (a test compares them), without writing and re-reading
+class PlanResult(NamedTuple):
+    well_formed: bool
+    correct: bool
+    tokens: int  # every call's input and output words, as the simulated provider counts them
+
+
+def run_plan(question: str, steps: Sequence[tuple[int, str, object]], profiles: Sequence[Profile], params: V3Params = PARAMS_V3) -> PlanResult:
+    """A plan's outcome on one question, decided here without the executor: ``steps`` are (worker index,
+    subtask, access: "all", () or earlier indices). The same decisions and token counts as the executor
+    and ``paper_v3`` for that plan, step for step (a test compares them), without writing and re-reading
     the messages; searches over thousands of plans use it."""
     bucket = bucket_of(question)
     wp = level_params(bucket[0], bucket[2], params)
-    done: list[tuple[Seen, int]] = []  # each step as later steps see it, and its response's words
+    done: list[tuple[Seen, int, int]] = []  # each step as later steps see it, its response's words, its subtask's
+    tokens, asked = 0, _words(question) + _FRAME_WORDS
     for i, (worker, subtask, access) in enumerate(steps):
         visible = [done[j] for j in (range(i) if access == "all" else access)]  # type: ignore[arg-type]
         profile, role = profiles[worker], role_of(subtask)
-        if profile.context is not None and len(question.split()) + sum(w for _, w in visible) > profile.context:
-            done.append((Seen(role, profile.name), len(overflow(profile).split())))
-            continue
-        traits = profile.traits(bucket, params)
-        out = v2.decide(question, traits, role, [s for s, _ in visible], wp)
-        words = _reply_words(traits.name, traits.words, role, out.kind)
-        done.append((Seen(role, profile.name, out.value if out.kind == "plan" else None, out.value if out.kind == "answer" else None), words))
+        tokens += asked + _words(subtask) + sum(w + s + _EARLIER_WORDS for _, w, s in visible)
+        if profile.context is not None and _words(question) + sum(w for _, w, _ in visible) > profile.context:
+            text = overflow(profile)
+            done.append((Seen(role, profile.name), len(text.split()), _words(subtask)))
+            tokens += len(text.split(" "))
+        else:
+            traits = profile.traits(bucket, params)
+            out = v2.decide(question, traits, role, [s for s, _, _ in visible], wp)
+            seen = Seen(role, profile.name, out.value if out.kind == "plan" else None, out.value if out.kind == "answer" else None)
+            words, usage = _reply_words(traits.name, traits.words, role, out.kind)
+            done.append((seen, words, _words(subtask)))
+            tokens += usage
     answer = done[-1][0].answer
-    return answer is not None, answer == v2.gold_answer(question)
+    return PlanResult(answer is not None, answer == v2.gold_answer(question), tokens)
+
+
+# The executor's worker message around the question, each earlier step and the subtask (executor.build_messages).
+_FRAME_WORDS = len(f"{PREAMBLE}\n\n<Overall task>\n\n</Overall task>\n\n{SUBTASK_PREFIX}".split())
+_EARLIER_WORDS = len("<Subtask assigned to Agent 0>\n\n</Subtask assigned to Agent 0>\n<Agent 0 response>\n\n</Agent 0 response>".split())
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _words(text: str) -> int:
+    return len(text.split())
 
 
 @functools.lru_cache(maxsize=4096)
-def _reply_words(name: str, words: int, role: Role, kind: str) -> int:
-    """Words of v2's rendered reply (its length does not depend on the answer's value)."""
+def _reply_words(name: str, words: int, role: Role, kind: str) -> tuple[int, int]:
+    """(words a later step reads, tokens the provider bills) of v2's rendered reply (the simulated provider
+    bills space-separated pieces); neither depends on the answer's value."""
     outcome = Outcome(kind, "P000000" if kind == "plan" else "0", True)  # type: ignore[arg-type]
-    return len(v2.render(Traits(name, {}, words=words), role, outcome).split())
+    text = v2.render(Traits(name, {}, words=words), role, outcome)
+    return len(text.split()), len(text.split(" "))
 
 
 @register_responder(WORLD)

@@ -13,7 +13,6 @@ over v2, where that margin is 0 by construction.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections import defaultdict
 from typing import Callable, Hashable, Sequence
 
@@ -21,28 +20,11 @@ from ..pool import Pool, PoolSpec
 from ..sim import world_v3
 from ..sim.questions import Question
 from ..sim.world_v3 import PARAMS_V3, Profile, V3Params, run_plan
-from ..workflow import Step, Workflow
-from .calibration import AGGREGATE, CHECK, IMPLEMENT, PLAN, SOLVE, Row, _PerQuestion, _run_system, result_row, systems
+from ..workflow import Workflow
+from .calibration import Row, _PerQuestion, _run_system, result_row, systems
+from .pool_search import GROUPINGS, candidate_plans
 
 LOOKUP = "best lookup table: one plan per "
-GROUPINGS: dict[str, Callable[[Question], Hashable]] = {
-    "domain": lambda q: q.domain,
-    "domain x level": lambda q: (q.domain, q.level),
-    "subtopic": lambda q: (q.domain, q.subtopic),
-    "bucket (subtopic x level)": lambda q: q.bucket,
-}
-
-
-def candidate_plans(n_workers: int) -> list[Workflow]:
-    """Every plan of five shapes over the pool: one worker; solve -> check; plan -> implement;
-    plan -> implement -> check; two solvers -> aggregator (6 workers: 384 plans)."""
-    w = range(n_workers)
-    out = [Workflow((Step(a, SOLVE, ()),)) for a in w]
-    out += [Workflow((Step(a, SOLVE, ()), Step(b, CHECK, "all"))) for a in w for b in w]
-    out += [Workflow((Step(p, PLAN, ()), Step(a, IMPLEMENT, "all"))) for p in w for a in w]
-    out += [Workflow((Step(p, PLAN, ()), Step(a, IMPLEMENT, "all"), Step(b, CHECK, "all"))) for p in w for a in w for b in w]
-    out += [Workflow((Step(a, SOLVE, ()), Step(b, SOLVE, ()), Step(c, AGGREGATE, "all"))) for a, b in itertools.combinations(w, 2) for c in w]
-    return out
 
 
 def plan_scores(plans: Sequence[Workflow], profiles: Sequence[Profile], questions: Sequence[Question], params: V3Params = PARAMS_V3) -> list[list[bool]]:
