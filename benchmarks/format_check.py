@@ -34,8 +34,8 @@ def main() -> int:
     import torch
 
     from openconductor.providers.transformers_local import load_checkpoint
-    from openconductor.train.models import resolve_model
-    from openconductor.train.rollout import generate_batch
+    from openconductor.decoding import generate_batch
+    from openconductor.model_files import resolve_model
     from openconductor.train.trainer import accelerator_device
 
     cfg = load_train_config(args.config)

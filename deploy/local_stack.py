@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from openconductor.server.stack import ServiceUnavailable, Stack
+from stack import ServiceUnavailable, Stack  # deploy/stack.py: this script's directory is on sys.path
 
 
 def main() -> None:

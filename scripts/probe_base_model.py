@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import xllamacpp
 
-from openconductor.executor import PREAMBLE, SUBTASK_PREFIX
 from openconductor.providers.local_gguf import COMPLETION_STOP, completion_prompt, resolve_model
 from openconductor.tasks import grade, load_task
+from openconductor.worker_message import render
 
 FEWSHOT = (
     "Question: What is 3 + 4?\nAnswer: 3 + 4 = 7. Final answer: 7\n\n"
@@ -36,7 +36,7 @@ def main() -> None:
         correct = empty = 0
         for text, question in questions:
             if mode == "worker":
-                message = f"{PREAMBLE}\n\n<Overall task>\n{text}\n</Overall task>\n\n{SUBTASK_PREFIX}Solve the overall task and give the final answer."
+                message = render(text, [], "Solve the overall task and give the final answer.")
                 body = {"prompt": completion_prompt([{"role": "user", "content": message}]), "stop": COMPLETION_STOP}
             else:
                 body = {"prompt": f"{FEWSHOT}Question: {text}\nAnswer:", "stop": ["\nQuestion:", "\n\n"]}

@@ -4,8 +4,11 @@ import re
 
 import pytest
 
-from openconductor.policies.lm import grammar_limits, grammar_max_chars, workflow_grammar
-from openconductor.workflow import parse_and_validate
+from openconductor.workflow import WorkflowFormat, parse_and_validate
+
+
+def workflow_grammar(n_workers: int, steps: int, *, fine_grained: bool = False, max_tokens: int = 512) -> str:
+    return WorkflowFormat.bounded(n_workers, steps, max_tokens, fine_grained=fine_grained).grammar()
 
 
 def longest_plan(n_workers: int, steps: int, max_tokens: int, fine_grained: bool) -> str:
@@ -33,7 +36,7 @@ def longest_plan(n_workers: int, steps: int, max_tokens: int, fine_grained: bool
 @pytest.mark.parametrize("n_workers,steps,max_tokens,fine", [(3, 3, 512, True), (4, 3, 512, False), (12, 5, 768, True), (2, 1, 96, True)])
 def test_the_longest_admitted_plan_fits_the_budget_and_parses(n_workers, steps, max_tokens, fine):
     text = longest_plan(n_workers, steps, max_tokens, fine)
-    assert len(text) == grammar_max_chars(n_workers, steps, max_tokens, fine_grained=fine)
+    assert len(text) == WorkflowFormat.bounded(n_workers, steps, max_tokens, fine_grained=fine).max_chars()
     assert len(text.encode()) + 1 <= max_tokens  # a token is at least one byte; +1 for end-of-text
     workflow = parse_and_validate(text, n_workers, max_steps=steps)
     assert len(workflow.steps) == steps and all(len(s.subtask) == len(workflow.steps[0].subtask) for s in workflow.steps)
@@ -46,7 +49,8 @@ def test_strings_are_printable_ascii_and_every_repetition_is_bounded():
 
 
 def test_a_budget_too_small_for_the_steps_is_a_clear_error():
-    reason, subtask = grammar_limits(3, 3, 512, fine_grained=True)
+    fmt = WorkflowFormat.bounded(3, 3, 512, fine_grained=True)
+    reason, subtask = fmt.reason_chars, fmt.subtask_chars
     assert (reason, subtask) == (80, 112)  # (512 - 1 - 93 fixed characters - 80) // 3
     with pytest.raises(ValueError, match=r"max_tokens = 120 is too small for 3 steps over 3 workers: raise it to at least \d+"):
         workflow_grammar(3, 3, max_tokens=120)

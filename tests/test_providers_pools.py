@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from openconductor.pool import PoolConfigError, load_pool, make_provider
+from openconductor.pool import PoolConfigError, load_pool
+from openconductor.providers.base import make_provider
 
 POOLS = sorted((Path(__file__).resolve().parents[1] / "examples" / "pools").glob("*.toml"))
 KINDS = {"openai", "anthropic", "gemini", "simulated", "conductor"}  # local kinds load weights: not built here

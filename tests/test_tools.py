@@ -10,13 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from openconductor.executor import build_messages, parse_worker_message, solve
+from openconductor.executor import build_messages, solve
 from openconductor.policies.baselines import GivenWorkflow
-from openconductor.pool import Pool, PoolConfigError, PoolSpec, WorkerCallError, WorkerSpec, make_provider
+from openconductor.pool import Pool, PoolConfigError, PoolSpec, WorkerCallError, WorkerSpec
+from openconductor.providers.base import make_provider
 from openconductor.providers.python_tool import find_code, python_blocks
 from openconductor.providers.retrieval import CorpusError, RetrievalOptions, load_corpus
 from openconductor.providers.simulated import register_responder
 from openconductor.records import StepRecord
+from openconductor.worker_message import parse as parse_worker_message
 from openconductor.workflow import Step, Workflow
 
 PROGRAMS: dict[str, str] = {}

@@ -20,7 +20,7 @@ GPU_CONFIG = ROOT / "examples" / "train_gpu_smollm2.toml"
 
 
 def test_gguf_file_named_by_path(tmp_path, monkeypatch):
-    from openconductor.train.models import ModelSourceError, gguf_source, resolve_model
+    from openconductor.model_files import ModelSourceError, gguf_source, resolve_model
 
     with pytest.raises(ModelSourceError, match="GGUF file not found"):
         gguf_source(f"gguf:{tmp_path / 'missing.gguf'}")
@@ -51,7 +51,7 @@ def test_gpu_config_scales_the_cpu_recipe():
     assert args.bf16 and args.beta == 0.0 and args.max_completion_length == cpu.settings["max_completion_length"]
     assert args.learning_rate == cpu.settings["learning_rate"] and args.lr_scheduler_type == "cosine"
     # Same prompt, warm-up, reward and adapter as the CPU run: only the scale changes.
-    assert gpu.prompt == cpu.prompt and gpu.warmup_sft == cpu.warmup_sft and gpu.reward == dataclasses.replace(cpu.reward, max_concurrency=gpu.reward.max_concurrency)
+    assert gpu.prompt == cpu.prompt and gpu.warmup_sft == cpu.warmup_sft and gpu.search == cpu.search and gpu.reward == dataclasses.replace(cpu.reward, max_concurrency=gpu.reward.max_concurrency)
     assert args.scale_rewards == cpu.settings["scale_rewards"] == "batch"
     assert gpu.model.lora.layers == cpu.model.lora.layers == list(range(22, 30))
 

@@ -5,13 +5,16 @@ All against the SIMULATED paper-constrained pool (examples/pools/simulated_paper
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from openconductor.pool import Pool, load_pool
-from openconductor.train import world
+from openconductor.sim import world
 from openconductor.train.config import RewardSettings, TrainConfigError, load_train_config
 from openconductor.train.data import build_rows, load_items, sample_subset
 from openconductor.train.reward import WorkflowReward, blend, score_completion
@@ -186,7 +189,7 @@ async def test_on_policy_recursion_blends_first_round_reward():
 
 def test_pool_randomization_renumbers_and_shows_only_the_subset():
     cfg = load_train_config(ROOT / "examples" / "train_cpu_smollm2.toml", {"randomize.enabled": True, "randomize.k_min": 2, "randomize.k_max": 3, "data.n_train": 12, "prompt.show": "names",
-                                                                      "warmup_sft.candidates": 0})  # the domain search needs a fixed pool
+                                                                      "search.candidates": 0})  # the domain search needs a fixed pool
     spec = load_pool(cfg.path(cfg.pool))
     rows = build_rows(cfg, spec, load_items(cfg))
     for row in rows:
@@ -243,14 +246,27 @@ def test_paper_defaults():
     assert (cfg.reward.correct, cfg.reward.wrong, cfg.reward.unparseable) == (1.0, 0.5, 0.0)
 
 
-def test_pool_file_registers_its_world_and_bad_world_module_is_typed():
+def test_pool_file_names_a_built_in_world_and_bad_world_module_is_typed():
     from openconductor.pool import PoolConfigError, WorkerSpec
     from openconductor.providers.simulated import SimulatedProvider
 
     spec = load_pool(POOL)
-    assert all(w.options["world_module"] == "openconductor.train.world" for w in spec.workers)
+    assert all(w.options["world"] == "paper-v2" and "world_module" not in w.options for w in spec.workers)
     with pytest.raises(PoolConfigError, match="cannot import world_module"):
         SimulatedProvider(WorkerSpec(name="x", provider="simulated", options={"world": "w", "world_module": "no.such.module"}))
+    # A pool file written before the world left the training package gets the fix, not an import error.
+    with pytest.raises(PoolConfigError, match="world_module 'openconductor.train.world' no longer exists.*delete it"):
+        SimulatedProvider(WorkerSpec(name="x", provider="simulated", options={"world": "paper-v2", "world_module": "openconductor.train.world"}))
+
+
+def test_a_built_in_world_loads_itself_without_the_training_package():
+    """A fresh interpreter: the pool's first simulated worker imports the paper-v2 world, and nothing of
+    openconductor.train is imported on the way."""
+    code = ("import sys\nfrom openconductor.pool import load_pool\nfrom openconductor.providers.simulated import RESPONDERS, SimulatedProvider\n"
+            f"assert 'paper-v2' not in RESPONDERS\nSimulatedProvider(load_pool({str(POOL)!r}).workers[0])\n"
+            "assert 'paper-v2' in RESPONDERS, RESPONDERS\nassert not [m for m in sys.modules if m.startswith('openconductor.train')]\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture

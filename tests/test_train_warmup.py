@@ -39,7 +39,7 @@ def responders():
     RESPONDERS.pop("says-7", None)
 
 
-def _config(tmp_path: Path, warmup: str, extra: str = "", show: str = "ids"):
+def _config(tmp_path: Path, warmup: str, search: str = "", extra: str = "", show: str = "ids"):
     workers = "".join(f'[[workers]]\nname = "{name}"\nprovider = "simulated"\noptions = {{ world = "{world}" }}\n'
                       for name, world in [("w0", "says-7"), ("w1", "says-7"), ("right", "says-42"), ("w3", "says-7")])
     (tmp_path / "pool.toml").write_text(f'name = "one-right"\n{workers}')
@@ -47,20 +47,20 @@ def _config(tmp_path: Path, warmup: str, extra: str = "", show: str = "ids"):
     data.write_text("".join(json.dumps({"question": f"What is 40 + 2? (variant {i})", "reference": "42", "task": "numeric"}) + "\n" for i in range(12)))
     path = tmp_path / "train.toml"
     path.write_text(f'pool = "{tmp_path / "pool.toml"}"\n[prompt]\nmax_steps = 3\nexamples = false\nshow = "{show}"\n'
-                    f'[data]\nkind = "jsonl"\npath = "{data}"\nn_train = 8\nn_eval = 2\n[reward]\nstep_weight = 0.1\n[warmup_sft]\n{warmup}\n{extra}')
+                    f'[data]\nkind = "jsonl"\npath = "{data}"\nn_train = 8\nn_eval = 2\n[reward]\nstep_weight = 0.1\n[warmup_sft]\n{warmup}\n[search]\n{search}\n{extra}')
     return load_train_config(path)
 
 
 def _select(cfg):
-    from openconductor.train.trainer import _selected_targets
+    from openconductor.train.search import select_targets
 
     spec = load_pool(cfg.pool_path)
     rows = build_rows(cfg, spec, load_items(cfg))
-    return spec, rows, *_selected_targets(cfg, spec, rows)
+    return spec, rows, *select_targets(cfg, spec, rows)
 
 
 def test_selected_warmup_targets_are_the_candidates_that_answered_right(tmp_path, responders):
-    _, rows, shown, targets, summary = _select(_config(tmp_path, "examples = 10\ntargets_per_prompt = 4\ncandidates = 40"))
+    _, rows, shown, targets, summary = _select(_config(tmp_path, "examples = 10\ntargets_per_prompt = 4", "candidates = 40"))
     assert len(shown) == len(targets) == 10  # examples, not prompts x targets_per_prompt (12)
     # Consecutive targets share a prompt (the warm-up reuses its forward pass), 4 per prompt.
     assert [row["question"] for row in shown] == [rows[i]["question"] for i in (0, 0, 0, 0, 1, 1, 1, 1, 2, 2)]
@@ -77,7 +77,7 @@ def test_selection_on_randomized_pools_and_recursive_rows(tmp_path, responders):
     """Rows that show a subset of the pool (ids renumbered per row) and second-round rows: targets stay
     within each row's subset, the right worker is found through the renumbering, and only first-round
     rows are warm-up prompts (a recursive round's best move may be to accept, which no candidate is)."""
-    cfg = _config(tmp_path, "examples = 24\ntargets_per_prompt = 3\ncandidates = 40",
+    cfg = _config(tmp_path, "examples = 24\ntargets_per_prompt = 3", "candidates = 40",
                   '[randomize]\nenabled = true\nk_min = 2\nk_max = 3\n[recursion]\nfraction = 0.5\n', show="names")
     spec, rows, shown, targets, _ = _select(cfg)
     assert any(row["round"] == 2 for row in rows) and all(row["round"] == 1 for row in shown)
@@ -93,13 +93,27 @@ def test_selection_on_randomized_pools_and_recursive_rows(tmp_path, responders):
 
 def test_candidates_fewer_than_the_targets_kept_is_a_config_error(tmp_path):
     with pytest.raises(TrainConfigError, match="candidates = 0 \\(no selection\\) or >= targets_per_prompt"):
-        _config(tmp_path, "examples = 8\ntargets_per_prompt = 4\ncandidates = 3")
-    assert _config(tmp_path, "examples = 8\ntargets_per_prompt = 4\ncandidates = 0").warmup_sft.candidates == 0
+        _config(tmp_path, "examples = 8\ntargets_per_prompt = 4", "candidates = 3")
+    assert _config(tmp_path, "examples = 8\ntargets_per_prompt = 4", "candidates = 0").search.candidates == 0
+
+
+def test_search_settings_under_their_old_names_are_config_errors_that_give_the_new_name(tmp_path):
+    with pytest.raises(TrainConfigError, match=r"warmup_sft.candidates is search.candidates now.*\[search\] table"):
+        _config(tmp_path, "examples = 8\ncandidates = 16")
+    with pytest.raises(TrainConfigError, match="warmup_sft.search_questions is search.questions now"):
+        _config(tmp_path, "examples = 8\nsearch_questions = 16")
+    with pytest.raises(TrainConfigError, match="warmup_sft.domains is search.domains now"):
+        _config(tmp_path, "examples = 8", extra="[warmup_sft.domains.b]\ncandidates = 4\n")
+    with pytest.raises(TrainConfigError, match="search.domains.b.search_questions is search.domains.b.questions now"):
+        _config(tmp_path, "examples = 8", 'candidates = 16\nselection = "domain"\n[search.domains.b]\nsearch_questions = 4\n')
+    # --set overrides are read the same way.
+    with pytest.raises(TrainConfigError, match="warmup_sft.keep_within is search.keep_within now"):
+        load_train_config(Path(__file__).resolve().parents[1] / "examples" / "train_cpu_smollm2.toml", {"warmup_sft.keep_within": 0.0})
 
 
 def test_selection_without_a_warmup_is_a_config_error(tmp_path):
     with pytest.raises(TrainConfigError, match="examples = 0 turns the warm-up off"):
-        _config(tmp_path, "examples = 0\ncandidates = 16")
+        _config(tmp_path, "examples = 0", "candidates = 16")
 
 
 @pytest.fixture
@@ -119,7 +133,7 @@ def domain_experts():
         RESPONDERS.pop(name, None)
 
 
-def _domain_config(tmp_path: Path, warmup: str):
+def _domain_config(tmp_path: Path, warmup: str, search: str):
     workers = "".join(f'[[workers]]\nname = "{name}"\nprovider = "simulated"\noptions = {{ world = "{name}" }}\n'
                       for name in ("wrong", "lucky", "a-expert", "b-expert"))
     (tmp_path / "pool.toml").write_text(f'name = "experts"\n{workers}')
@@ -128,13 +142,13 @@ def _domain_config(tmp_path: Path, warmup: str):
                             for i in range(12) for d in "ab"))
     path = tmp_path / "train.toml"
     path.write_text(f'pool = "{tmp_path / "pool.toml"}"\n[prompt]\nmax_steps = 3\nexamples = false\n'
-                    f'[data]\nkind = "jsonl"\npath = "{data}"\nn_train = 24\nn_eval = 0\n[reward]\nstep_weight = 0.05\n[warmup_sft]\n{warmup}\n')
+                    f'[data]\nkind = "jsonl"\npath = "{data}"\nn_train = 24\nn_eval = 0\n[reward]\nstep_weight = 0.05\n[warmup_sft]\n{warmup}\n[search]\n{search}\n')
     return load_train_config(path)
 
 
 def test_domain_search_keeps_each_domains_best_worker_not_one_questions_luck(tmp_path, domain_experts):
-    warmup = "examples = 16\ntargets_per_prompt = 4\ncandidates = 60\n"
-    spec, rows, shown, targets, summary = _select(_domain_config(tmp_path, warmup + 'selection = "domain"\nsearch_questions = 8'))
+    warmup = "examples = 16\ntargets_per_prompt = 4\n"
+    spec, rows, shown, targets, summary = _select(_domain_config(tmp_path, warmup, 'candidates = 60\nselection = "domain"\nquestions = 8'))
     names = [w.name for w in spec.workers]
     assert {row["domain"] for row in shown} == {"a", "b"}
     for row, text in zip(shown, targets):  # every kept plan ends with its domain's expert
@@ -150,7 +164,7 @@ def test_domain_search_keeps_each_domains_best_worker_not_one_questions_luck(tmp
     assert [(d["screened_on"], d["ranked_on"]) for d in summary["domains"]] == [(2, 8), (2, 8)]
     # Per question, the one question "lucky" gets right keeps its plans just as well as the expert's.
     lucky_row = next(row for row in rows if "domain-a #1." in row["question"])
-    _, _, shown_q, targets_q, _ = _select(_domain_config(tmp_path, warmup))
+    _, _, shown_q, targets_q, _ = _select(_domain_config(tmp_path, warmup, "candidates = 60"))
     kept_q = {names[parse(t).steps[-1].worker] for row, t in zip(shown_q, targets_q) if row["question"] == lucky_row["question"]}
     assert "lucky" in kept_q
 
@@ -171,7 +185,7 @@ def test_screen_rounds_spare_a_good_plan_one_unlucky_screen_question():
     decoys are right on both screen questions only. One screen keeps the decoys; three rounds keep good."""
     import random
 
-    from openconductor.train.trainer import _screen
+    from openconductor.train.search import screen_candidates
 
     rows = [{"question": f"q{i}", "prompt": []} for i in range(8)]
     screen, spare = rows[:2], rows[2:]
@@ -181,7 +195,7 @@ def test_screen_rounds_spare_a_good_plan_one_unlucky_screen_question():
 
     def run(rounds):
         grader = _TableGrader(table)
-        kept, first, _ = asyncio.run(_screen(grader, texts, screen, spare, rounds=rounds, per_round=2, keep=2, rng=random.Random(0)))
+        kept, first, _ = asyncio.run(screen_candidates(grader, texts, screen, spare, rounds=rounds, per_round=2, keep=2, rng=random.Random(0)))
         return kept, first, grader.calls
 
     kept, first, calls = run(1)
@@ -197,7 +211,7 @@ def test_rank_rounds_settle_a_close_race_on_more_questions():
     only the better half on the new questions, and list the others after the survivors."""
     import random
 
-    from openconductor.train.trainer import _rank
+    from openconductor.train.search import rank_finalists
 
     spare = [{"question": f"s{i}", "prompt": []} for i in range(8)]
     table = {("steady", r["question"]): 1.0 for r in spare} | {("weak", r["question"]): 1.0 for r in spare}
@@ -205,7 +219,7 @@ def test_rank_rounds_settle_a_close_race_on_more_questions():
 
     def run(rounds):
         grader = _TableGrader(table)
-        ranked, scores, alive = asyncio.run(_rank(grader, finalists, final, spare, rounds=rounds, per_round=4, seed=0, rng=random.Random(0)))
+        ranked, scores, alive = asyncio.run(rank_finalists(grader, finalists, final, spare, rounds=rounds, per_round=4, seed=0, rng=random.Random(0)))
         return ranked, scores, alive, grader.calls
 
     ranked, scores, alive, calls = run(1)
@@ -223,12 +237,12 @@ def test_a_finalist_that_lost_its_place_catches_up_when_the_leaders_fall_back():
     and is right on them: it re-enters the better half, runs the questions it missed, and wins."""
     import random
 
-    from openconductor.train.trainer import _rank
+    from openconductor.train.search import rank_finalists
 
     spare = [{"question": f"s{i}", "prompt": []} for i in range(4)]
     table = {("third", r["question"]): 1.0 for r in spare}
     grader = _TableGrader(table)
-    ranked, scores, alive = asyncio.run(_rank(grader, ["first", "second", "third", "fourth"], [1.0, 0.9, 0.8, 0.1], spare, rounds=2,
+    ranked, scores, alive = asyncio.run(rank_finalists(grader, ["first", "second", "third", "fourth"], [1.0, 0.9, 0.8, 0.1], spare, rounds=2,
                                                per_round=4, seed=0, rng=random.Random(0)))
     assert ranked[:3] == ["third", "first", "second"] and alive == {"third", "first"}
     assert scores["third"] == pytest.approx(0.9) and scores["first"] == pytest.approx(0.5) and scores["second"] == pytest.approx(0.45)
@@ -236,47 +250,49 @@ def test_a_finalist_that_lost_its_place_catches_up_when_the_leaders_fall_back():
 
 
 def test_domain_search_config_errors(tmp_path, domain_experts):
-    with pytest.raises(TrainConfigError, match="screen_rounds must be >= 1"):
-        _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\nscreen_rounds = 0')
-    with pytest.raises(TrainConfigError, match="rank_rounds must be >= 1"):
-        _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\nrank_rounds = 0')
-    with pytest.raises(TrainConfigError, match="search_questions must be >= 1"):
-        _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\nsearch_questions = 0')
+    with pytest.raises(TrainConfigError, match="search.screen_rounds: Input should be greater than or equal to 1"):
+        _config(tmp_path, "examples = 8", 'candidates = 16\nselection = "domain"\nscreen_rounds = 0')
+    with pytest.raises(TrainConfigError, match="search.rank_rounds: Input should be greater than or equal to 1"):
+        _config(tmp_path, "examples = 8", 'candidates = 16\nselection = "domain"\nrank_rounds = 0')
+    with pytest.raises(TrainConfigError, match="search.questions: Input should be greater than or equal to 1"):
+        _config(tmp_path, "examples = 8", 'candidates = 16\nselection = "domain"\nquestions = 0')
     with pytest.raises(TrainConfigError, match="needs a fixed pool"):
-        _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"', "[randomize]\nenabled = true\nk_min = 2\nk_max = 3\n", show="names")
+        _config(tmp_path, "examples = 8", 'candidates = 16\nselection = "domain"', "[randomize]\nenabled = true\nk_min = 2\nk_max = 3\n", show="names")
     # 1-step plans only come in few distinct texts (workers x wordings): too few to keep 20 of.
-    cfg = _domain_config(tmp_path, 'examples = 40\ntargets_per_prompt = 20\ncandidates = 20\nselection = "domain"')
+    cfg = _domain_config(tmp_path, "examples = 40\ntargets_per_prompt = 20", 'candidates = 20\nselection = "domain"')
     cfg.prompt.max_steps = 1
     with pytest.raises(TrainConfigError, match="distinct workflows among 20 candidates"):
         _select(cfg)
 
 
 def test_the_domain_search_can_rank_with_its_own_step_cost(tmp_path, domain_experts):
-    """warmup_sft.step_weight prices steps in the search only: with the reward's step cost at 0 (GRPO then
+    """search.step_weight prices steps in the search only: with the reward's step cost at 0 (GRPO then
     pays for accuracy alone) the search still prefers the short right plans when its own cost is set."""
-    warmup = 'examples = 16\ntargets_per_prompt = 4\ncandidates = 60\nselection = "domain"\nsearch_questions = 8\n'
+    warmup, search = "examples = 16\ntargets_per_prompt = 4", 'candidates = 60\nselection = "domain"\nquestions = 8\n'
     mean_steps = lambda summary: sum(map(sum, (d["kept_steps"] for d in summary["domains"]))) / 8  # noqa: E731
-    cfg = _domain_config(tmp_path, warmup + "step_weight = 0.05")
+    cfg = _domain_config(tmp_path, warmup, search + "step_weight = 0.05")
     cfg.reward.step_weight = 0.0
     *_, summary = _select(cfg)
     assert all(d["best"] == pytest.approx(0.95) for d in summary["domains"])  # ranked with the search's cost
     assert mean_steps(summary) < 1.6
-    cfg = _domain_config(tmp_path, warmup)
+    cfg = _domain_config(tmp_path, warmup, search)
     cfg.reward.step_weight = 0.0  # no cost anywhere: every right plan ties at 1.0, whatever its length
     *_, summary = _select(cfg)
     assert all(d["best"] == pytest.approx(1.0) for d in summary["domains"])
     with pytest.raises(TrainConfigError, match="needs selection = 'domain'"):
-        _config(tmp_path, "examples = 8\ncandidates = 16\nstep_weight = 0.01")
-    with pytest.raises(TrainConfigError, match="a value >= 0"):
-        _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\nstep_weight = -0.1')
-    # warmup_sft.token_weight prices each plan's tokens in the search alone, in the same way.
-    cfg = _domain_config(tmp_path, warmup + "token_weight = 0.05")
+        _config(tmp_path, "examples = 8", "candidates = 16\nstep_weight = 0.01")
+    with pytest.raises(TrainConfigError, match="search.step_weight: Input should be greater than or equal to 0"):
+        _config(tmp_path, "examples = 8", 'candidates = 16\nselection = "domain"\nstep_weight = -0.1')
+    # search.token_weight prices each plan's tokens in the search alone, in the same way.
+    cfg = _domain_config(tmp_path, warmup, search + "token_weight = 0.05")
     cfg.reward.step_weight = 0.0
     assert cfg.reward.token_weight == 0.0
     *_, summary = _select(cfg)
     assert all(0.9 < d["best"] < 1.0 for d in summary["domains"]) and mean_steps(summary) < 1.6
-    with pytest.raises(TrainConfigError, match="warmup_sft.token_weight is the domain search's per-1k-token cost"):
-        _config(tmp_path, 'examples = 8\ncandidates = 16\nselection = "domain"\ntoken_weight = -1')
+    with pytest.raises(TrainConfigError, match="search.token_weight is the domain search's per-1k-token cost"):
+        _config(tmp_path, "examples = 8", "candidates = 16\ntoken_weight = 0.01")
+    with pytest.raises(TrainConfigError, match="search.token_weight: Input should be greater than or equal to 0"):
+        _config(tmp_path, "examples = 8", 'candidates = 16\nselection = "domain"\ntoken_weight = -1')
 
 
 def test_with_a_python_tool_the_domain_search_finds_write_then_run_chains(tmp_path):
@@ -300,7 +316,7 @@ def test_with_a_python_tool_the_domain_search_finds_write_then_run_chains(tmp_pa
         path = tmp_path / "train.toml"
         path.write_text(f'pool = "{tmp_path / "pool.toml"}"\n[prompt]\nmax_steps = 3\nexamples = false\n'
                         f'[data]\nkind = "jsonl"\npath = "{data}"\nn_train = 6\nn_eval = 0\n[reward]\nstep_weight = 0.01\n'
-                        '[warmup_sft]\nexamples = 4\ntargets_per_prompt = 2\ncandidates = 24\nselection = "domain"\nsearch_questions = 3\n')
+                        '[warmup_sft]\nexamples = 4\ntargets_per_prompt = 2\n[search]\ncandidates = 24\nselection = "domain"\nquestions = 3\n')
         spec, rows, shown, targets, summary = _select(load_train_config(path))
     finally:
         RESPONDERS.pop("coder", None)
@@ -311,9 +327,9 @@ def test_with_a_python_tool_the_domain_search_finds_write_then_run_chains(tmp_pa
 
 
 def test_keep_within_copies_only_the_plans_near_the_domains_best(tmp_path, domain_experts):
-    warmup = 'examples = 16\ntargets_per_prompt = 4\ncandidates = 60\nselection = "domain"\nsearch_questions = 8\n'
-    *_, loose = _select(_domain_config(tmp_path, warmup))
-    spec, rows, shown, targets, tight = _select(_domain_config(tmp_path, warmup + "keep_within = 0.0"))
+    warmup, search = "examples = 16\ntargets_per_prompt = 4", 'candidates = 60\nselection = "domain"\nquestions = 8\n'
+    *_, loose = _select(_domain_config(tmp_path, warmup, search))
+    spec, rows, shown, targets, tight = _select(_domain_config(tmp_path, warmup, search + "keep_within = 0.0"))
     for loose_d, tight_d in zip(loose["domains"], tight["domains"]):
         assert tight_d["kept_mean"] == pytest.approx(tight_d["best"])  # only plans as good as the best
         assert tight_d["kept_mean"] >= loose_d["kept_mean"] and len(tight_d["kept_steps"]) == 4  # repeated to fill
@@ -325,17 +341,17 @@ def test_keep_within_copies_only_the_plans_near_the_domains_best(tmp_path, domai
     assert len(targets) == 16
     assert any(d["kept_mean"] < d["best"] for d in loose["domains"])  # without the margin, weaker plans are kept too
     with pytest.raises(TrainConfigError, match="keep_within is a margin"):
-        _config(tmp_path, "examples = 8\ncandidates = 16\nkeep_within = 0.1")
+        _config(tmp_path, "examples = 8", "candidates = 16\nkeep_within = 0.1")
 
 
 def test_a_domain_can_search_a_smaller_size_and_single_worker_plans_join_the_candidates(tmp_path, domain_experts):
-    """[warmup_sft.domains.b] shrinks domain b's search (a slow domain, e.g. code), and single_worker_plans
+    """[search.domains.b] shrinks domain b's search (a slow domain, e.g. code), and single_worker_plans
     adds "ask worker i" for every model: of 4 random candidates none need ask b's expert, yet every plan
     kept for b (only those as good as its best) does."""
-    warmup = 'examples = 16\ntargets_per_prompt = 2\ncandidates = 60\nselection = "domain"\nsearch_questions = 8\n'
-    small = warmup + ("keep_within = 0.0\nsingle_worker_plans = true\nrank_rounds = 2\n"
-                      "[warmup_sft.domains.b]\ncandidates = 4\nsearch_questions = 3\nscreen_rounds = 1\nrank_rounds = 1\n")
-    spec, rows, shown, targets, summary = _select(_domain_config(tmp_path, small))
+    warmup, search = "examples = 16\ntargets_per_prompt = 2", 'candidates = 60\nselection = "domain"\nquestions = 8\n'
+    small = search + ("keep_within = 0.0\nsingle_worker_plans = true\nrank_rounds = 2\n"
+                      "[search.domains.b]\ncandidates = 4\nquestions = 3\nscreen_rounds = 1\nrank_rounds = 1\n")
+    spec, rows, shown, targets, summary = _select(_domain_config(tmp_path, warmup, small))
     a, b = summary["domains"]
     assert (a["domain"], a["ranked_on"], a["rank_rounds"]) == ("a", 8, 2) and (b["domain"], b["ranked_on"], b["screen_rounds"], b["rank_rounds"]) == ("b", 3, 1, 1)
     # a's second ranking round ran its better half only; b ranked once, so every finalist is a contender.
@@ -346,15 +362,15 @@ def test_a_domain_can_search_a_smaller_size_and_single_worker_plans_join_the_can
         if row["domain"] == "b":
             assert [s.worker for s in parse(text).steps][-1] == expert, text
     with pytest.raises(TrainConfigError, match="names \\['c'\\], which are not domains of the warm-up's prompts"):
-        _select(_domain_config(tmp_path, warmup + "[warmup_sft.domains.c]\ncandidates = 8\n"))
-    with pytest.raises(TrainConfigError, match="warmup_sft.domains.b.candidates must be >= targets_per_prompt = 2"):
-        _domain_config(tmp_path, warmup + "[warmup_sft.domains.b]\ncandidates = 1\n")
-    with pytest.raises(TrainConfigError, match="warmup_sft.domains.b.screen_rounds must be >= 1"):
-        _domain_config(tmp_path, warmup + "[warmup_sft.domains.b]\nscreen_rounds = 0\n")
+        _select(_domain_config(tmp_path, warmup, search + "[search.domains.c]\ncandidates = 8\n"))
+    with pytest.raises(TrainConfigError, match="search.domains.b.candidates must be >= targets_per_prompt = 2"):
+        _domain_config(tmp_path, warmup, search + "[search.domains.b]\ncandidates = 1\n")
+    with pytest.raises(TrainConfigError, match="search.domains.b.screen_rounds: Input should be greater than or equal to 1"):
+        _domain_config(tmp_path, warmup, search + "[search.domains.b]\nscreen_rounds = 0\n")
     with pytest.raises(TrainConfigError, match="need selection = 'domain' and candidates > 0"):
-        _config(tmp_path, "examples = 8\ncandidates = 16\nsingle_worker_plans = true")
+        _config(tmp_path, "examples = 8", "candidates = 16\nsingle_worker_plans = true")
     with pytest.raises(TrainConfigError, match="need selection = 'domain' and candidates > 0"):
-        _config(tmp_path, 'examples = 8\nselection = "domain"\nrank_rounds = 2')
+        _config(tmp_path, "examples = 8", 'selection = "domain"\nrank_rounds = 2')
 
 
 def test_single_worker_plans_ask_each_model_but_no_tool():

@@ -35,6 +35,7 @@ from typing import Any, Optional
 
 import platformdirs
 
+from . import worker_message
 from .records import Completion
 
 SCHEMA = """
@@ -92,16 +93,11 @@ def _digest(payload: dict) -> str:
 
 def worker_context(messages: list[dict]) -> Optional[dict]:
     """The content of a worker message built by the executor, without agent ids; None for other calls."""
-    from .executor import PREAMBLE, SUBTASK_PREFIX, parse_worker_message
-
-    if len(messages) != 1 or messages[0].get("role") != "user":
+    context = worker_message.parse_rendered(messages)
+    if context is None:
         return None
-    text = str(messages[0].get("content", ""))
-    if not text.startswith(PREAMBLE) or f"\n\n{SUBTASK_PREFIX}" not in text:
-        return None
-    context = parse_worker_message(messages)
     return {
-        "preamble": hashlib.sha256(PREAMBLE.encode()).hexdigest()[:16],
+        "preamble": hashlib.sha256(worker_message.PREAMBLE.encode()).hexdigest()[:16],
         "question": context.question.strip(),
         "seen": [[subtask.strip(), response.strip()] for _, subtask, response in context.earlier],
         "subtask": context.subtask.strip(),

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Literal, Optional, Union
 
+from . import worker_message
 from .answer_format import AnswerFormat, AnswerFormatError, check_json
 from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous
@@ -56,82 +56,16 @@ async def _emit(handler: Optional[EventHandler], event: Event) -> None:
 
 # --------------------------------------------------------------------------------------------- context
 
-PREAMBLE = (
-    "You are one agent in a team of AI agents that together solve a task. You are assigned one "
-    "subtask of the overall task. You may be shown subtasks that were assigned to other agents and "
-    "their responses; use them where they help, and check them rather than trusting them blindly. "
-    "Answer your assigned subtask fully and precisely."
-)
-
-
-SUBTASK_PREFIX = "Your assigned subtask: "
-
-
 def build_messages(question: str, workflow: Workflow, index: int, outputs: dict[int, StepRecord]) -> list[dict[str, str]]:
-    """The worker's one user message: preamble, overall task, visible earlier steps, its subtask."""
+    """The worker's one user message (``worker_message.render``): preamble, overall task, visible earlier
+    steps, its subtask."""
     step = workflow.steps[index]
-    parts = [PREAMBLE, f"<Overall task>\n{question}\n</Overall task>"]
+    earlier = []
     for j in step.visible(index):
-        earlier = workflow.steps[j]
-        record = outputs[j]
-        agent = earlier.worker
+        agent, record = workflow.steps[j].worker, outputs[j]
         response = record.output if record.status == "ok" else f"(Agent {agent} failed to respond: {record.error})"
-        parts.append(
-            f"<Subtask assigned to Agent {agent}>\n{earlier.subtask}\n</Subtask assigned to Agent {agent}>\n"
-            f"<Agent {agent} response>\n{response}\n</Agent {agent} response>"
-        )
-    parts.append(f"{SUBTASK_PREFIX}{step.subtask}")
-    return [{"role": "user", "content": "\n\n".join(parts)}]
-
-
-@dataclass
-class WorkerContext:
-    """A worker message read back into its parts (what tool workers act on)."""
-
-    question: str
-    earlier: list[tuple[int, str, str]]  # (agent id, subtask, response) of the visible steps, in order
-    subtask: str
-
-
-_EARLIER = re.compile(
-    r"<Subtask assigned to Agent (\d+)>\n(.*?)\n</Subtask assigned to Agent \1>\n<Agent \1 response>\n(.*?)\n</Agent \1 response>",
-    re.DOTALL,
-)
-
-
-def parse_worker_message(messages: list[dict[str, str]]) -> WorkerContext:
-    """The inverse of ``build_messages``. A message not built by it is read as a bare subtask."""
-    text = "\n\n".join(str(m.get("content", "")) for m in messages if m.get("role") != "system")
-    head, sep, subtask = text.rpartition("\n\n" + SUBTASK_PREFIX)
-    if not sep:
-        return WorkerContext(question="", earlier=[], subtask=text)
-    start, end = head.find("<Overall task>\n"), head.find("\n</Overall task>")
-    question = head[start + len("<Overall task>\n") : end] if 0 <= start < end else ""
-    rest = head[end:] if end >= 0 else head
-    earlier = [(int(m.group(1)), m.group(2), m.group(3)) for m in _EARLIER.finditer(rest)]
-    return WorkerContext(question=question, earlier=earlier, subtask=subtask)
-
-
-# Text only the executor writes into a worker's prompt: an output that contains it is a copy of the
-# prompt (small models, base models especially, continue or repeat their input), not an answer.
-_SCAFFOLD = re.compile(r"</?Overall task>|<Subtask assigned to Agent \d+>|</?Agent \d+ response>|" + re.escape(PREAMBLE[:60]) + "|" + re.escape(SUBTASK_PREFIX.strip()))
-
-
-def echoes_prompt(output: str, messages: list[dict[str, str]]) -> bool:
-    """True when a worker's output repeats its prompt's scaffolding, or is nothing but a span of what the
-    executor and the conductor wrote into its prompt (preamble, question, subtasks).
-
-    Earlier agents' responses do not count as prompt: a worker that endorses an earlier answer word for
-    word (a verifier agreeing; in the simulated world the same worker in the same role) has answered.
-    """
-    text = (output or "").strip()
-    if not text:
-        return False
-    if _SCAFFOLD.search(text):
-        return True
-    prompt = "\n".join(str(m.get("content", "")) for m in messages)
-    written = _EARLIER.sub(lambda m: f"{m.group(2)}\x00", prompt)  # each response body out, one separator in
-    return len(text) >= 40 and text in written
+        earlier.append((agent, workflow.steps[j].subtask, response))
+    return [{"role": "user", "content": worker_message.render(question, earlier, step.subtask)}]
 
 
 def final_answer(steps: list[StepRecord]) -> str:
@@ -383,7 +317,7 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
         record.tool_calls, record.finish_reason = completion.tool_calls, completion.finish_reason
         record.latency_s, record.status, record.detail = completion.latency_s, "ok", completion.detail
         record.cached = completion.cached
-        if spec.provider not in TOOL_PROVIDERS and not completion.tool_calls and echoes_prompt(completion.text, record.messages):
+        if spec.provider not in TOOL_PROVIDERS and not completion.tool_calls and worker_message.echoes_prompt(completion.text, record.messages):
             # Not an answer: the step fails, so the final answer falls back to the last real output.
             record.status, record.error = "error", "the worker echoed its prompt instead of answering"
     except WorkerCallError as exc:

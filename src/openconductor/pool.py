@@ -24,7 +24,6 @@ A pool file looks like::
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 import os
 import random
@@ -32,7 +31,7 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
@@ -40,6 +39,7 @@ from .answer_format import AnswerFormat, AnswerFormatError, prepare
 from .budget import Limits
 from .configfile import problems, read_config
 from .policies.fixed import FixedWorkflowSpec
+from .providers.base import Provider, ProviderError, TokenCallback, absent_modules, make_provider, provider_class, provider_options
 from .records import Completion, Usage
 
 if TYPE_CHECKING:
@@ -236,128 +236,6 @@ def load_default_pool() -> PoolSpec:
     return load_pool(default_pool_path())
 
 
-# ------------------------------------------------------------------------------------ runtime workers
-
-
-class ProviderError(RuntimeError):
-    """A worker call that failed. ``retryable`` errors are retried with backoff."""
-
-    def __init__(self, message: str, *, retryable: bool = False, status: Optional[int] = None, retry_after: Optional[float] = None,
-                 code: Optional[str] = None):
-        super().__init__(message)
-        self.retryable = retryable
-        self.status = status
-        self.retry_after = retry_after
-        self.code = code  # a typed cause callers act on, e.g. "context_length_exceeded"
-
-
-class WorkerCallError(RuntimeError):
-    """All attempts of a worker call failed; carries the attempts made."""
-
-    def __init__(self, worker: str, message: str, attempts: int, code: Optional[str] = None):
-        super().__init__(f"worker {worker!r} failed after {attempts} attempt(s): {message}")
-        self.worker = worker
-        self.attempts = attempts
-        self.code = code
-
-
-TokenCallback = Callable[[str], None]
-
-
-class NoOptions(BaseModel):
-    """A provider that takes no options."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class Provider:
-    """One backend kind. Subclasses implement ``complete``; they raise ProviderError on failure.
-
-    ``native``: what of a request's ``AnswerFormat`` the backend takes itself ("tools", "json_schema",
-    "stop"); ``answer_format.prepare`` adapts the rest (prompted tools, prompted JSON, cut stops).
-    What a subclass declares is checked when a pool loads, before any call: ``Options`` (a pydantic
-    model of its ``options`` table), ``key_envs`` (the environment variables that may hold its API key,
-    tried in order; a worker's ``api_key_env`` replaces them) and ``requires`` (modules it imports,
-    installed by the ``extra``).
-    """
-
-    supports_grammar = False
-    native: frozenset[str] = frozenset()
-    # False for in-process models: a timed-out generation keeps running in its thread, so a retry
-    # would only compete with it for the same CPU (and the same slots).
-    retry_timeouts = True
-    Options: ClassVar[type[BaseModel]] = NoOptions
-    key_envs: ClassVar[tuple[str, ...]] = ()
-    requires: ClassVar[tuple[str, ...]] = ()
-    extra: ClassVar[str] = ""
-
-    def __init__(self, spec: WorkerSpec):
-        self.spec = spec
-        self.options = self.Options.model_validate(spec.options)
-
-    @classmethod
-    def key_variables(cls, spec: WorkerSpec) -> tuple[str, ...]:
-        """Where this worker's API key must come from (one of them set); empty when it needs none."""
-        return (spec.api_key_env,) if spec.api_key_env else cls.key_envs
-
-    async def complete(
-        self,
-        messages: list[dict[str, str]],
-        *,
-        max_tokens: int,
-        temperature: float,
-        grammar: Optional[str] = None,
-        on_token: Optional[TokenCallback] = None,
-        seed: Optional[int] = None,
-        answer: Optional[AnswerFormat] = None,
-    ) -> Completion:
-        raise NotImplementedError
-
-    async def aclose(self) -> None:
-        return None
-
-
-# provider name -> a function that returns its class (built-in providers import their module lazily,
-# so a user of remote APIs never loads llama.cpp or torch, and vice versa)
-_PROVIDERS: dict[str, Callable[[], type[Provider]]] = {}
-
-
-def register_provider(name: str, load: Optional[Callable[[], type[Provider]]] = None):
-    """Register a provider class under ``name``: ``@register_provider("x")`` on the class, or
-    ``register_provider("x", load)`` with a function that imports and returns it when first needed."""
-    if load is not None:
-        _PROVIDERS[name] = load
-        return load
-
-    def deco(cls: type[Provider]) -> type[Provider]:
-        _PROVIDERS[name] = lambda: cls
-        return cls
-
-    return deco
-
-
-def provider_class(name: str) -> type[Provider]:
-    from . import providers  # noqa: F401  (registers the built-in providers)
-
-    if name not in _PROVIDERS:
-        raise PoolConfigError(f"no provider named {name!r}; known: {', '.join(sorted(_PROVIDERS))}")
-    return _PROVIDERS[name]()
-
-
-def provider_options(provider: str, options: dict[str, Any]) -> BaseModel:
-    """``options`` validated by the provider's ``Options`` model (ValueError naming what does not fit)."""
-    cls = provider_class(provider)
-    try:
-        return cls.Options.model_validate(options)
-    except ValidationError as exc:
-        accepted = ", ".join(cls.Options.model_fields) or "none"
-        raise ValueError(f"{problems(exc)} (provider {provider!r} takes options: {accepted})") from None
-
-
-def make_provider(spec: WorkerSpec) -> Provider:
-    return provider_class(spec.provider)(spec)
-
-
 @dataclass
 class Missing:
     """Something a pool needs that this machine lacks: an API key or a provider's SDK."""
@@ -366,12 +244,6 @@ class Missing:
     what: str  # "OPENAI_API_KEY" (or "A or B"), or the module to install
     fix: str
     workers: list[str]
-
-
-def absent_modules(cls: type[Provider]) -> list[str]:
-    """The modules a provider class needs that are not installed (a dotted one's package is looked up first:
-    find_spec on a submodule of a missing package raises)."""
-    return [m for m in cls.requires if importlib.util.find_spec(m.split(".")[0]) is None or importlib.util.find_spec(m) is None]
 
 
 def missing_requirements(spec: PoolSpec) -> list[Missing]:
@@ -408,6 +280,19 @@ def check_pool(spec: PoolSpec) -> None:
     if sdks:
         parts.append(f"not installed: {'; '.join(sdks)}")
     raise PoolConfigError(f"pool {spec.name!r} cannot run here: " + ". ".join(parts))
+
+
+# ------------------------------------------------------------------------------------ runtime workers
+
+
+class WorkerCallError(RuntimeError):
+    """All attempts of a worker call failed; carries the attempts made."""
+
+    def __init__(self, worker: str, message: str, attempts: int, code: Optional[str] = None):
+        super().__init__(f"worker {worker!r} failed after {attempts} attempt(s): {message}")
+        self.worker = worker
+        self.attempts = attempts
+        self.code = code
 
 
 @dataclass

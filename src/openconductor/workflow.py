@@ -1,9 +1,13 @@
-"""Workflows: the conductor's plan, its parser, its validation and its rendering.
+"""Workflows: the conductor's plan, its output language, its parser, its validation and its rendering.
 
 A workflow is a list of steps; each step names a worker (an ordinal id into the pool shown to the
 conductor), a natural-language subtask, and an access list: ``"all"`` (every earlier step) or a list
 of earlier step indices (``[]`` = nothing earlier). The conductor writes it as three equal-length
 Python lists after its reasoning (the paper's format); a JSON object form is accepted too.
+
+``WorkflowFormat`` is the one owner of that language: the prompt's instructions about it, its length
+bounds, the GBNF grammar (local decoders), the automaton (token-level decoding, training rollouts),
+``Workflow.render`` and ``parse``.
 """
 
 from __future__ import annotations
@@ -124,6 +128,13 @@ FORMAT_SUBTASKS = "]\nsubtasks = ["
 FORMAT_ACCESS = "]\naccess_list = ["
 FORMAT_END = "]"
 FORMAT_SEP = ", "
+LIST_NAMES = ("model_id", "subtasks", "access_list")
+
+# Bounds of a runtime grammar (``WorkflowFormat.bounded``). Grammar strings are printable ASCII (every such
+# character is one byte, and a token is at least one byte), so a plan of B characters is at most B tokens.
+REASON_CHARS = 80  # the one line of reasoning, at most
+SUBTASK_CHARS = 320  # one subtask, at most (less when max_tokens is small: the room bound decides)
+MIN_SUBTASK_CHARS = 24  # below this a budget is refused: plans would have no room to say anything
 
 
 def _index(text: str, k: int) -> bool:
@@ -160,7 +171,71 @@ class WorkflowFormat:
     subtask_chars: int = 160
     min_subtask_chars: int = 3
 
+    # ---- what the conductor's prompt says about the output
+
+    @staticmethod
+    def instructions(style: str, *, fine_grained: bool) -> str:
+        """The prompt's lines that ask for this language: "paper" spells out the three lists, "compact"
+        (a conductor trained to write them) names them."""
+        if style == "compact":
+            return f"Write one line of reasoning, then three Python lists of equal length: {', '.join(LIST_NAMES)}."
+        example = '[] or ["all"]' + (" or [0, 1]" if fine_grained else "")
+        return ("First write one short line of reasoning, then exactly three Python lists of equal length:\n"
+                f'{FORMAT_IDS}agent ids{FORMAT_SUBTASKS}"instruction", ...{FORMAT_ACCESS}access of each step, e.g. {example}{FORMAT_END}')
+
+    @staticmethod
+    def accept_lists() -> str:
+        """The three empty lists a recursive round writes to keep the answer it was shown."""
+        return Workflow(()).render()
+
+    # ---- length bounds
+
+    @classmethod
+    def bounded(cls, n_workers: int, max_steps: int, max_tokens: int, *, fine_grained: bool = False,
+                allow_empty: bool = False) -> "WorkflowFormat":
+        """The format whose longest plan, plus the end-of-text token, fits in ``max_tokens``: the reasoning
+        gets up to a quarter of the room (at most ``REASON_CHARS``), the subtasks share the rest (at most
+        ``SUBTASK_CHARS`` each). Raises ValueError when even short subtasks do not fit."""
+        fixed = cls._fixed_chars(n_workers, max_steps, fine_grained)
+        room = max_tokens - 1 - fixed
+        reason = min(REASON_CHARS, max(8, room // 4))
+        subtask = min(SUBTASK_CHARS, (room - reason) // max_steps)
+        if subtask < MIN_SUBTASK_CHARS:
+            need = 1 + fixed + reason + max_steps * MIN_SUBTASK_CHARS
+            raise ValueError(f"max_tokens = {max_tokens} is too small for {max_steps} steps over {n_workers} workers: "
+                             f"raise it to at least {need}, or lower max_steps")
+        return cls(n_workers, max_steps, fine_grained=fine_grained, allow_empty=allow_empty, reason_chars=reason, subtask_chars=subtask)
+
+    def max_chars(self) -> int:
+        """The length of the longest string of this language."""
+        return self._fixed_chars(self.n_workers, self.max_steps, self.fine_grained) + self.reason_chars + self.max_steps * self.subtask_chars
+
+    @staticmethod
+    def _access_chars(k: int, fine_grained: bool) -> int:
+        """Longest access entry of step k: "[]", '["all"]', or all k earlier indices."""
+        if k == 0:
+            return len("[]")
+        longest = len('["all"]')
+        if fine_grained:
+            longest = max(longest, 2 + sum(len(str(j)) for j in range(k)) + len(FORMAT_SEP) * (k - 1))
+        return longest
+
+    @classmethod
+    def _fixed_chars(cls, n_workers: int, n: int, fine_grained: bool) -> int:
+        """Characters of an n-step plan other than the reasoning text and the subtask texts."""
+        between = len(FORMAT_SEP) * (n - 1)
+        return (
+            len(FORMAT_REASON) + len("\n")
+            + len(FORMAT_IDS) + n * len(str(n_workers - 1)) + between
+            + len(FORMAT_SUBTASKS) + n * len('""') + between
+            + len(FORMAT_ACCESS) + sum(cls._access_chars(k, fine_grained) for k in range(n)) + between + len(FORMAT_END)
+        )  # fmt: skip
+
     # ---- the grammar
+
+    def grammar(self) -> "FormatGrammar":
+        """The GBNF text that still carries this format (see ``FormatGrammar``)."""
+        return FormatGrammar(self)
 
     def gbnf(self) -> str:
         """GBNF admitting this language. GBNF cannot tie list lengths together, so it enumerates n."""

@@ -14,7 +14,7 @@ from typing import Optional
 from ..budget import LimitReached
 from ..pool import PoolConfigError, PoolSpec, WorkerCallError
 from ..records import PlanRecord, Usage
-from ..workflow import FormatGrammar, Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
+from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
 from .base import Plan, PlanRequest, Policy, Previous, register_policy
 
 SYSTEM = """You are the Conductor: you coordinate a pool of AI agents (language models) to solve a task.
@@ -30,10 +30,7 @@ earlier work, or combine several independent answers.
 The agents in the pool:
 {pool}
 
-First write one short line of reasoning, then exactly three Python lists of equal length:
-model_id = [agent ids]
-subtasks = ["instruction", ...]
-access_list = [access of each step, e.g. [] or ["all"]{fine_example}]"""
+{output}"""
 
 # For a conductor trained to write its plans (`[prompt] style = "compact"`): the pool and the output's
 # shape, without the paper's instructions, which a prompted model needs and a trained one has learned.
@@ -45,30 +42,29 @@ The response of the last step is the final answer.
 The agents in the pool:
 {pool}
 
-Write one line of reasoning, then three Python lists of equal length: model_id, subtasks, access_list."""
+{output}"""
 
 # Out-of-domain on purpose (the paper found out-of-domain examples better than in-domain ones); the ids
-# are placeholders, not advice about any pool.
-EXAMPLES = """Example 1 (translate a contract clause):
-Reasoning: draft, then an independent check.
-model_id = [1, 0]
-subtasks = ["Translate the clause into French.", "Check the translation above for errors and give the corrected final version."]
-access_list = [[], ["all"]]
-
-Example 2 (plan a three-day itinerary):
-Reasoning: two independent drafts, then one agent combines them.
-model_id = [2, 0, 1]
-subtasks = ["Draft an itinerary.", "Draft an itinerary.", "Combine the drafts above into one final itinerary."]
-access_list = [[], [], ["all"]]"""
+# are placeholders, not advice about any pool. Written by ``Workflow.render``, as the conductor must write.
+_EXAMPLES = [
+    ("translate a contract clause", Workflow((
+        Step(1, "Translate the clause into French."),
+        Step(0, "Check the translation above for errors and give the corrected final version.", "all"),
+    ), reasoning="Reasoning: draft, then an independent check.")),
+    ("plan a three-day itinerary", Workflow((
+        Step(2, "Draft an itinerary."),
+        Step(0, "Draft an itinerary."),
+        Step(1, "Combine the drafts above into one final itinerary.", "all"),
+    ), reasoning="Reasoning: two independent drafts, then one agent combines them.")),
+]  # fmt: skip
+EXAMPLES = "\n\n".join(f"Example {i} ({topic}):\n{workflow.render()}" for i, (topic, workflow) in enumerate(_EXAMPLES, 1))
 
 RECURSION = """This is a verification round. Earlier agents already produced this answer:
 <previous answer>
 {answer}
 </previous answer>
 {instruction}If the answer is correct and complete, accept it by writing three empty lists:
-model_id = []
-subtasks = []
-access_list = []
+{accept}
 Otherwise write a new workflow that verifies or revises it."""
 
 
@@ -98,80 +94,25 @@ def conductor_messages(
     examples: bool = True,
     style: str = "paper",
 ) -> list[dict[str, str]]:
+    if style not in ("paper", "compact"):
+        raise ValueError(f"unknown conductor prompt style {style!r}: use 'paper' or 'compact'")
+    output = WorkflowFormat.instructions(style, fine_grained=fine_grained)
     if style == "compact":
-        system = COMPACT.format(max_steps=max_steps, pool=describe_pool(spec, show))
-    elif style == "paper":
+        system = COMPACT.format(max_steps=max_steps, pool=describe_pool(spec, show), output=output)
+    else:
         system = SYSTEM.format(
             max_steps=max_steps,
             pool=describe_pool(spec, show),
             fine_grained='- a list of earlier step indices, e.g. [0, 2]: it sees those steps only.\n' if fine_grained else "",
-            fine_example=" or [0, 1]" if fine_grained else "",
+            output=output,
         )
-    else:
-        raise ValueError(f"unknown conductor prompt style {style!r}: use 'paper' or 'compact'")
     if examples:
         system += "\n\n" + EXAMPLES
     user = f"Overall task:\n{question}"
     if previous is not None:
         instruction = f"Your instruction from the outer workflow: {previous.instruction}\n" if previous.instruction else ""
-        user += "\n\n" + RECURSION.format(answer=previous.answer or "(empty)", instruction=instruction)
+        user += "\n\n" + RECURSION.format(answer=previous.answer or "(empty)", instruction=instruction, accept=WorkflowFormat.accept_lists())
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-
-# Grammar strings are printable ASCII (every such character is one byte, and a token is at least one
-# byte), so a plan of B characters is at most B tokens: the bound below is in characters.
-REASON_CHARS = 80  # the one line of reasoning, at most
-SUBTASK_CHARS = 320  # one subtask, at most (less when max_tokens is small: the room bound below decides)
-MIN_SUBTASK_CHARS = 24
-
-
-def _access_chars(k: int, fine_grained: bool) -> int:
-    """Longest access entry of step k: "[]", '["all"]', or all k earlier indices."""
-    if k == 0:
-        return 2
-    longest = len('["all"]')
-    if fine_grained:
-        longest = max(longest, 2 + sum(len(str(j)) for j in range(k)) + 2 * (k - 1))
-    return longest
-
-
-def _fixed_chars(n_workers: int, n: int, fine_grained: bool) -> int:
-    """Characters of an n-step plan other than the reasoning text and the subtask texts."""
-    return (
-        len("Reasoning: \n")
-        + len("model_id = [") + n * len(str(n_workers - 1)) + 2 * (n - 1)
-        + len("]\nsubtasks = [") + n * 2 + 2 * (n - 1)
-        + len("]\naccess_list = [") + sum(_access_chars(k, fine_grained) for k in range(n)) + 2 * (n - 1) + len("]")
-    )  # fmt: skip
-
-
-def grammar_limits(n_workers: int, max_steps: int, max_tokens: int, *, fine_grained: bool = False) -> tuple[int, int]:
-    """(reasoning chars, subtask chars) so that the longest plan the grammar admits, plus the end-of-text
-    token, fits in ``max_tokens``. Raises ValueError when even short subtasks do not fit."""
-    room = max_tokens - 1 - _fixed_chars(n_workers, max_steps, fine_grained)
-    reason = min(REASON_CHARS, max(8, room // 4))
-    subtask = min(SUBTASK_CHARS, (room - reason) // max_steps)
-    if subtask < MIN_SUBTASK_CHARS:
-        need = 1 + _fixed_chars(n_workers, max_steps, fine_grained) + reason + max_steps * MIN_SUBTASK_CHARS
-        raise ValueError(
-            f"[conductor] max_tokens = {max_tokens} is too small for {max_steps} steps over {n_workers} workers: "
-            f"raise it to at least {need}, or lower max_steps"
-        )
-    return reason, subtask
-
-
-def grammar_max_chars(n_workers: int, max_steps: int, max_tokens: int, *, fine_grained: bool = False) -> int:
-    """The length of the longest plan ``workflow_grammar`` admits with these settings."""
-    reason, subtask = grammar_limits(n_workers, max_steps, max_tokens, fine_grained=fine_grained)
-    return _fixed_chars(n_workers, max_steps, fine_grained) + reason + max_steps * subtask
-
-
-def workflow_grammar(n_workers: int, max_steps: int, *, allow_empty: bool = False, fine_grained: bool = False, max_tokens: int = 512) -> FormatGrammar:
-    """GBNF of ``WorkflowFormat`` (the one definition of the conductor's output language) with every part
-    bounded so that ``max_tokens`` cannot cut a plan (``grammar_limits``)."""
-    reason_chars, subtask_chars = grammar_limits(n_workers, max_steps, max_tokens, fine_grained=fine_grained)
-    return FormatGrammar(WorkflowFormat(n_workers, max_steps, fine_grained=fine_grained, allow_empty=allow_empty,
-                                        reason_chars=reason_chars, subtask_chars=subtask_chars))
 
 
 @register_policy("conductor")
@@ -204,15 +145,14 @@ class LMConductor(Policy):
         use_grammar = backend.provider.supports_grammar if self.constrained is None else self.constrained
         try:
             grammar = (
-                workflow_grammar(
-                    len(spec.workers), request.max_steps, allow_empty=recursive, fine_grained=options.fine_grained_access,
-                    max_tokens=options.max_tokens,
-                )
+                WorkflowFormat.bounded(
+                    len(spec.workers), request.max_steps, options.max_tokens, allow_empty=recursive, fine_grained=options.fine_grained_access,
+                ).grammar()
                 if use_grammar
                 else None
             )
         except ValueError as exc:  # a [conductor] max_tokens too small for max_steps
-            raise PoolConfigError(f"pool {spec.name!r}: {exc}") from None
+            raise PoolConfigError(f"pool {spec.name!r}: [conductor] {exc}") from None
         record = PlanRecord(policy=self.name)
         usage = Usage()
         start = time.perf_counter()

@@ -15,7 +15,8 @@ from typing import Iterable, Mapping, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from ..pool import PoolConfigError, ProviderError, WorkerSpec
+from ..pool import PoolConfigError, WorkerSpec
+from .base import ProviderError
 
 # Rate limits, overload and transient server errors; 529 is Anthropic's "overloaded".
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})

@@ -16,8 +16,9 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict
 
 from ..answer_format import AnswerFormat
-from ..pool import Provider, PoolConfigError, ProviderError, TokenCallback, WorkerSpec
+from ..pool import PoolConfigError, WorkerSpec
 from ..records import Completion, Usage
+from .base import Provider, ProviderError, TokenCallback
 from .common import TRANSPORT_ERRORS, api_key, split_system, status_error, transport_error
 
 try:

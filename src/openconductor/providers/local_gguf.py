@@ -23,8 +23,9 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..answer_format import AnswerFormat, content_schema
-from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
+from ..pool import PoolConfigError, WorkerSpec
 from ..records import Completion, Usage
+from .base import Provider, ProviderError, TokenCallback
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,9 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..answer_format import AnswerFormat, NamedTool, new_call_id
-from ..pool import Provider, ProviderError, TokenCallback, WorkerSpec
+from ..pool import WorkerSpec
 from ..records import Completion, ToolCall, Usage
+from .base import Provider, ProviderError, TokenCallback
 from .common import TRANSPORT_ERRORS, api_key, status_error, transport_error
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

@@ -30,8 +30,10 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
+from .. import worker_message
+from ..pool import PoolConfigError, WorkerSpec
 from ..records import Completion, Usage
+from .base import Provider, ProviderError, TokenCallback
 
 
 class PythonToolOptions(BaseModel):
@@ -208,9 +210,7 @@ class PythonToolProvider(Provider):
 
     @staticmethod
     def code(messages: list[dict]) -> tuple[Optional[str], str]:
-        from ..executor import parse_worker_message
-
-        context = parse_worker_message(messages)
+        context = worker_message.parse(messages)
         return find_code(context.question, [response for _, _, response in context.earlier], context.subtask)
 
     def replay_key(self, messages: list[dict]) -> Optional[dict]:

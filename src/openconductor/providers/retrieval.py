@@ -27,8 +27,10 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
+from .. import worker_message
+from ..pool import PoolConfigError, WorkerSpec
 from ..records import Completion
+from .base import Provider, ProviderError, TokenCallback
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
 
@@ -176,9 +178,7 @@ class RetrievalProvider(Provider):
             return self._index
 
     def query(self, messages: list[dict]) -> str:
-        from ..executor import parse_worker_message
-
-        context = parse_worker_message(messages)
+        context = worker_message.parse(messages)
         words = f"{context.subtask}\n{context.question}".split()
         return " ".join(words[: self.options.max_query_words])
 

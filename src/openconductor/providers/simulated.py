@@ -1,7 +1,9 @@
 """Simulated workers for tests and load: deterministic per seed, fixed latency, injected failures.
 
 Not a model: numbers measured with these workers must be labelled as simulated. A ``world`` option
-names a registered responder (e.g. the trainer's paper-calibrated pool) that decides the text.
+names a registered responder that decides the text: a built-in world (``BUILTIN_WORLDS``, e.g. the
+paper-calibrated ``paper-v2`` in ``sim/world.py``) is imported when a pool first names it; another
+registers itself from the module a worker's ``world_module`` option names.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Callable, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..answer_format import AnswerFormat, new_call_id
-from ..pool import PoolConfigError, Provider, ProviderError, TokenCallback, WorkerSpec
+from ..pool import PoolConfigError, WorkerSpec
 from ..records import Completion, ToolCall, Usage
+from .base import Provider, ProviderError, TokenCallback
 
 # A worker's context holds this once the caller has run a tool (see server/requests.render_question).
 TOOL_RESULT_MARK = "Tool result"
@@ -53,6 +56,11 @@ def _reply(answer: AnswerFormat, text: str, prompt: str) -> tuple[str, list[Tool
 # world name -> fn(spec, messages, rng) -> text
 RESPONDERS: dict[str, Callable[[WorkerSpec, list[dict], random.Random], str]] = {}
 
+# The worlds that ship with the package: world name -> the module that registers it.
+BUILTIN_WORLDS = {"paper-v2": "openconductor.sim.world", "paper-v3": "openconductor.sim.world_v3"}
+# world_module values of older pool files -> where that world lives now.
+MOVED_WORLD_MODULES = {"openconductor.train.world": "openconductor.sim.world"}
+
 
 def register_responder(name: str):
     def deco(fn):
@@ -74,7 +82,7 @@ class SimulatedOptions(BaseModel):
     fail_first: int = Field(0, ge=0)  # the first N calls fail
     failure: Literal["error", "retryable", "timeout", "empty"] = "error"
     world: Optional[str] = None  # a registered responder that decides the text
-    world_module: Optional[str] = None  # imported first: it registers the world (e.g. openconductor.train.world)
+    world_module: Optional[str] = None  # imported first: it registers a world that is not built in
     seed: int = 0
 
     @model_validator(mode="after")
@@ -96,13 +104,19 @@ class SimulatedProvider(Provider):
         o = self.options
         self.latency_s, self.jitter_s, self.fail_rate, self.fail_first = o.latency_s, o.jitter_s, o.fail_rate, o.fail_first
         self.failure, self.world, self.seed = o.failure, o.world, o.seed
-        if o.world_module:
+        if o.world_module in MOVED_WORLD_MODULES:
+            raise PoolConfigError(
+                f"simulated worker {spec.name!r}: world_module {o.world_module!r} no longer exists (the world moved to "
+                f"{MOVED_WORLD_MODULES[o.world_module]!r}); built-in worlds ({', '.join(sorted(BUILTIN_WORLDS))}) need no "
+                "world_module: delete it from the worker's options")
+        module = o.world_module or (BUILTIN_WORLDS.get(self.world) if self.world not in RESPONDERS else None)
+        if module:
             try:
-                importlib.import_module(o.world_module)  # registers its responder(s)
+                importlib.import_module(module)  # registers its responder(s)
             except ImportError as exc:
-                raise PoolConfigError(f"simulated worker {spec.name!r}: cannot import world_module {o.world_module!r}: {exc}") from exc
+                raise PoolConfigError(f"simulated worker {spec.name!r}: cannot import world_module {module!r}: {exc}") from exc
         if self.world is not None and self.world not in RESPONDERS:
-            raise PoolConfigError(f"simulated worker {spec.name!r}: unknown world {self.world!r}; known: {sorted(RESPONDERS)}")
+            raise PoolConfigError(f"simulated worker {spec.name!r}: unknown world {self.world!r}; known: {sorted(set(RESPONDERS) | set(BUILTIN_WORLDS))}")
         self.calls = 0
 
     def _rng(self, messages: list[dict], seed: Optional[int]) -> random.Random:

@@ -7,7 +7,7 @@ settings and policy options that make the runtime prompt it exactly as it was tr
 
 A conductor can ship inside the package as a LoRA adapter over a packaged GGUF model
 (``builtin:NAME``, from ``data/conductors/NAME``): on first use its llama.cpp copy is built from the base
-file and the adapter with numpy (``train.gguf_export.merge_adapter_gguf``) and cached, so it plans with
+file and the adapter with numpy (``gguf_weights.merge_adapter_gguf``) and cached, so it plans with
 nothing but the ``local`` extra. Options: ``TransformersOptions``.
 """
 
@@ -25,9 +25,10 @@ from typing import Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..pool import BUILTIN_CONDUCTOR, PoolConfigError, absent_modules, PoolSpec, Provider, ProviderError, TokenCallback, WorkerSpec
+from ..pool import BUILTIN_CONDUCTOR, PoolConfigError, PoolSpec, WorkerSpec
 from ..records import Completion, Usage
 from ..workflow import WorkflowFormat
+from .base import Provider, ProviderError, TokenCallback, absent_modules
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ def _adapter_base(path: Path) -> str:
     base = manifest.get("base_model") or json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
     ref = str(manifest.get("model") or "")
     if (not base or (Path(base).is_absolute() and not Path(base).exists())) and ref:
-        from ..train.models import ModelSourceError, resolve_model
+        from ..model_files import ModelSourceError, resolve_model
 
         try:
             return resolve_model(ref)
@@ -140,8 +141,8 @@ def _merged_copy(path: Path, manifest: dict) -> tuple[Optional[Path], str]:
     if manifest.get("kind") != "adapter" or not ref.startswith("gguf:") or not adapter.is_file():
         return None, f"no {CONDUCTOR_GGUF} in it, and it is not an adapter over a packaged GGUF model to build one from"
     try:
-        from ..train.gguf_export import GGUFExportError, merge_adapter_gguf
-        from ..train.models import ModelSourceError, cache_root, gguf_source
+        from ..gguf_weights import GGUFExportError, merge_adapter_gguf
+        from ..model_files import ModelSourceError, cache_root, gguf_source
 
         source, name = gguf_source(ref)
         digest = hashlib.sha256(adapter.read_bytes() + (path / "adapter_config.json").read_bytes()).hexdigest()[:16]
@@ -276,7 +277,7 @@ class TransformersProvider(Provider):
         """Tokens of one completion that stays inside ``fmt`` (the training rollouts' sampler), and why it ended."""
         import torch
 
-        from ..train.rollout import TokenConstraint, sample_group
+        from ..decoding import TokenConstraint, sample_group
 
         eos = tok.eos_token_id
         eos_ids = [eos] if isinstance(eos, int) else list(eos or [])

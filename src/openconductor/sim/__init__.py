@@ -1,1 +1,2 @@
-"""The simulated world and its pool generator: every number measured with them is SIMULATED."""
+"""Simulated worlds: stand-in pools whose workers are formulas, not models. Every number measured with
+them is SIMULATED. The ``simulated`` provider loads a built-in world when a pool names it."""

@@ -88,7 +88,7 @@ class SimWorker:
 
     def options(self, *, latency: bool = False) -> dict:
         aptitude = {k: v for k, v in (("plan", self.plan), ("check", self.check), ("implement", self.implement)) if v}
-        out = {"world": "paper-v3", "world_module": "openconductor.sim.world_v3", "skills": self.skills, "subtopics": self.subtopics,
+        out = {"world": "paper-v3", "skills": self.skills, "subtopics": self.subtopics,
                "aptitude": aptitude, "words": self.words, "latency_s": self.latency_s if latency else 0.0}
         if self.context is not None:
             out["context"] = self.context

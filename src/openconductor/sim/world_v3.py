@@ -1,6 +1,6 @@
 """World v3: questions that carry evidence. Nothing here is a model; every number measured with it is SIMULATED.
 
-v2 (``train/world.py``) shows a conductor nothing but a question's domain: difficulty, blind spots and
+v2 (``sim/world.py``) shows a conductor nothing but a question's domain: difficulty, blind spots and
 call noise are hashes of the text, so the best policy there is one workflow per domain. v3 keeps v2's
 mechanics (competence, roles read from the subtask, plans, checks, anchoring, overload, self-bias,
 per-call noise: ``decide`` below calls v2's) and adds what a reader of the question can see:
@@ -38,11 +38,12 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Mapping, NamedTuple, Optional, Sequence
 
-from ..executor import PREAMBLE, SUBTASK_PREFIX
+from .. import worker_message
+from ..worker_message import PREAMBLE, SUBTASK_PREFIX
 from ..pool import WorkerSpec
 from ..providers.simulated import register_responder
-from ..train import world as v2
-from ..train.world import PARAMS, DomainParams, Outcome, Role, Seen, Traits, WorldParams
+from . import world as v2
+from .world import PARAMS, DomainParams, Outcome, Role, Seen, Traits, WorldParams
 from .questions import DOMAINS, LEVELS, SUBTOPICS, Question, buckets, difficulty_of, draw, subtopic_of
 
 WORLD = "paper-v3"
@@ -221,7 +222,7 @@ def run_plan(question: str, steps: Sequence[tuple[int, str, object]], profiles: 
     return PlanResult(answer is not None, answer == v2.gold_answer(question), tokens)
 
 
-# The executor's worker message around the question, each earlier step and the subtask (executor.build_messages).
+# The worker message around the question, each earlier step and the subtask (worker_message.render).
 _FRAME_WORDS = len(f"{PREAMBLE}\n\n<Overall task>\n\n</Overall task>\n\n{SUBTASK_PREFIX}".split())
 _EARLIER_WORDS = len("<Subtask assigned to Agent 0>\n\n</Subtask assigned to Agent 0>\n<Agent 0 response>\n\n</Agent 0 response>".split())
 
@@ -244,7 +245,8 @@ def _reply_words(name: str, words: int, role: Role, kind: str) -> tuple[int, int
 def paper_v3(spec: WorkerSpec, messages: list[dict], rng: random.Random) -> str:
     content = str(messages[-1].get("content", "")) if messages else ""
     question, role, seen = v2.read_context(content)
-    responses = [response for _, response in v2._EARLIER.findall(content)]
+    context = worker_message.read(content)
+    responses = [response for _, _, response in context.earlier] if context else []
     return reply(Profile.from_spec(spec), question, role, seen, responses)
 
 

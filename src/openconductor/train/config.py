@@ -64,8 +64,8 @@ class PromptSettings:
 @dataclass(config=_STRICT)
 class DataSettings:
     kind: Literal["simulated", "jsonl", "tasks"] = "simulated"
-    n_train: int = 960
-    n_eval: int = 64
+    n_train: int = Field(960, ge=1)
+    n_eval: int = Field(64, ge=0)
     seed: int = 0
     eval_seed: int = 1000  # held-out questions come from a different seed
     domains: list[str] = Field(default_factory=lambda: ["math", "mmlu", "rlpr", "lcb"])
@@ -107,103 +107,120 @@ class RewardSettings:
 @dataclass(config=_STRICT)
 class RandomizeSettings:
     enabled: bool = False
-    k_min: int = 2
-    k_max: int = 5
+    k_min: int = Field(2, ge=1)
+    k_max: int = Field(5, ge=1)
 
 
 @dataclass(config=_STRICT)
 class RecursionSettings:
     # Share of questions that also get a second-round (recursive) prompt, trained as their own group.
-    fraction: float = 0.0
+    fraction: float = Field(0.0, ge=0.0, le=1.0)
     # Round 1's reward becomes (1 - discount) * r1 + discount * r2 when it is followed by a recursive
     # round (paper: 0.25; the authors' code 0.2).
     discount: float = 0.25
     # Share of round-1 completions whose recursive round is sampled on-policy inside the reward.
-    blend_fraction: float = 0.0
-
-
-@dataclass(config=_STRICT)
-class DomainSearchSize:
-    """One domain's overrides of the domain search's size (``[warmup_sft.domains.NAME]``): a domain whose
-    runs are slow (code: each HumanEval run takes 20-60 s on 2 cores) can search fewer candidates on fewer
-    questions than the quick ones. Unset fields keep ``warmup_sft``'s value."""
-
-    candidates: Optional[int] = None
-    search_questions: Optional[int] = None
-    screen_rounds: Optional[int] = None
-    rank_rounds: Optional[int] = None
+    blend_fraction: float = Field(0.0, ge=0.0, le=1.0)
 
 
 @dataclass(config=_STRICT)
 class WarmupSFT:
-    """Optional supervised format warm-up before GRPO (a 135M model cannot write the lists at all).
+    """Optional supervised warm-up before GRPO: the model copies target plans for the training prompts
+    (a 135M model cannot write the lists at all otherwise).
 
     Targets (``train/warmup.py``) are balanced over 1..max_steps steps and shapes (chains, fan-outs),
-    with uniformly random workers: they teach the format and shapes, not routing. With ``candidates``
-    above ``targets_per_prompt``, each prompt's targets are instead the best of that many such random
-    workflows, executed on the pool and graded by the run's reward (rejection-sampling fine-tuning):
-    the warm-up then also shows which workers and shapes answered *training* questions right.
+    with uniformly random workers: they teach the format and shapes, not routing. With a ``[search]``
+    (``search.candidates`` > 0) the targets are instead the best of many such random workflows, run on
+    the pool and graded (``train/search.py``): the copy then also shows which workers and shapes answered
+    *training* questions right.
     """
 
-    examples: int = 0
-    epochs: int = 1
+    examples: int = Field(0, ge=0)
+    epochs: int = Field(1, ge=1)
     learning_rate: float = 5e-4
-    batch_size: int = 4
+    batch_size: int = Field(4, ge=1)
     # Consecutive targets per prompt: they share the prompt's forward pass (keep batch_size a multiple).
-    targets_per_prompt: int = 4
-    # Random workflows drawn per prompt, of which the targets_per_prompt best are kept; 0: no selection.
-    # Ranked by correctness only (the step and cost terms are left to GRPO, so shapes stay varied);
-    # ties in random order. Each candidate is one workflow run on the pool (real calls on a real pool).
-    candidates: int = 0
-    # "question": `candidates` per prompt, ranked on that prompt's question alone. "domain": `candidates`
-    # per domain, screened on max(2, search_questions // 8) of its training questions, the best eighth
-    # ranked by mean reward (the step and cost terms included) on search_questions others; every prompt
-    # of the domain is given its best. About candidates * (search_questions // 8 + search_questions / 8)
-    # workflow runs per domain. Fixed pools only (randomized pools renumber the ids per question).
-    selection: Literal["question", "domain"] = "question"
-    search_questions: int = 64
-    # Domain search: successive halving before the ranking. Round 1 screens every candidate on the screen's
-    # questions; each later round runs the surviving half on as many new questions and keeps the best
-    # half by mean reward over all its screen questions so far, down to the finalists. 1 = one screen (the
-    # best eighth after 2 questions). More rounds spare a good plan one unlucky question: on the offline
-    # pool a single screen of 2 questions dropped the code wording that was best on 16 (docs/evaluation.md).
-    screen_rounds: int = 1
-    # Domain search: race the finalists on more questions. Each later round draws search_questions new
-    # training questions, which the better half of the finalists (at least 2, by the mean over every ranking
-    # question each has run) must all have run: whoever enters that half behind catches up. 1 = rank once.
-    # A race decided by 1 question of 16 is a coin toss: on the offline pool it kept a code wording that
-    # scored 58 % on held-out arithmetic where the runner-up's wording scores 76 %.
-    rank_rounds: int = 1
-    # The per-step cost the domain search ranks with; None: reward.step_weight. Lets the search prefer
-    # short plans (fewer tokens) while GRPO afterwards is paid for accuracy alone (reward.step_weight = 0),
-    # so it has no gradient toward dropping the checks the search found (run 8).
-    step_weight: Optional[float] = None
-    # The per-1k-token cost the domain search ranks with; None: reward.token_weight. As step_weight: the
-    # search prices tokens, GRPO afterwards need not.
-    token_weight: Optional[float] = None
-    # Domain search: keep only the finalists whose mean reward is within this of the domain's best (each
-    # repeated to fill targets_per_prompt); None keeps the targets_per_prompt best whatever their reward.
-    keep_within: Optional[float] = None
-    # Domain search: also rank the one-step plan "ask worker i" for every model in the pool (not its tools),
-    # so that asking the best single worker is always among the finalists' rivals: a small search of
-    # random plans can miss it (of 12 candidates, 4 are one-step, each on a random worker and wording).
-    single_worker_plans: bool = False
-    # Domain search: per-domain sizes (the domain is the task's name, e.g. "humaneval"); see DomainSearchSize.
-    domains: dict[str, DomainSearchSize] = Field(default_factory=dict)
+    # The search keeps this many per prompt (per domain with selection = "domain").
+    targets_per_prompt: int = Field(4, ge=1)
     # The share of warm-up prompts shown as the bare question, without its task's answer-format
     # instruction ("End your response with 'Final answer: ...'"), the target plans unchanged. Every task
-    # question ends in that instruction and a user's question does not: taught on the suffixed form alone,
-    # the conductor garbled its subtasks on questions of our own and wrote clean ones once the suffix was
-    # appended (docs/evaluation.md). Tasks without an instruction (and simulated items) are left as they are.
-    bare_share: float = 0.0
+    # question ends in that instruction and a user's question does not: a conductor taught on the suffixed
+    # form alone writes worse subtasks for questions without it (docs/evaluation.md). Tasks without an
+    # instruction (and simulated items) are left as they are.
+    bare_share: float = Field(0.0, ge=0.0, le=1.0)
 
-    def for_domain(self, domain: str) -> "WarmupSFT":
+
+@dataclass(config=_STRICT)
+class DomainSearchSize:
+    """One domain's overrides of the domain search's size (``[search.domains.NAME]``): a domain whose runs
+    are slow (code: each HumanEval run takes 20-60 s on 2 cores) can search fewer candidates on fewer
+    questions than the quick ones. Unset fields keep ``[search]``'s value."""
+
+    candidates: Optional[int] = Field(None, ge=1)
+    questions: Optional[int] = Field(None, ge=1)
+    screen_rounds: Optional[int] = Field(None, ge=1)
+    rank_rounds: Optional[int] = Field(None, ge=1)
+
+
+@dataclass(config=_STRICT)
+class SearchSettings:
+    """The search for the warm-up's targets (``train/search.py``): random workflows run on the pool and
+    graded by the run's reward; the ``warmup_sft.targets_per_prompt`` best become the targets.
+
+    ``candidates`` = 0 (the default) searches nothing: the warm-up copies random drawn targets.
+    """
+
+    # Random workflows drawn (per prompt, or per domain), of which the targets_per_prompt best are kept.
+    # Each candidate is one workflow run on the pool per question it is tried on (real calls on a real pool).
+    candidates: int = Field(0, ge=0)
+    # "question": `candidates` per prompt, ranked on that prompt's question alone, by correctness only (the
+    # step and cost terms are left to GRPO, so shapes stay varied); ties in random order. "domain":
+    # `candidates` per domain, screened on max(2, questions // 8) of its training questions, the best eighth
+    # ranked by mean reward (step and cost terms included) on `questions` others; every prompt of the domain
+    # is given its best. About candidates * (questions // 8 + questions / 8) workflow runs per domain. One
+    # question's lucky outcome picks nothing in a domain search, where per question long chains win by
+    # having more chances to repair. Fixed pools only (randomized pools renumber the ids per question).
+    selection: Literal["question", "domain"] = "question"
+    questions: int = Field(64, ge=1)
+    # Successive halving before the ranking. Round 1 screens every candidate on the screen's questions;
+    # each later round runs the surviving half on as many new questions and keeps the best half by mean
+    # reward over all its screen questions so far, down to the finalists. 1 = one screen (the best eighth
+    # after 2 questions). More rounds spare a good plan one unlucky question.
+    screen_rounds: int = Field(1, ge=1)
+    # Race the finalists on more questions. Each later round draws `questions` new training questions,
+    # which the better half of the finalists (at least 2, by the mean over every ranking question each has
+    # run) must all have run: whoever enters that half behind catches up. 1 = rank once. A race decided by
+    # one question of 16 is a coin toss.
+    rank_rounds: int = Field(1, ge=1)
+    # The per-step cost the domain search ranks with; None: reward.step_weight. Lets the search prefer
+    # short plans while GRPO afterwards is paid for accuracy alone (reward.step_weight = 0), so it has no
+    # gradient toward dropping the checks the search found.
+    step_weight: Optional[float] = Field(None, ge=0.0)
+    # The per-1k-token cost the domain search ranks with; None: reward.token_weight. As step_weight: the
+    # search prices tokens, GRPO afterwards need not.
+    token_weight: Optional[float] = Field(None, ge=0.0)
+    # Keep only the finalists whose mean reward is within this of the domain's best (each repeated to fill
+    # targets_per_prompt); None keeps the targets_per_prompt best whatever their reward. A small search keeps
+    # weak plans beside its one good one, and the copy then mixes their wordings.
+    keep_within: Optional[float] = Field(None, ge=0.0)
+    # Also rank the one-step plan "ask worker i" for every model in the pool (not its tools), so that asking
+    # the best single worker is always among the finalists' rivals: a small search of random plans can miss it.
+    single_worker_plans: bool = False
+    # Per-domain sizes (the domain is the task's name, e.g. "humaneval"); see DomainSearchSize.
+    domains: dict[str, DomainSearchSize] = Field(default_factory=dict)
+
+    def for_domain(self, domain: str) -> "SearchSettings":
         """These settings with ``domains[domain]``'s overrides applied."""
         size = self.domains.get(domain)
         if size is None:
             return self
         changed = {k: v for k, v in vars(size).items() if v is not None}
         return dataclasses.replace(self, **changed)
+
+
+# Settings that moved from [warmup_sft] to [search]: old name -> new name.
+MOVED_TO_SEARCH = {"candidates": "candidates", "selection": "selection", "search_questions": "questions", "screen_rounds": "screen_rounds",
+                   "rank_rounds": "rank_rounds", "step_weight": "step_weight", "token_weight": "token_weight", "keep_within": "keep_within",
+                   "single_worker_plans": "single_worker_plans", "domains": "domains"}
 
 
 # The paper's GRPO recipe (TRL ``GRPOConfig`` field names). A config's ``[grpo]`` table holds any
@@ -283,6 +300,7 @@ class TrainConfig:
     randomize: RandomizeSettings = Field(default_factory=RandomizeSettings)
     recursion: RecursionSettings = Field(default_factory=RecursionSettings)
     warmup_sft: WarmupSFT = Field(default_factory=WarmupSFT)
+    search: SearchSettings = Field(default_factory=SearchSettings)
     grpo: dict[str, Any] = Field(default_factory=dict)  # GRPOConfig fields over PAPER_GRPO
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     run: RunSettings = Field(default_factory=RunSettings)
@@ -339,10 +357,8 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
             "would identify a worker and routing could not be learned; set prompt.show = 'names' or 'descriptions'"
         )
     _validate_grpo(cfg, source)
-    if r.enabled and not 1 <= r.k_min <= r.k_max:
-        raise TrainConfigError("randomize: need 1 <= k_min <= k_max")
-    if not 0.0 <= cfg.recursion.fraction <= 1.0 or not 0.0 <= cfg.recursion.blend_fraction <= 1.0:
-        raise TrainConfigError("recursion.fraction and recursion.blend_fraction must be within [0, 1]")
+    if r.enabled and r.k_min > r.k_max:
+        raise TrainConfigError(f"randomize: need k_min <= k_max, got k_min = {r.k_min}, k_max = {r.k_max}")
     if cfg.data.kind == "jsonl" and not cfg.data.path:
         raise TrainConfigError("data.kind = 'jsonl' needs data.path")
     if cfg.data.kind == "tasks" and not cfg.data.tasks:
@@ -351,52 +367,63 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     unknown_options = sorted(set(cfg.data.task_options) - set(cfg.data.tasks))
     if unknown_options:
         raise TrainConfigError(f"data.task_options names {unknown_options}, which data.tasks does not list")
-    if cfg.data.n_train < 1 or cfg.data.n_eval < 0:
-        raise TrainConfigError(f"data: need n_train >= 1 and n_eval >= 0, got n_train = {cfg.data.n_train}, n_eval = {cfg.data.n_eval}")
     if cfg.data.kind == "tasks":
         _check_tasks(cfg.data)
-    w = cfg.warmup_sft
-    if w.candidates and not w.examples:
-        raise TrainConfigError("warmup_sft.candidates selects warm-up targets, but warmup_sft.examples = 0 turns the warm-up off")
-    if w.candidates < 0 or w.targets_per_prompt < 1 or (w.candidates and w.candidates < w.targets_per_prompt):
-        raise TrainConfigError(f"warmup_sft: need targets_per_prompt >= 1 and candidates = 0 (no selection) or >= targets_per_prompt, "
-                               f"got candidates = {w.candidates}, targets_per_prompt = {w.targets_per_prompt}")
-    if (w.domains or w.single_worker_plans or w.rank_rounds > 1) and (w.selection != "domain" or not w.candidates):
-        raise TrainConfigError("warmup_sft.domains, single_worker_plans and rank_rounds shape the domain search: they need "
-                               f"selection = 'domain' and candidates > 0, got selection = {w.selection!r}, candidates = {w.candidates}")
-    for where, settings in [("warmup_sft", w), *((f"warmup_sft.domains.{d}", w.for_domain(d)) for d in w.domains)]:
-        if settings.screen_rounds < 1:
-            raise TrainConfigError(f"{where}.screen_rounds must be >= 1 (1 = a single screen), got {settings.screen_rounds}")
-        if settings.rank_rounds < 1:
-            raise TrainConfigError(f"{where}.rank_rounds must be >= 1 (1 = rank once), got {settings.rank_rounds}")
-        if settings.search_questions < 1:
-            raise TrainConfigError(f"{where}.search_questions must be >= 1, got {settings.search_questions}")
-        if settings is not w and settings.candidates < settings.targets_per_prompt:
-            raise TrainConfigError(f"{where}.candidates must be >= targets_per_prompt = {settings.targets_per_prompt}, got {settings.candidates}")
-    for name, what in (("step_weight", "per-step cost"), ("token_weight", "per-1k-token cost")):
-        value = getattr(w, name)
-        if value is not None and (value < 0 or w.selection != "domain"):
-            raise TrainConfigError(f"warmup_sft.{name} is the domain search's {what}: it needs selection = 'domain' and a value "
-                                   f">= 0, got selection = {w.selection!r}, {name} = {value}")
-    if w.keep_within is not None and (w.keep_within < 0 or w.selection != "domain"):
-        raise TrainConfigError(f"warmup_sft.keep_within is a margin on the domain search's mean rewards: it needs selection = 'domain' "
-                               f"and a value >= 0, got selection = {w.selection!r}, keep_within = {w.keep_within}")
-    if not 0.0 <= w.bare_share <= 1.0:
-        raise TrainConfigError(f"warmup_sft.bare_share is a share of the warm-up's prompts: it must be in [0, 1], got {w.bare_share}")
-    if w.bare_share and cfg.data.kind != "tasks":
+    if cfg.warmup_sft.bare_share and cfg.data.kind != "tasks":
         raise TrainConfigError(f"warmup_sft.bare_share strips the answer-format instruction of registered tasks' questions: it needs "
                                f"data.kind = 'tasks', got {cfg.data.kind!r}")
-    if w.selection == "domain" and w.candidates and cfg.randomize.enabled:
-        raise TrainConfigError("warmup_sft.selection = 'domain' needs a fixed pool: with randomize.enabled a worker's id differs from "
-                               "question to question, so one workflow cannot be scored across a domain; use selection = 'question'")
+    _check_search(cfg)
     _warn_amplified_cost(cfg)
     return cfg
 
 
+def _check_search(cfg: TrainConfig) -> None:
+    """What ties ``[search]`` to the rest of the config (single values are checked by their fields)."""
+    w, search = cfg.warmup_sft, cfg.search
+    if search.candidates and not w.examples:
+        raise TrainConfigError("search.candidates selects warm-up targets, but warmup_sft.examples = 0 turns the warm-up off")
+    if search.candidates and search.candidates < w.targets_per_prompt:
+        raise TrainConfigError(f"search: need candidates = 0 (no selection) or >= targets_per_prompt (warmup_sft.targets_per_prompt = "
+                               f"{w.targets_per_prompt}), got candidates = {search.candidates}")
+    domain = search.selection == "domain"
+    if (search.domains or search.single_worker_plans or search.rank_rounds > 1) and (not domain or not search.candidates):
+        raise TrainConfigError("search.domains, single_worker_plans and rank_rounds shape the domain search: they need "
+                               f"selection = 'domain' and candidates > 0, got selection = {search.selection!r}, candidates = {search.candidates}")
+    for name in search.domains:
+        if search.for_domain(name).candidates < w.targets_per_prompt:
+            raise TrainConfigError(f"search.domains.{name}.candidates must be >= targets_per_prompt = {w.targets_per_prompt}, "
+                                   f"got {search.for_domain(name).candidates}")
+    for name, what in (("step_weight", "the domain search's per-step cost"), ("token_weight", "the domain search's per-1k-token cost"),
+                       ("keep_within", "a margin on the domain search's mean rewards")):
+        value = getattr(search, name)
+        if value is not None and not domain:
+            raise TrainConfigError(f"search.{name} is {what}: it needs selection = 'domain', got selection = {search.selection!r}, {name} = {value}")
+    if domain and search.candidates and cfg.randomize.enabled:
+        raise TrainConfigError("search.selection = 'domain' needs a fixed pool: with randomize.enabled a worker's id differs from "
+                               "question to question, so one workflow cannot be scored across a domain; use selection = 'question'")
+
+
+def _moved_settings(data: dict[str, Any]) -> Optional[str]:
+    """The first setting of an older config that has a new name, as a message that gives it; else None."""
+    warmup = data.get("warmup_sft")
+    for key in (warmup if isinstance(warmup, dict) else {}):
+        if key in MOVED_TO_SEARCH:
+            return (f"warmup_sft.{key} is search.{MOVED_TO_SEARCH[key]} now: the search for the warm-up's targets has its own "
+                    "[search] table (move the setting there)")
+    search = data.get("search")
+    domains = search.get("domains") if isinstance(search, dict) else None
+    for name, size in (domains if isinstance(domains, dict) else {}).items():
+        if isinstance(size, dict) and "search_questions" in size:
+            return f"search.domains.{name}.search_questions is search.domains.{name}.questions now"
+    if isinstance(search, dict) and "search_questions" in search:
+        return "search.search_questions is search.questions now"
+    return None
+
+
 def _warn_amplified_cost(cfg: TrainConfig) -> None:
     """A step or cost term divided by one group's reward spread becomes a full-size advantage wherever a
-    group's plans are all right or all wrong, and pushes every such group toward the shortest plan (run 5
-    collapsed to one-step plans this way: docs/training.md)."""
+    group's plans are all right or all wrong, and pushes every such group toward the shortest plan (plans
+    collapse to one step this way: docs/training.md)."""
     if not (cfg.reward.step_weight or cfg.reward.cost_weight or cfg.reward.token_weight):
         return
     g = cfg.settings
@@ -436,6 +463,9 @@ def load_train_config(path: str | Path, overrides: Optional[dict[str, Any]] = No
         for key in parents:
             node = node.setdefault(key, {})
         node[leaf] = value
+    moved = _moved_settings(data)
+    if moved:
+        raise TrainConfigError(f"{path}: {moved}")
     data.setdefault("base_dir", str(path.resolve().parent))
     try:
         cfg = TrainConfig(**data)

@@ -57,10 +57,10 @@ def decode_grading(column: str) -> tuple[Any, dict]:
 def load_items(cfg: TrainConfig, *, held_out: bool = False) -> list[Item]:
     d = cfg.data
     if d.kind == "simulated":
-        from .world import make_questions
+        from ..sim.world import make_questions
 
         from ..pool import load_pool
-        from .world import Traits, solo_correct
+        from ..sim.world import Traits, solo_correct
 
         spec = load_pool(cfg.pool_path)
         traits = [Traits.from_spec(w) for w in spec.workers if w.provider == "simulated" and w.options.get("skills")]

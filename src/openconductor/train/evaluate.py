@@ -174,8 +174,8 @@ def choose_checkpoint(validation_dir: str | Path, system: str = "after GRPO (tra
 def conductor_texts(model_dir: str, items: list[Item], spec: PoolSpec, cfg: TrainConfig, *, temperature: float, batch_size: int, seed: int) -> tuple[list[str], list[int]]:
     """(plans, the conductor's own tokens per plan: prompt + completion)."""
     from ..providers.transformers_local import load_checkpoint
-    from .models import resolve_model
-    from .rollout import generate_batch
+    from ..decoding import generate_batch
+    from ..model_files import resolve_model
     from .trainer import accelerator_device
 
     model, tokenizer = load_checkpoint(resolve_model(model_dir), device=accelerator_device(), dtype=cfg.model.dtype)

@@ -24,7 +24,7 @@ from ..policies.lm import conductor_messages
 from ..pool import Pool, PoolSpec
 from ..records import Run
 from ..workflow import Workflow, WorkflowError, parse_and_validate
-from .config import PromptSettings, RewardSettings
+from .config import PromptSettings, RewardSettings, TrainConfig
 from .data import decode_grading
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ async def grade_answer(task: str, answer: str, reference: Any, options: Optional
     (``agrade``: off this event loop, so a slow grade never stalls the other rollouts), with the
     question's grader ``options`` (e.g. a reasoning-gym generator's name)."""
     if task == "simulated":
-        from .world import grade_simulated
+        from ..sim.world import grade_simulated
 
         well_formed, correct = grade_simulated(answer, reference)
         return well_formed, float(correct)
@@ -301,3 +301,8 @@ class WorkflowReward:
         return blend(first.reward, later.reward, self.discount)
 
     __call__ = workflow_reward
+
+
+def replay_store(cfg: TrainConfig) -> Optional[ResponseCache]:
+    """The run's replay store of real worker calls (``reward.replay``), or None."""
+    return ResponseCache(cfg.path(cfg.reward.replay), match="context") if cfg.reward.replay else None

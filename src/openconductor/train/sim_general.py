@@ -1,7 +1,7 @@
 """Search-and-copy across generated pools: the warm-up of a general conductor for world-v3 pools (SIMULATED).
 
 For the training pool (``examples/pools/simulated_paper_v3.toml``) and ``pools`` generated training pools
-(``sim/pools.py``, training families only), the plan search (``pool_search``) finds the best plans per
+(``sim/pools.py``, training families only), the plan search (``sim/plan_search.py``) finds the best plans per
 bucket (subtopic x level) on that pool; then every example asks one question of a bucket with the pool
 *described* (``show = "descriptions"``: the pool's ids mean different workers in every pool, so only the
 descriptions say who is who) and its target is that pool's best plan for the question's bucket. Each
@@ -26,7 +26,7 @@ from ..sim.pools import generate_pool, pool_toml
 from ..sim.questions import Question
 from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Workflow
-from .pool_search import AGGREGATE, CHECK, IMPLEMENT, PLAN, SOLVE, Scored, SearchSettings, search_pool
+from ..sim.plan_search import AGGREGATE, CHECK, IMPLEMENT, PLAN, SOLVE, Scored, SearchSettings, search_pool
 from .prefix_sft import copy_plans
 
 log = logging.getLogger(__name__)

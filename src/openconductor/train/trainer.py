@@ -16,19 +16,17 @@ import dataclasses
 import json
 import logging
 import math
-import random
 import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ..cache import ResponseCache
+from ..model_files import resolve_model
 from ..pool import PoolSpec, load_pool
 from ..providers.transformers_local import MANIFEST
-from ..workflow import Step, Workflow, parse
 from .config import TrainConfig, TrainConfigError
 from .data import build_rows, load_items, prompt_for, with_bare_questions
-from .models import resolve_model
-from .reward import WorkflowReward
+from .reward import WorkflowReward, replay_store
+from .search import warmup_targets
 
 log = logging.getLogger(__name__)
 STOP_FILE = "STOP"  # `touch RUN/STOP`: stop after the current step, save, export
@@ -241,7 +239,7 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
     dataset rows: returns (pool spec, model, tokenizer, rows)."""
     import torch
 
-    from .warmup import format_targets, warmup_format
+    from .warmup import warmup_format
 
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
@@ -264,15 +262,9 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
         _load_weights(model, out_dir / "warmup")  # a warm-up done before (an interrupted or repeated run)
     elif warmup and w.examples:
         extra: dict[str, Any] = {"stage": "format warm-up"}
-        if w.candidates:
-            shown, targets, extra["selection"] = _selected_targets(cfg, spec, rows)
-        else:
-            targets = format_targets(w.examples, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained,
-                                     code_runners=_code_runners(cfg, spec))
-            # Each prompt gets `targets_per_prompt` consecutive targets: they share its forward pass.
-            shown = [rows[(i // w.targets_per_prompt) % len(rows)] for i in range(w.examples)]
-            # Randomized pools show fewer workers: keep every target's ids within the prompt's pool.
-            targets = [_clip_ids(t, len(row["workers"])) for t, row in zip(targets, shown)]
+        shown, targets, selection = warmup_targets(cfg, spec, rows)
+        if selection is not None:
+            extra["selection"] = selection
         suffixed = shown
         if w.bare_share:
             shown = with_bare_questions(cfg, spec, shown, items, w.bare_share)
@@ -295,12 +287,13 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from .rollout import SharedPromptRollout, generate_batch
+    from ..decoding import generate_batch
+    from .rollout import SharedPromptRollout
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     spec, model, tokenizer, rows = prepare(cfg, model=model, tokenizer=tokenizer, pool_spec=pool_spec, warmup=warmup)
     settings = cfg.settings
-    replay = _replay_store(cfg)
+    replay = replay_store(cfg)
     if replay is not None:
         log.info("replay store %s: %d worker calls stored", replay.path, len(replay))
     reward = WorkflowReward(spec, cfg.reward, cfg.prompt, discount=cfg.recursion.discount, cache=replay)
@@ -367,221 +360,6 @@ def _check_rollouts_admit(cfg: TrainConfig, shown: list[dict], targets: list[str
 def row_format(cfg: TrainConfig, row: dict):
     """The output format a dataset row's prompt asks for (its pool size; round 2 may accept)."""
     return cfg.rollout.format(len(row["workers"]), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, recursive=row["round"] == 2)
-
-
-def _selected_targets(cfg: TrainConfig, spec: PoolSpec, rows: list[dict]) -> tuple[list[dict], list[str], dict]:
-    """Warm-up targets by rejection sampling: random workflows run on the pool and graded by the run's
-    reward; the ``targets_per_prompt`` best are kept. ``selection = "question"`` draws ``candidates`` per
-    prompt and ranks them on that prompt's question (step/cost terms zeroed); ``"domain"`` searches
-    ``candidates`` per domain across many of its training questions (``_domain_search``).
-    Returns (the row of each target, the targets, a summary for the warm-up's manifest)."""
-    w = cfg.warmup_sft
-    n_prompts = -(-w.examples // w.targets_per_prompt)
-    # First-round rows only: a recursive round's best move may be to accept, which no candidate is.
-    first = [row for row in rows if row.get("round", 1) == 1]
-    prompts = [first[i % len(first)] for i in range(n_prompts)]
-    if w.selection == "domain":
-        priced = {name: getattr(w, name) for name in ("step_weight", "token_weight") if getattr(w, name) is not None}
-        reward = dataclasses.replace(cfg.reward, **priced)
-    else:
-        reward = dataclasses.replace(cfg.reward, step_weight=0.0, cost_weight=0.0, token_weight=0.0)
-    grader = WorkflowReward(spec, reward, cfg.prompt, cache=_replay_store(cfg))
-
-    async def select() -> tuple[list[list[tuple[dict, str, float]]], dict]:
-        try:
-            if w.selection == "domain":
-                return await _domain_search(cfg, spec, grader, prompts, first)
-            return await _per_question(cfg, spec, grader, prompts)
-        finally:
-            await grader.aclose()
-
-    started = time.monotonic()
-    kept, summary = asyncio.run(select())
-    # Consecutive targets per prompt (they share its forward pass), cut to `examples`.
-    picked = [one for best in kept for one in best][: w.examples]
-    summary = {"selection": w.selection, "prompts": n_prompts, "candidates": w.candidates, "kept_per_prompt": w.targets_per_prompt, **summary,
-               "mean_reward_kept": sum(score for _, _, score in picked) / len(picked), "seconds": round(time.monotonic() - started, 1)}
-    log.info("warm-up targets selected (%s): mean reward %.3f over the candidates, %.3f kept (%.0f s)",
-             w.selection, summary["mean_reward_candidates"], summary["mean_reward_kept"], summary["seconds"])
-    return [row for row, _, _ in picked], [text for _, text, _ in picked], summary
-
-
-async def _grade(grader: WorkflowReward, pairs: list[tuple[dict, str]]) -> list[float]:
-    """The reward of each (row, workflow text), run on the pool."""
-    columns = {key: [row[key] for row, _ in pairs] for key in pairs[0][0] if key != "prompt"}
-    return await grader.workflow_reward([row["prompt"] for row, _ in pairs], [text for _, text in pairs], **columns)
-
-
-async def _per_question(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward, prompts: list[dict]):
-    """``candidates`` random workflows per prompt, each run once on that prompt's question."""
-    from .warmup import format_targets, keep_best
-
-    w = cfg.warmup_sft
-    drawn = format_targets(len(prompts) * w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed, fine_grained=cfg.prompt.fine_grained,
-                           code_runners=_code_runners(cfg, spec))
-    candidates = [[_clip_ids(t, len(row["workers"])) for t in drawn[i * w.candidates : (i + 1) * w.candidates]] for i, row in enumerate(prompts)]
-    flat = await _grade(grader, [(row, t) for row, texts in zip(prompts, candidates) for t in texts])
-    scores = [flat[i * w.candidates : (i + 1) * w.candidates] for i in range(len(prompts))]
-    scored = [[(row, text, score) for text, score in zip(texts, marks)] for row, texts, marks in zip(prompts, candidates, scores)]
-    return keep_best(scored, scores, w.targets_per_prompt, cfg.data.seed), {"mean_reward_candidates": sum(flat) / len(flat)}
-
-
-async def _domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward, prompts: list[dict], first: list[dict]):
-    """Per domain, ``candidates`` random workflows are screened on ``max(2, search_questions // 8)`` of its
-    training questions (``screen_rounds`` > 1: successive halving, ``_screen``); the best eighth are
-    ranked by mean reward on up to ``search_questions`` others (not the screen's: the questions that
-    picked a finalist would flatter it), and the ``targets_per_prompt`` best become the targets of every
-    prompt of that domain. One question's lucky outcome picks nothing here (the weakness of per-question
-    selection: long chains win by having more chances to repair). Fixed pools only (the config check):
-    ids must mean the same worker on every row."""
-    from .warmup import format_targets, keep_best, single_worker_plans
-
-    rng = random.Random(f"domain-search|{cfg.data.seed}")
-    kept_by_domain: dict[str, list[tuple[str, float]]] = {}
-    report = []
-    screened: list[float] = []
-    domains = list(dict.fromkeys(row["domain"] for row in prompts))
-    unknown = sorted(set(cfg.warmup_sft.domains) - set(domains))
-    if unknown:
-        raise TrainConfigError(f"warmup_sft.domains names {unknown}, which are not domains of the warm-up's prompts (a task's own name, "
-                               f"e.g. letter_counting for rg:letter_counting); they are: {domains}")
-    for g, domain in enumerate(domains):
-        w = cfg.warmup_sft.for_domain(domain)
-        questions = [row for row in first if row["domain"] == domain]
-        drawn = format_targets(w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed * 7919 + g, fine_grained=cfg.prompt.fine_grained,
-                               code_runners=_code_runners(cfg, spec))
-        if w.single_worker_plans:
-            drawn += single_worker_plans(spec)
-        texts = list(dict.fromkeys(drawn))
-        if len(texts) < w.targets_per_prompt:
-            size = cfg.warmup_sft.domains.get(domain)
-            setting = f"warmup_sft.domains.{domain}.candidates" if size and size.candidates else "warmup_sft.candidates"
-            raise TrainConfigError(f"warmup_sft: only {len(texts)} distinct workflows among {w.candidates} candidates for domain {domain!r}, "
-                                   f"fewer than targets_per_prompt = {w.targets_per_prompt}; raise {setting}")
-        per_round = max(2, w.search_questions // 8)
-        screen = rng.sample(questions, min(len(questions), per_round))
-        rest = [row for row in questions if row not in screen]
-        ranking = rng.sample(rest, min(len(rest), w.search_questions)) or screen  # a domain of <= 2 questions: the screen
-        n_final = max(w.targets_per_prompt, len(texts) // 8)
-        # Later rounds' questions come from neither the first screen nor the ranking (drawn in that order,
-        # so a one-round search draws what it always drew).
-        spare = [row for row in rest if row not in ranking]
-        finalists, marks, spare = await _screen(grader, texts, screen, spare, rounds=w.screen_rounds, per_round=per_round, keep=n_final, rng=rng)
-        screened += marks
-        final = await _mean_rewards(grader, finalists, ranking)
-        # Its own random stream: drawing more questions here must not move later domains' draws.
-        ranked, by_text, contenders = await _rank(grader, finalists, final, spare, rounds=w.rank_rounds, per_round=len(ranking),
-                                                  seed=cfg.data.seed, rng=random.Random(f"rank-rounds|{cfg.data.seed}|{domain}"))
-        best = ranked[: w.targets_per_prompt]
-        top = by_text[ranked[0]]
-        if w.keep_within is not None:
-            # A small search keeps weak plans beside its one good one; copy only those near the best (and not
-            # beaten in a ranking round), repeated to fill the prompt's targets (the warm-up's size stays).
-            near = [t for t in best if t in contenders and by_text[t] >= top - w.keep_within]
-            best = [near[i % len(near)] for i in range(w.targets_per_prompt)]
-        kept_by_domain[domain] = [(t, by_text[t]) for t in best]
-        report.append({"domain": domain, "screened_on": len(screen), "screen_rounds": w.screen_rounds, "ranked_on": len(ranking),
-                       "rank_rounds": w.rank_rounds, "candidates": len(texts),
-                       "best": top, "kept_mean": sum(by_text[t] for t in best) / len(best),
-                       "kept_steps": [len(parse(t).steps) for t in best], "kept_distinct": len(set(best)),
-                       "kept": [{"workflow": t, "mean_reward": round(by_text[t], 4)} for t in dict.fromkeys(best)],
-                       "finalists": [{"workflow": t, "mean_reward": round(by_text[t], 4), "contender": t in contenders} for t in ranked]})
-        log.info("domain search %s: %d candidates, best %.3f after %d ranking round(s) of %d questions", domain, len(texts), top,
-                 w.rank_rounds, len(ranking))
-    kept = [[(row, text, score) for text, score in kept_by_domain[row["domain"]]] for row in prompts]
-    return kept, {"mean_reward_candidates": sum(screened) / len(screened), "domains": report}
-
-
-async def _screen(grader: WorkflowReward, texts: list[str], screen: list[dict], spare: list[dict], *, rounds: int, per_round: int,
-                  keep: int, rng: random.Random) -> tuple[list[str], list[float], list[dict]]:
-    """Successive halving: every text on ``screen``; each later round the best half (never fewer than
-    ``keep``) on ``per_round`` new questions from ``spare``, ranked by the mean over all its questions so
-    far. Returns the ``keep`` best texts, the first round's mean rewards (all candidates) and the spare
-    questions no round used."""
-    first = await _mean_rewards(grader, texts, screen)
-    # Every survivor has run on the same questions, so ranking by total reward is ranking by the mean.
-    totals = {t: m * len(screen) for t, m in zip(texts, first)}
-    alive = list(texts)
-    for _ in range(rounds - 1):
-        new = rng.sample(spare, min(len(spare), per_round))
-        if len(alive) <= keep or not new:
-            break
-        spare = [row for row in spare if row not in new]
-        alive = sorted(alive, key=lambda t: -totals[t])[: max(keep, -(-len(alive) // 2))]
-        for t, m in zip(alive, await _mean_rewards(grader, alive, new)):
-            totals[t] += m * len(new)
-    return sorted(alive, key=lambda t: -totals[t])[:keep], first, spare
-
-
-async def _rank(grader: WorkflowReward, finalists: list[str], final: list[float], spare: list[dict], *, rounds: int, per_round: int,
-                seed: int, rng: random.Random) -> tuple[list[str], dict[str, float], set[str]]:
-    """The finalists best first, after ``rounds - 1`` more ranking rounds. Each round draws ``per_round``
-    new questions; the better half of all finalists (at least 2), ranked by the mean over every ranking
-    question each has run, must have run every round's questions: whoever is behind catches up, and the
-    half is re-ranked until it has. So a finalist that lost its place on the first questions comes back
-    when the leaders' means fall on the new ones, as a leader's first-round luck tends to (on the
-    offline pool two code wordings 1 question apart of 16 were 18 points apart on held-out arithmetic).
-    Returns (texts in rank order: the last round's better half, then the rest; each text's mean reward;
-    that half).
-    Ties in a seeded random order, as ``keep_best`` breaks them."""
-    from .warmup import keep_best
-
-    totals = {t: m * per_round for t, m in zip(finalists, final)}
-    counts = dict.fromkeys(finalists, per_round)
-    ran = dict.fromkeys(finalists, 0)  # extra rounds each text has run
-    batches: list[list[dict]] = []
-
-    def mean(t: str) -> float:
-        # Rounded: a text that caught up on two batches at once sums its rewards in another order than one
-        # that ran them round by round, and exact ties must stay ties (keep_within = 0, the seeded tie-break).
-        return round(totals[t] / counts[t], 9)
-
-    def order() -> list[str]:
-        return keep_best([finalists], [[mean(t) for t in finalists]], len(finalists), seed)[0]
-
-    cut = len(finalists)
-    for _ in range(rounds - 1):
-        new = rng.sample(spare, min(len(spare), per_round))
-        if len(finalists) <= 1 or not new:
-            break
-        spare = [row for row in spare if row not in new]
-        batches.append(new)
-        cut = max(2, -(-len(finalists) // 2))
-        while behind := [t for t in order()[:cut] if ran[t] < len(batches)]:
-            for t in behind:
-                missed = [row for batch in batches[ran[t]:] for row in batch]
-                [caught_up] = await _mean_rewards(grader, [t], missed)
-                totals[t] += caught_up * len(missed)
-                counts[t] += len(missed)
-                ran[t] = len(batches)
-    ranked = order()
-    return ranked, {t: mean(t) for t in finalists}, set(ranked[:cut])
-
-
-async def _mean_rewards(grader: WorkflowReward, texts: list[str], questions: list[dict]) -> list[float]:
-    """Each workflow's mean reward over the questions (the workflows' subtasks name no question)."""
-    flat = await _grade(grader, [(row, t) for t in texts for row in questions])
-    n = len(questions)
-    return [sum(flat[i * n : (i + 1) * n]) / n for i in range(len(texts))]
-
-
-def _replay_store(cfg: TrainConfig) -> Optional[ResponseCache]:
-    """The run's replay store of real worker calls (``reward.replay``), or None."""
-    return ResponseCache(cfg.path(cfg.reward.replay), match="context") if cfg.reward.replay else None
-
-
-def _code_runners(cfg: TrainConfig, spec: PoolSpec) -> tuple[int, ...]:
-    """Ids of the pool's code-running tools, for write-run warm-up shapes; none on randomized pools,
-    where an id means a different worker on every row."""
-    if cfg.randomize.enabled:
-        return ()
-    return tuple(i for i, w in enumerate(spec.workers) if w.provider == "python")
-
-
-def _clip_ids(text: str, n: int) -> str:
-    wf = parse(text)
-    steps = tuple(Step(s.worker % n, s.subtask, s.access) for s in wf.steps)
-    return Workflow(steps, wf.reasoning).render()
 
 
 def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False) -> Path:

@@ -1,7 +1,8 @@
 """A whole deployment on one machine, as child processes: PostgreSQL (the shared trace store), Redis (the
 shared counters), several ``conductor serve`` replicas (each with its own worker processes) and, when
-nginx is installed, nginx in front of them. ``deploy/local_stack.py`` runs it; the scale-out tests
-start the same services with these functions.
+nginx is installed, nginx in front of them. ``local_stack.py`` beside it runs it; the scale-out tests
+(``tests/test_scale.py``) start the same services with these functions. Not part of the package: a
+development tool next to the deployment files.
 
 PostgreSQL refuses to run as root: when this runs as root, the database and Redis run as ``nobody``.
 Both listen on 127.0.0.1 only and trust local connections; that is a development stack (the compose

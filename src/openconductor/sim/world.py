@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Literal, Mapping, Optional, Sequence
 
+from .. import worker_message
 from ..pool import WorkerSpec
 from ..providers.simulated import register_responder
 
@@ -445,12 +446,6 @@ def decide(text: str, traits: Traits, role: Role, seen: Sequence[Seen] = (), par
 _FINAL = re.compile(r"Final answer:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 _PLAN = re.compile(r"^Plan id:\s*(P\d{6})\s*$", re.MULTILINE)
 _PRODUCER = re.compile(r"^\(([^,()]+), simulated\)")
-_TASK = re.compile(r"<Overall task>\n(.*?)\n</Overall task>", re.DOTALL)
-_EARLIER = re.compile(
-    r"<Subtask assigned to Agent \d+>\n(.*?)\n</Subtask assigned to Agent \d+>\n<Agent \d+ response>\n(.*?)\n</Agent \d+ response>",
-    re.DOTALL,
-)
-_MINE = re.compile(r"Your assigned subtask:\s*(.*)\s*$", re.DOTALL)
 
 
 def extract_final(text: str) -> str | None:
@@ -465,15 +460,15 @@ def grade_simulated(response: str, reference: str) -> tuple[bool, bool]:
 
 
 def read_context(content: str) -> tuple[str, Role, list[Seen]]:
-    """(question, this step's role, the earlier steps it sees) from a worker's message."""
-    task = _TASK.search(content)
-    mine = _MINE.search(content)
+    """(question, this step's role, the earlier steps it sees) from a worker's message; a message the
+    executor did not write is all question."""
+    context = worker_message.read(content) or worker_message.WorkerContext(question="")
     seen = []
-    for subtask, response in _EARLIER.findall(content):
+    for _, subtask, response in context.earlier:
         producer = _PRODUCER.match(response)
         plan = _PLAN.search(response)
         seen.append(Seen(role_of(subtask), producer.group(1) if producer else "?", plan.group(1) if plan else None, extract_final(response)))
-    return (task.group(1) if task else content), role_of(mine.group(1) if mine else ""), seen
+    return context.question or content, role_of(context.subtask), seen
 
 
 def render(traits: Traits, role: Role, outcome: Outcome) -> str:

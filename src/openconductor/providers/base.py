@@ -1,0 +1,166 @@
+"""What every provider is: the ``Provider`` base class, its errors, and the registry of provider kinds.
+
+A provider kind is one backend (an API, an in-process model, a tool). A pool file names it by its
+registered name (``WorkerSpec.provider``); ``provider_class`` looks it up. The built-in kinds are
+registered below by module name and imported only when a pool uses them, so a user of remote APIs
+never loads llama.cpp or torch, and vice versa. A new kind is one file with one ``Provider`` subclass
+and a ``register_provider("name")`` decorator (import the file before loading a pool that names it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..answer_format import AnswerFormat
+from ..configfile import problems
+from ..records import Completion
+
+if TYPE_CHECKING:
+    from ..pool import WorkerSpec
+
+
+class ProviderError(RuntimeError):
+    """A worker call that failed. ``retryable`` errors are retried with backoff."""
+
+    def __init__(self, message: str, *, retryable: bool = False, status: Optional[int] = None, retry_after: Optional[float] = None,
+                 code: Optional[str] = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+        self.code = code  # a typed cause callers act on, e.g. "context_length_exceeded"
+
+
+class UnknownProviderError(ValueError):
+    """A provider name nobody registered; the message lists the known ones."""
+
+
+TokenCallback = Callable[[str], None]
+
+
+class NoOptions(BaseModel):
+    """A provider that takes no options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Provider:
+    """One backend kind. Subclasses implement ``complete``; they raise ProviderError on failure.
+
+    ``native``: what of a request's ``AnswerFormat`` the backend takes itself ("tools", "json_schema",
+    "stop"); ``answer_format.prepare`` adapts the rest (prompted tools, prompted JSON, cut stops).
+    What a subclass declares is checked when a pool loads, before any call: ``Options`` (a pydantic
+    model of its ``options`` table), ``key_envs`` (the environment variables that may hold its API key,
+    tried in order; a worker's ``api_key_env`` replaces them) and ``requires`` (modules it imports,
+    installed by the ``extra``).
+    """
+
+    supports_grammar = False
+    native: frozenset[str] = frozenset()
+    # False for in-process models: a timed-out generation keeps running in its thread, so a retry
+    # would only compete with it for the same CPU (and the same slots).
+    retry_timeouts = True
+    Options: ClassVar[type[BaseModel]] = NoOptions
+    key_envs: ClassVar[tuple[str, ...]] = ()
+    requires: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str] = ""
+
+    def __init__(self, spec: "WorkerSpec"):
+        self.spec = spec
+        self.options = self.Options.model_validate(spec.options)
+
+    @classmethod
+    def key_variables(cls, spec: "WorkerSpec") -> tuple[str, ...]:
+        """Where this worker's API key must come from (one of them set); empty when it needs none."""
+        return (spec.api_key_env,) if spec.api_key_env else cls.key_envs
+
+    async def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int,
+        temperature: float,
+        grammar: Optional[str] = None,
+        on_token: Optional[TokenCallback] = None,
+        seed: Optional[int] = None,
+        answer: Optional[AnswerFormat] = None,
+    ) -> Completion:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        return None
+
+
+# ------------------------------------------------------------------------------------------ registry
+
+# provider name -> a function that returns its class (imported when first needed)
+_PROVIDERS: dict[str, Callable[[], type[Provider]]] = {}
+
+
+def register_provider(name: str, load: Optional[Callable[[], type[Provider]]] = None):
+    """Register a provider class under ``name``: ``@register_provider("x")`` on the class, or
+    ``register_provider("x", load)`` with a function that imports and returns it when first needed."""
+    if load is not None:
+        _PROVIDERS[name] = load
+        return load
+
+    def deco(cls: type[Provider]) -> type[Provider]:
+        _PROVIDERS[name] = lambda: cls
+        return cls
+
+    return deco
+
+
+def provider_class(name: str) -> type[Provider]:
+    if name not in _PROVIDERS:
+        raise UnknownProviderError(f"no provider named {name!r}; known: {', '.join(sorted(_PROVIDERS))}")
+    return _PROVIDERS[name]()
+
+
+def provider_options(provider: str, options: dict[str, Any]) -> BaseModel:
+    """``options`` validated by the provider's ``Options`` model (ValueError naming what does not fit)."""
+    cls = provider_class(provider)
+    try:
+        return cls.Options.model_validate(options)
+    except ValidationError as exc:
+        accepted = ", ".join(cls.Options.model_fields) or "none"
+        raise ValueError(f"{problems(exc)} (provider {provider!r} takes options: {accepted})") from None
+
+
+def make_provider(spec: "WorkerSpec") -> Provider:
+    return provider_class(spec.provider)(spec)
+
+
+def absent_modules(cls: type[Provider]) -> list[str]:
+    """The modules a provider class needs that are not installed (a dotted one's package is looked up first:
+    find_spec on a submodule of a missing package raises)."""
+    return [m for m in cls.requires if importlib.util.find_spec(m.split(".")[0]) is None or importlib.util.find_spec(m) is None]
+
+
+# name -> (module in this package, class)
+BUILTIN = {
+    "openai": ("openai_compat", "OpenAICompatProvider"),
+    "anthropic": ("anthropic", "AnthropicProvider"),
+    "gemini": ("gemini", "GeminiProvider"),
+    "local_gguf": ("local_gguf", "LocalGGUFProvider"),
+    "transformers": ("transformers_local", "TransformersProvider"),
+    "simulated": ("simulated", "SimulatedProvider"),
+    "conductor": ("simulated", "RecursionMarker"),
+    "python": ("python_tool", "PythonToolProvider"),
+    "retrieval": ("retrieval", "RetrievalProvider"),
+}
+
+
+def _lazy(module: str, cls: str) -> Callable[[], type[Provider]]:
+    def load() -> type[Provider]:
+        return getattr(import_module(f"{__package__}.{module}"), cls)
+
+    return load
+
+
+for _name, (_module, _cls) in BUILTIN.items():
+    register_provider(_name, _lazy(_module, _cls))
