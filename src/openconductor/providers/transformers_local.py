@@ -177,6 +177,7 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *, engine: Engine = "aut
         raise PoolConfigError(f"--conductor: checkpoint dir not found: {path}")
     manifest = read_manifest(path)
     prompt = manifest.get("prompt", {})
+    check_pool_fits(manifest, spec, path)
     backend, why = _llamacpp_backend(path, manifest) if engine in ("auto", "llama.cpp") else (None, "")
     if backend is None and engine == "llama.cpp":
         raise PoolConfigError(f"--conductor: {path} has no llama.cpp copy ({path / CONDUCTOR_GGUF}): {why}")
@@ -201,6 +202,37 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *, engine: Engine = "aut
         }
     )
     return spec.model_copy(update={"conductor": conductor}), {"examples": bool(prompt.get("examples", True))}
+
+
+def trained_workers(manifest: dict) -> Optional[list[str]]:
+    """The worker names, in id order, of the pool a conductor was trained on: its manifest's ``workers``, or
+    (older manifests) those of the pool file it names, when that file is still there; None if unknown."""
+    if manifest.get("workers") is not None:
+        return list(manifest["workers"])
+    pool_file = manifest.get("pool")
+    if pool_file and Path(pool_file).is_file():
+        from ..pool import load_pool
+
+        try:
+            return [w.name for w in load_pool(pool_file).workers]
+        except PoolConfigError:
+            return None
+    return None
+
+
+def check_pool_fits(manifest: dict, spec: PoolSpec, path: Path) -> None:
+    """Refuse a conductor that knows its workers by ordinal id on a pool whose workers are not the ones it
+    was trained on: its ids would name other workers (stale ids). A conductor trained with the pool shown
+    by names or descriptions reads whichever pool it is given, and is prompted that way."""
+    show = manifest.get("prompt", {}).get("show", "ids")
+    if show != "ids":
+        return
+    trained_on, here = trained_workers(manifest), [w.name for w in spec.workers]
+    if trained_on is not None and trained_on != here:
+        raise PoolConfigError(
+            f"conductor {path} was trained on ordinal ids for the pool [{', '.join(trained_on)}]; pool {spec.name!r} has "
+            f"[{', '.join(here)}], so its ids would name other workers. Use a conductor trained with the pool shown by descriptions "
+            "(e.g. builtin:sim-general for simulated pools), retrain on this pool, or plan without it (--conductor none)")
 
 
 class TransformersOptions(BaseModel):

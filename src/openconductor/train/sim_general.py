@@ -126,8 +126,8 @@ def summary(data: CopyData, settings: CopySettings, seconds_copy: Optional[float
         by_pool.setdefault(r["pool"], []).append(r["search_accuracy"])
     return {"pools": len(by_pool), "examples": len(data.rows), "search_seconds": round(data.seconds, 1), "copy_seconds": seconds_copy,
             "settings": {"pools": settings.pools, "pool_seed": settings.pool_seed, "per_pool": settings.per_pool,
-                         "training_pool_examples": settings.training_pool_examples, "search_rounds": list(settings.search.rounds),
-                         "search_keep": settings.search.keep, "token_weight": settings.search.token_weight}}
+                         "training_pool_examples": settings.training_pool_examples, "search_screen": settings.search.screen, "search_rank": settings.search.rank, "search_finalists": settings.search.finalists,
+                         "token_weight": settings.search.token_weight}}
 
 
 def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1, lr: float = 1e-3, batch_size: int = 16) -> Path:

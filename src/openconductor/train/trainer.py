@@ -412,6 +412,8 @@ def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dic
         "base_model": _base_source(cfg) if mode == "adapter" else None,
         "prompt": dataclasses.asdict(cfg.prompt),
         "pool": str(cfg.pool_path),
+        # The pool's workers in id order: a conductor trained on ids is refused on any other pool (check_pool_fits).
+        "workers": [w.name for w in load_pool(cfg.pool_path).workers],
         "model": cfg.model.name,
         "gguf": gguf.name if gguf else None,  # llama.cpp copy of the same weights (ask/serve prefer it)
         **(extra or {}),
