@@ -76,3 +76,21 @@ def test_copy_targets_name_the_bucket_and_the_workers_and_parse(tmp_path):
         # Every step's worker by name, in order, unless the names do not fit the grammar's 80 characters.
         assert named == "" or [spec.workers[s.worker].name for s in plan.steps] == [part.split(" ")[-1] for part in named.split(", ")]
         assert subtopic.split("_")[0][:4] in plan.reasoning or subtopic == "dp"
+
+
+def test_grpo_rows_run_each_question_on_its_own_pool_inside_one_union_pool():
+    from openconductor.sim.world_v3 import solo_correct
+    from openconductor.train.config import load_train_config
+    from openconductor.train.sim_general import CopySettings, grpo_rows, training_pools, union_pool
+
+    cfg = load_train_config("examples/train_sim_general.toml")
+    pools = training_pools(CopySettings(pools=3), cfg.pool_path)
+    union, indices = union_pool(pools)
+    assert len({w.name for w in union.workers}) == len(union.workers) == sum(len(p.workers) for p in pools)
+    rows = grpo_rows(cfg, pools, indices, 6, seed=1, exclude=frozenset())
+    assert len(rows) == 6 * len(pools) and rows[0]["workers"] != rows[1]["workers"]  # pools in rotation
+    for row in rows:
+        spec = pools[indices.index(row["workers"])]
+        assert [union.workers[i].options == w.options for i, w in zip(row["workers"], spec.workers)] == [True] * len(spec.workers)
+        assert f"Model id 0: {spec.workers[0].name} — " in row["prompt"][0]["content"]
+        assert not all(solo_correct(row["question"], Profile.from_spec(w)) for w in spec.workers)

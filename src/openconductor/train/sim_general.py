@@ -13,6 +13,7 @@ the prompt's pool list.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 import tomllib
@@ -156,6 +157,62 @@ def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1
     return export(model, tokenizer, out / "warmup", cfg, extra=extra)
 
 
+def union_pool(pools: list[PoolSpec]) -> tuple[PoolSpec, list[list[int]]]:
+    """One pool holding every training pool's workers (a name taken twice gets a ``~k`` suffix: the reward
+    runs each row's plan on a view of it), and each pool's indices in it, in that pool's order."""
+    workers, indices, taken = [], [], set()
+    for spec in pools:
+        own = []
+        for w in spec.workers:
+            name, k = w.name, 1
+            while name in taken:
+                name, k = f"{w.name}~{k}", k + 1
+            taken.add(name)
+            own.append(len(workers))
+            workers.append(w.model_copy(update={"name": name}))
+        indices.append(own)
+    union = pools[0].model_copy(update={"name": "sim-training-pools", "workers": workers, "strongest": None})
+    return union.for_execution(), indices
+
+
+def grpo_rows(cfg, pools: list[PoolSpec], indices: list[list[int]], per_pool: int, seed: int, exclude: frozenset[str]) -> list[dict]:
+    """GRPO rows across pools: each asks a training-side question with its own pool described (as at run time)
+    and runs on that pool's workers in the union. Questions that every worker of the pool answers right alone
+    are skipped (any plan earns the same reward: no signal)."""
+    from ..sim.world_v3 import solo_correct
+
+    questions = make_questions(per_pool * len(pools) * 4, seed, exclude=exclude)
+    by_pool: list[list[dict]] = []
+    for p, (spec, own) in enumerate(zip(pools, indices)):
+        profiles = [Profile.from_spec(w) for w in spec.workers]
+        mine = questions[p * per_pool * 4 : (p + 1) * per_pool * 4]  # each pool its own questions
+        kept = [q for q in mine if not all(solo_correct(q.text, pr) for pr in profiles)][:per_pool]
+        by_pool.append([{"prompt": conductor_messages(q.text, spec, max_steps=cfg.prompt.max_steps, show="descriptions", fine_grained=False,
+                                                      examples=cfg.prompt.examples, style=cfg.prompt.style),
+                         "question": q.text, "reference": q.reference, "grading": "", "task": "simulated", "domain": q.domain,
+                         "workers": own, "round": 1, "previous": "", "blend": False} for q in kept])
+    # Pools in rotation, so that every stretch of training sees many of them.
+    return [r for group in itertools.zip_longest(*by_pool) for r in group if r is not None]
+
+
+def grpo_run(cfg, settings: CopySettings, *, per_pool: int = 16, test_n: int = 1000) -> Path:
+    """GRPO across the training pools from RUN/warmup (``copy_run``), paid for accuracy alone; exports RUN/final."""
+    from .trainer import build_trainer, export, load_model, load_weights
+
+    pools = training_pools(settings, cfg.pool_path)
+    union, indices = union_pool(pools)
+    exclude = held_out_texts(test_n, cfg.data.eval_seed)
+    rows = grpo_rows(cfg, pools, indices, per_pool, settings.question_seed + 1, exclude)
+    model, tokenizer = load_model(cfg)
+    load_weights(model, cfg.output_dir / "warmup")
+    trainer, reward = build_trainer(cfg, model=model, tokenizer=tokenizer, pool_spec=union, warmup=False, rows=rows)
+    started = time.monotonic()
+    trainer.train()
+    extra = {"stage": "GRPO across generated pools after search-and-copy", "grpo_rows": len(rows), "pools": len(pools),
+             "train_seconds": round(time.monotonic() - started, 1), "global_step": trainer.state.global_step}
+    return export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra=extra)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     import argparse
 
@@ -170,11 +227,22 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--output-dir", default=None)
+    ap.add_argument("--stage", choices=["copy", "grpo", "both"], default="copy")
+    ap.add_argument("--grpo-per-pool", type=int, default=16)
+    ap.add_argument("--set", action="append", default=[], help="override a config value, e.g. grpo.max_steps=20")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    cfg = load_train_config(args.config, {"run.output_dir": args.output_dir} if args.output_dir else None)
+    import json
+
+    overrides = {k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v for k, _, v in (x.partition("=") for x in args.set)}
+    if args.output_dir:
+        overrides["run.output_dir"] = args.output_dir
+    cfg = load_train_config(args.config, overrides)
     settings = CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples)
-    print(copy_run(cfg, settings, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size))
+    if args.stage in ("copy", "both"):
+        print(copy_run(cfg, settings, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size))
+    if args.stage in ("grpo", "both"):
+        print(grpo_run(cfg, settings, per_pool=args.grpo_per_pool))
     return 0
 
 

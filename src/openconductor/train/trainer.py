@@ -234,9 +234,11 @@ def conductor_trainer_class():
 WARMUP_TARGETS = "warmup_targets.jsonl"
 
 
-def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True):
+def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True,
+            rows: Optional[list[dict]] = None):
     """The run dir, the model after the optional warm-up (done now, or loaded from RUN/warmup), and the
-    dataset rows: returns (pool spec, model, tokenizer, rows)."""
+    dataset rows (``rows``: given by the caller, e.g. one pool per row across generated pools, instead of
+    the config's data): returns (pool spec, model, tokenizer, rows)."""
     import torch
 
     from .warmup import warmup_format
@@ -255,11 +257,11 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
     (out_dir / STOP_FILE).unlink(missing_ok=True)
     (out_dir / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=str))
 
-    items = load_items(cfg)
-    rows = build_rows(cfg, spec, items)
+    items = load_items(cfg) if rows is None else []
+    rows = build_rows(cfg, spec, items) if rows is None else rows
     w = cfg.warmup_sft
     if warmup and w.examples and (out_dir / "warmup" / MANIFEST).exists():
-        _load_weights(model, out_dir / "warmup")  # a warm-up done before (an interrupted or repeated run)
+        load_weights(model, out_dir / "warmup")  # a warm-up done before (an interrupted or repeated run)
     elif warmup and w.examples:
         extra: dict[str, Any] = {"stage": "format warm-up"}
         shown, targets, selection = warmup_targets(cfg, spec, rows)
@@ -280,7 +282,8 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
     return spec, model, tokenizer, rows
 
 
-def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True):
+def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True,
+                  rows: Optional[list[dict]] = None):
     """Everything up to ``trainer.train()``: returns (trainer, reward)."""
     import os
 
@@ -291,7 +294,7 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     from .rollout import SharedPromptRollout
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    spec, model, tokenizer, rows = prepare(cfg, model=model, tokenizer=tokenizer, pool_spec=pool_spec, warmup=warmup)
+    spec, model, tokenizer, rows = prepare(cfg, model=model, tokenizer=tokenizer, pool_spec=pool_spec, warmup=warmup, rows=rows)
     settings = cfg.settings
     replay = replay_store(cfg)
     if replay is not None:
@@ -330,7 +333,7 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     return trainer, reward
 
 
-def _load_weights(model, path: Path) -> None:
+def load_weights(model, path: Path) -> None:
     """Load an exported stage (adapter or full weights) into the model being trained."""
     from safetensors.torch import load_file
 
