@@ -16,18 +16,11 @@ from typing import Sequence
 log = logging.getLogger(__name__)
 
 
-def _common_prefix(rows: Sequence[Sequence[int]]) -> int:
-    shortest = min(len(r) for r in rows)
-    n = 0
-    while n < shortest - 1 and all(r[n] == rows[0][n] for r in rows):
-        n += 1
-    return n
-
-
 def batch_loss(model, tokenizer, prompts: Sequence[list[dict]], targets: Sequence[str]):
     """Mean target-token NLL of one batch whose prompts share a prefix (any rows work; sharing makes it cheap)."""
     import torch
 
+    from ..decoding import _common_prefix
     from .rollout import shared_prompt_logps
 
     eos = tokenizer.eos_token or ""
