@@ -247,6 +247,8 @@ def pool_toml(pool: SimPool, *, latency: bool = False, checkpoint: Optional[str]
         "# Every worker is answered by world v3 (openconductor/sim/world_v3.py); nothing calls a model and every number",
         f"# measured on it is SIMULATED. Families: {', '.join(pool.families)}.",
         f"name = {json.dumps(pool.name)}",
+        # The fallback and the single-worker default: the best accuracy alone, averaged over the domains.
+        f"strongest = {json.dumps(max(pool.workers, key=lambda w: sum(w.skills.values())).name)}",
         "",
     ]
     for w in pool.workers:
