@@ -218,7 +218,7 @@ def describe(w: SimWorker, g: random.Random, kind: Optional[str] = None) -> str:
         if (key, sign) in _APT:
             sentences.append(g.choice(_APT[(key, sign)]))
     g.shuffle(sentences)
-    tail = [f"${w.price_out:g} per 1M output tokens", f"about {w.latency_s:g} s a call"]
+    tail = [f"${w.price_out:g}/M output tokens", f"~{w.latency_s:g} s a call"]
     if w.context is not None:
         tail.append(f"reads at most {w.context:,} words")
     return " ".join([head, *sentences, "(" + "; ".join(tail) + ")"])

@@ -102,7 +102,7 @@ def moa_plans(spec: PoolSpec, questions: Sequence[Question], seed: int = 0) -> l
     return asyncio.run(plans())
 
 
-def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Question], *, batch_size: int = 16,
+def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Question], *, batch_size: int = 32,
                     model=None) -> tuple[list[Optional[Workflow]], list[int]]:
     """(plan or None when it does not parse, the conductor's own tokens) per question, greedy under the
     runtime grammar, prompted as the checkpoint's manifest says (``model``: (model, tokenizer) loaded already)."""
