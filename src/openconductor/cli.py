@@ -359,11 +359,13 @@ def main() -> None:  # pragma: no cover
 # Registered by their own modules (kept at the end so each part adds a few lines only).
 from .eval_cli import register as _register_eval  # noqa: E402
 from .server.cli import serve as _serve  # noqa: E402
+from .sim.cli import register as _register_sim  # noqa: E402
 from .train.cli import register as _register_train  # noqa: E402
 
 app.command("serve")(_serve)
 _register_train(app)  # train, fit, plot, train-eval, train-select, export-gguf
 _register_eval(app)  # eval, tasks, router-train
+_register_sim(app)  # sim-pool
 
 # One example per command, shown at the end of its --help (a test checks every command has one).
 EXAMPLES = {
@@ -383,6 +385,7 @@ EXAMPLES = {
     "eval": ["conductor eval --task gsm_symbolic --limit 20 --policy conductor --policy 'single:*' --out eval-gsm"],
     "tasks": ["conductor tasks"],
     "router-train": ["conductor router-train eval-gsm8k/results.jsonl --out router.npz"],
+    "sim-pool": ["conductor sim-pool --seed 3 --out pools/sim-3.toml && conductor eval --task sim --limit 48 --pool pools/sim-3.toml --policy 'single:*'"],
 }
 
 

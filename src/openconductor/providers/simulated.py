@@ -57,7 +57,7 @@ def _reply(answer: AnswerFormat, text: str, prompt: str) -> tuple[str, list[Tool
 RESPONDERS: dict[str, Callable[[WorkerSpec, list[dict], random.Random], str]] = {}
 
 # The worlds that ship with the package: world name -> the module that registers it.
-BUILTIN_WORLDS = {"paper-v2": "openconductor.sim.world"}
+BUILTIN_WORLDS = {"paper-v2": "openconductor.sim.world", "paper-v3": "openconductor.sim.world_v3"}
 # world_module values of older pool files -> where that world lives now.
 MOVED_WORLD_MODULES = {"openconductor.train.world": "openconductor.sim.world"}
 

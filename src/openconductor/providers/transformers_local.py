@@ -179,6 +179,7 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *, engine: Engine = "aut
         raise PoolConfigError(f"--conductor: checkpoint dir not found: {path}")
     manifest = _manifest(path)
     prompt = manifest.prompt
+    check_pool_fits(manifest, spec, path)
     backend, why = _llamacpp_backend(path, manifest) if engine in ("auto", "llama.cpp") else (None, "")
     if backend is None and engine == "llama.cpp":
         raise PoolConfigError(f"--conductor: {path} has no llama.cpp copy ({path / CONDUCTOR_GGUF}): {why}")
@@ -203,6 +204,38 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *, engine: Engine = "aut
         }
     )
     return spec.model_copy(update={"conductor": conductor}), {"examples": prompt.examples is not False}
+
+
+def trained_workers(manifest: ConductorManifest) -> Optional[list[str]]:
+    """The worker names, in id order, of the pool a conductor was trained on: its manifest's pool workers, or
+    (older manifests) those of the pool file it names, when that file is still there; None if unknown."""
+    pool = manifest.pool
+    if pool is None:
+        return None
+    if pool.workers:
+        return list(pool.workers)
+    if pool.path and Path(pool.path).is_file():
+        from ..pool import load_pool
+
+        try:
+            return [w.name for w in load_pool(pool.path).workers]
+        except PoolConfigError:
+            return None
+    return None
+
+
+def check_pool_fits(manifest: ConductorManifest, spec: PoolSpec, path: Path) -> None:
+    """Refuse a conductor that knows its workers by ordinal id on a pool whose workers are not the ones it
+    was trained on: its ids would name other workers (stale ids). A conductor trained with the pool shown
+    by names or descriptions reads whichever pool it is given, and is prompted that way."""
+    if (manifest.prompt.show or "ids") != "ids":
+        return
+    trained_on, here = trained_workers(manifest), [w.name for w in spec.workers]
+    if trained_on is not None and trained_on != here:
+        raise PoolConfigError(
+            f"conductor {path} was trained on ordinal ids for the pool [{', '.join(trained_on)}]; pool {spec.name!r} has "
+            f"[{', '.join(here)}], so its ids would name other workers. Use a conductor trained with the pool shown by descriptions "
+            "(e.g. builtin:sim-general for simulated pools), retrain on this pool, or plan without it (--conductor none)")
 
 
 class TransformersOptions(BaseModel):

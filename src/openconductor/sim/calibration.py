@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..evaluation import evaluate, summarize
+from ..executor import solve
 from ..policies.base import Policy, make_policy
-from ..policies.baselines import SOLVE
+from ..policies.baselines import SOLVE, GivenWorkflow
 from ..policies.lookup import LookupTable, OracleRouter
 from ..pool import Pool, PoolSpec
 from ..tasks.simulated import simulated_task
@@ -131,6 +132,41 @@ def systems(spec: PoolSpec) -> list[tuple[str, str, Policy]]:
     for label, make in families(spec).items():
         out.append((label, "family", LookupTable({d: make(d) for d in DOMAINS}, name=label)))
     return out
+
+
+class _PerQuestion(Policy):
+    """A given workflow per question, found by its text (world v3's per-subtopic and per-bucket lookups)."""
+
+    def __init__(self, name: str, make: Callable[[world.Question], Workflow], by_text: dict[str, world.Question]):
+        self.name, self.make, self.by_text = name, make, by_text
+
+    async def plan(self, request):
+        return await GivenWorkflow(self.make(self.by_text[request.question]), name=self.name).plan(request)
+
+
+async def _run_system(policy: Policy, pool: Pool, questions: list[world.Question], concurrency: int) -> list[tuple[bool, int, int]]:
+    """(correct, tokens, calls) per question: world v3's tables, which key their lookups by question text."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(q: world.Question) -> tuple[bool, int, int]:
+        async with gate:
+            run = await solve(q.text, policy, pool, seed=0, stream_tokens=False)
+        _, correct = world.grade_simulated(run.final_answer, q.reference)
+        return correct, run.totals.usage.total_tokens, run.totals.calls
+
+    return list(await asyncio.gather(*(one(q) for q in questions)))
+
+
+def result_row(label: str, kind: str, results: list[tuple[bool, int, int]], questions: list) -> Row:
+    """A table row from (correct, tokens, calls) per question; only the paper's own systems get its numbers."""
+    acc: dict[str, float] = {}
+    for d in DOMAINS:
+        scored = [ok for (ok, _, _), q in zip(results, questions) if q.domain == d]
+        acc[d] = 100.0 * sum(scored) / max(1, len(scored))
+    acc["avg"] = sum(acc[d] for d in DOMAINS) / len(DOMAINS)
+    tokens = sum(t for _, t, _ in results) / len(results)
+    calls = sum(c for _, _, c in results) / len(results)
+    return Row(label, kind, acc, tokens, calls, _paper(label if kind in ("single", "MoA", "self-reflection", "oracle") else ""))
 
 
 async def calibrate_async(spec: PoolSpec, n: int = 1000, seed: int = 7, *, concurrency: int = 64) -> list[Row]:

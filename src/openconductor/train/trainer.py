@@ -149,11 +149,12 @@ Targets = tuple[list[TrainRow], list[str], Optional[dict]]  # the warm-up's rows
 
 
 def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True,
-            items: Optional[list[Item]] = None, targets: Optional[Targets] = None):
+            items: Optional[list[Item]] = None, targets: Optional[Targets] = None, rows: Optional[list[TrainRow]] = None):
     """The run dir, the model after the optional warm-up (done now, or loaded from RUN/warmup), and the
     dataset rows: returns (pool spec, model, tokenizer, rows). ``items``: the training questions (default: the
     config's data); ``targets``: the warm-up's (rows, target texts, summary) chosen by the caller (``conductor
-    fit``'s per-question targets) instead of by the config's ``[search]``."""
+    fit``'s per-question targets) instead of by the config's ``[search]``; ``rows``: the dataset rows given by
+    the caller instead (e.g. one pool per row across generated pools)."""
     import torch
 
     from .warmup import warmup_format
@@ -172,11 +173,11 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
     (out_dir / STOP_FILE).unlink(missing_ok=True)
     (out_dir / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=str))
 
-    items = items if items is not None else load_items(cfg)
-    rows = build_rows(cfg, spec, items)
+    if rows is None:
+        rows = build_rows(cfg, spec, items if items is not None else load_items(cfg))
     w = cfg.warmup_sft
     if warmup and w.examples and has_manifest(out_dir / "warmup"):
-        _load_weights(model, out_dir / "warmup")  # a warm-up done before (an interrupted or repeated run)
+        load_weights(model, out_dir / "warmup")  # a warm-up done before (an interrupted or repeated run)
     elif warmup and w.examples:
         extra: dict[str, Any] = {"stage": "format warm-up"}
         shown, texts, selection = targets if targets is not None else warmup_targets(cfg, spec, rows)
@@ -198,9 +199,9 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
 
 
 def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True,
-                  items: Optional[list[Item]] = None, cache: Optional[ResponseCache] = None):
-    """Everything up to ``trainer.train()``: returns (trainer, reward). ``items`` as for ``prepare``; ``cache``:
-    the replay store to use instead of the config's ``reward.replay`` (``conductor fit``'s metered one)."""
+                  items: Optional[list[Item]] = None, cache: Optional[ResponseCache] = None, rows: Optional[list[TrainRow]] = None):
+    """Everything up to ``trainer.train()``: returns (trainer, reward). ``items`` and ``rows`` as for ``prepare``;
+    ``cache``: the replay store to use instead of the config's ``reward.replay`` (``conductor fit``'s metered one)."""
     import os
 
     from datasets import Dataset
@@ -210,7 +211,7 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     from .rollout import SharedPromptRollout
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    spec, model, tokenizer, rows = prepare(cfg, model=model, tokenizer=tokenizer, pool_spec=pool_spec, warmup=warmup, items=items)
+    spec, model, tokenizer, rows = prepare(cfg, model=model, tokenizer=tokenizer, pool_spec=pool_spec, warmup=warmup, items=items, rows=rows)
     settings = cfg.settings
     replay = cache if cache is not None else replay_store(cfg)
     if replay is not None:
@@ -249,7 +250,7 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     return trainer, reward
 
 
-def _load_weights(model, path: Path) -> None:
+def load_weights(model, path: Path) -> None:
     """Load an exported stage (adapter or full weights) into the model being trained."""
     from safetensors.torch import load_file
 

@@ -1,0 +1,58 @@
+"""A general conductor on its training pool (world v3, `examples/pools/simulated_paper_v3.toml`) against every
+baseline, on held-out questions. Every number is SIMULATED.
+
+    PYTHONPATH=src python benchmarks/sim_training_pool.py --conductor RUN/warmup [--conductor RUN/final] --n 1000
+
+Rows: each conductor (greedy, pool shown by descriptions), the best single worker, the oracle per-domain
+router, MoA, and the best lookup tables found by the plan search (sim/plan_search.py) on training-side
+questions: one plan per domain, per subtopic and per bucket (subtopic x level). Intervals: paired bootstrap
+over the questions against the per-domain and the per-subtopic lookups. Exits 1 when the first conductor
+misses a goal: >= per-domain lookup + 3 and >= per-subtopic lookup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from openconductor.pool import load_pool
+from openconductor.sim.plan_search import SearchSettings
+from openconductor.sim.world_v3 import make_questions
+from openconductor.train.sim_eval import conductor_plans, lookup_plans, moa_plans, run_plans, single_plans, table
+
+ROOT = Path(__file__).resolve().parents[1]
+LABELS = ["domain", "subtopic", "bucket (subtopic x level)"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--conductor", action="append", default=[], help="a checkpoint (repeatable)")
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--eval-seed", type=int, default=1000)
+    ap.add_argument("--pool", type=Path, default=ROOT / "examples" / "pools" / "simulated_paper_v3.toml")
+    args = ap.parse_args()
+    spec = load_pool(args.pool)
+    questions = make_questions(args.n, args.eval_seed)
+    # The lookups get more training-side questions per group than the per-pool search (240 a bucket).
+    settings = SearchSettings(screen=80, rank=160)
+    search_questions = make_questions(48 * settings.questions, 5_000, exclude=frozenset(q.text for q in questions))
+    results = []
+    for ckpt in args.conductor:
+        plans, own = conductor_plans(ckpt, spec, questions)
+        results.append(run_plans(f"conductor {ckpt}", spec, questions, plans, own))
+    results += [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
+    results.append(run_plans("MoA (7 proposers + random aggregator)", spec, questions, moa_plans(spec, questions)))
+    results += [run_plans(k, spec, questions, v) for k, v in lookup_plans(spec, questions, search_questions, LABELS, settings).items()]
+    print(f"SIMULATED: world v3, pool {spec.name}, {args.n} held-out questions (eval seed {args.eval_seed})")
+    print(table(results, ["best lookup: one plan per domain", "best lookup: one plan per subtopic", "oracle per-domain router"]))
+    if not args.conductor:
+        return 0
+    acc = {r.system: r.accuracy for r in results}
+    first = results[0].accuracy
+    missed = first < acc["best lookup: one plan per domain"] + 3 or first < acc["best lookup: one plan per subtopic"]
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""A general conductor on SIMULATED pools it never saw, against each pool's baselines. Every number is SIMULATED.
+
+    PYTHONPATH=src python benchmarks/unseen_pools.py --seeds 901,902,...,920 --n 96 [--conductor CKPT]
+
+For each seed: the pool `generate_pool(seed, held_out=...)` (every other seed, starting with the second,
+draws from every family with at least one held out of training), N held-out questions (world v3), and on
+them: the conductor (default builtin:sim-general; greedy, pool shown by descriptions), the pool's best single
+worker and oracle per-domain router (declared accuracies), MoA (7 proposers + random aggregator; tokens
+only matter here) and the per-pool search re-run (sim/plan_search.py, one plan per bucket, found on
+training-side questions: what a lookup reaches with its own search budget). Prints one row per pool and a
+last line with the mean margins over pools and 95 % intervals (each pool's questions resampled); exits 1
+when a goal is missed: mean >= oracle router + 2, >= search re-run - 2, tokens <= 0.25x MoA's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import tomllib
+
+from openconductor.pool import PoolSpec
+from openconductor.sim.plan_search import SearchSettings
+from openconductor.sim.pools import generate_pool, pool_toml
+from openconductor.sim.world_v3 import make_questions
+from openconductor.train.sim_eval import conductor_plans, lookup_plans, moa_plans, pooled_bootstrap, run_plans, single_plans
+
+BUCKET = "bucket (subtopic x level)"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", required=True, help="comma-separated pool seeds")
+    ap.add_argument("--n", type=int, default=96, help="held-out questions per pool")
+    ap.add_argument("--conductor", default="builtin:sim-general")
+    ap.add_argument("--held-out", choices=["alternate", "all", "none"], default="alternate")
+    ap.add_argument("--eval-seed", type=int, default=1000)
+    args = ap.parse_args()
+    from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
+
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    model = load_checkpoint(checkpoint_path(args.conductor))
+    questions = make_questions(args.n, args.eval_seed)
+    settings = SearchSettings()
+    search_questions = make_questions(48 * settings.questions, 5_000, exclude=frozenset(q.text for q in questions))
+    print("SIMULATED: world v3, generated pools never trained on; accuracy % on", args.n, "held-out questions per pool")
+    print("| seed | held-out families | workers | conductor | best single | oracle router | search re-run | vs oracle | vs search | tokens vs MoA |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    pairs_router, pairs_search, ratios = [], [], []
+    start = time.perf_counter()
+    for i, seed in enumerate(seeds):
+        held = args.held_out == "all" or (args.held_out == "alternate" and i % 2 == 1)
+        pool = generate_pool(seed, held_out=held)
+        spec = PoolSpec.model_validate(tomllib.loads(pool_toml(pool)))
+        plans, own = conductor_plans(args.conductor, spec, questions, model=model)
+        conductor = run_plans("conductor", spec, questions, plans, own)
+        singles = {k: run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()}
+        best, router = list(singles.values())
+        search = run_plans("search", spec, questions, lookup_plans(spec, questions, search_questions, [BUCKET], settings)[f"best lookup: one plan per {BUCKET}"])
+        moa = run_plans("MoA", spec, questions, moa_plans(spec, questions))
+        pairs_router.append((conductor.correct, router.correct))
+        pairs_search.append((conductor.correct, search.correct))
+        ratios.append(conductor.mean_tokens / moa.mean_tokens)
+        families = ", ".join(sorted({f for f in pool.families if held and f in ("verifier", "quant")})) or "—"
+        print(f"| {seed} | {families} | {len(pool.workers)} | {conductor.accuracy:.1f} | {best.accuracy:.1f} | {router.accuracy:.1f} | {search.accuracy:.1f} | "
+              f"{conductor.accuracy - router.accuracy:+.1f} | {conductor.accuracy - search.accuracy:+.1f} | {ratios[-1]:.3f}x |", flush=True)
+    m_r, lo_r, hi_r = pooled_bootstrap(pairs_router)
+    m_s, lo_s, hi_s = pooled_bootstrap(pairs_search)
+    ratio = sum(ratios) / len(ratios)
+    print(f"\n{len(seeds)} pools, {time.perf_counter() - start:.0f} s. Mean over pools: conductor vs oracle router {m_r:+.1f} [{lo_r:+.1f}, {hi_r:+.1f}] "
+          f"(goal >= +2); vs per-pool search re-run {m_s:+.1f} [{lo_s:+.1f}, {hi_s:+.1f}] (goal >= -2); tokens {ratio:.3f}x MoA (goal <= 0.25x)")
+    missed = m_r < 2.0 or m_s < -2.0 or ratio > 0.25
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""``conductor sim-pool``: write a generated SIMULATED pool as an ordinary pool file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..clikit import console, fail
+
+
+def sim_pool_command(
+    seed: int = typer.Option(..., "--seed", help="The pool's seed: the same seed writes the same pool."),
+    out: Path = typer.Option(..., "--out", "-o", help="Where to write the pool file (TOML)."),
+    held_out: bool = typer.Option(False, "--held-out", help="Draw from every family, with at least one held out of training."),
+    latency: bool = typer.Option(False, "--latency", help="Workers sleep their nominal latency (default: described, not slept)."),
+    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="A trained conductor the pool names (e.g. builtin:sim-general)."),
+    min_workers: int = typer.Option(3, help="Fewest workers."),
+    max_workers: int = typer.Option(8, help="Most workers."),
+):
+    """Write a random SIMULATED pool (world v3) generated from a seed: workers, descriptions, prices, limits."""
+    from .pools import generate_pool, pool_toml
+
+    try:
+        pool = generate_pool(seed, held_out=held_out, min_workers=min_workers, max_workers=max_workers)
+    except ValueError as exc:
+        fail(str(exc))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(pool_toml(pool, latency=latency, checkpoint=checkpoint))
+    console.print(f"wrote {out}: pool {pool.name}, {len(pool.workers)} SIMULATED workers ({', '.join(f'{w.name} [{w.family}]' for w in pool.workers)})",
+                  markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sim-pool")(sim_pool_command)

@@ -1,0 +1,158 @@
+"""Evaluation tables on world-v3 pools (SIMULATED): a conductor against the baselines that keep it honest.
+
+Every system answers the same held-out questions through the executor on the pool, and is graded by the
+world's gold answers. Baselines: the best single worker and the oracle per-domain router (both by the
+pool's declared accuracies), MoA (7 proposers and a random aggregator), and lookup tables found by the
+plan search (``sim/plan_search.py``) on training-side questions: one plan per domain, per subtopic and
+per bucket (subtopic x level; on an unseen pool: the per-pool search re-run). A conductor writes one plan
+per question, greedily under the runtime grammar, with the pool shown as it was trained. Differences come
+with paired-bootstrap 95 % intervals over the questions; a mean over pools resamples each pool's
+questions (``pooled_bootstrap``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Optional, Sequence
+
+from ..executor import solve
+from ..policies.base import PlanRequest, make_policy
+from ..policies.baselines import GivenWorkflow
+from ..policies.lm import conductor_messages
+from ..pool import Pool, PoolSpec
+from ..sim.plan_search import GROUPINGS, SOLVE, SearchSettings, search_pool
+from ..sim.questions import DOMAINS, Question
+from ..sim.world import grade_simulated
+from ..sim.world_v3 import Profile
+from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
+from .evaluate import paired_bootstrap
+
+
+@dataclass
+class Result:
+    system: str
+    correct: list[int]
+    tokens: list[int]
+    steps: list[int] = field(default_factory=list)
+    parsed: float = 1.0
+
+    @property
+    def accuracy(self) -> float:
+        return 100.0 * sum(self.correct) / max(1, len(self.correct))
+
+    @property
+    def mean_tokens(self) -> float:
+        return sum(self.tokens) / max(1, len(self.tokens))
+
+
+async def _execute(spec: PoolSpec, questions: Sequence[Question], plans: Sequence[Optional[Workflow]], concurrency: int = 64) -> list[tuple[int, int]]:
+    gate = asyncio.Semaphore(concurrency)
+    async with Pool(spec.for_execution()) as pool:
+
+        async def one(q: Question, plan: Optional[Workflow]) -> tuple[int, int]:
+            if plan is None:
+                return 0, 0
+            async with gate:
+                run = await solve(q.text, GivenWorkflow(plan), pool, seed=0, stream_tokens=False)
+            return int(grade_simulated(run.final_answer, q.reference)[1]), run.totals.usage.total_tokens
+
+        return list(await asyncio.gather(*(one(q, p) for q, p in zip(questions, plans))))
+
+
+def run_plans(name: str, spec: PoolSpec, questions: Sequence[Question], plans: Sequence[Optional[Workflow]], extra_tokens: Optional[list[int]] = None) -> Result:
+    done = asyncio.run(_execute(spec, questions, plans))
+    tokens = [t + (extra_tokens[i] if extra_tokens else 0) for i, (_, t) in enumerate(done)]
+    return Result(name, [c for c, _ in done], tokens, [len(p.steps) for p in plans if p is not None],
+                  sum(p is not None for p in plans) / max(1, len(plans)))
+
+
+def declared(spec: PoolSpec) -> list[Profile]:
+    return [Profile.from_spec(w) for w in spec.workers]
+
+
+def single_plans(spec: PoolSpec, questions: Sequence[Question]) -> dict[str, list[Workflow]]:
+    """The best single worker and the oracle per-domain router, by the pool's declared accuracies."""
+    profiles = declared(spec)
+    best = max(range(len(profiles)), key=lambda i: sum(profiles[i].skills.get(d, 0.0) for d in DOMAINS))
+    router = {d: max(range(len(profiles)), key=lambda i: profiles[i].skills.get(d, 0.0)) for d in DOMAINS}
+    one = lambda i: Workflow((Step(i, SOLVE, ()),))  # noqa: E731
+    return {f"best single worker ({spec.workers[best].name})": [one(best)] * len(questions),
+            "oracle per-domain router": [one(router[q.domain]) for q in questions]}
+
+
+def lookup_plans(spec: PoolSpec, questions: Sequence[Question], search_questions: Sequence[Question], labels: Sequence[str],
+                 settings: SearchSettings) -> dict[str, list[Workflow]]:
+    """Per grouping label, the search's lookup table applied to ``questions``."""
+    out = {}
+    for label in labels:
+        key: Callable[[Question], Hashable] = GROUPINGS[label]
+        tables = search_pool(declared(spec), search_questions, key, settings)
+        out[f"best lookup: one plan per {label}"] = [tables[key(q)][0].plan for q in questions]
+    return out
+
+
+def moa_plans(spec: PoolSpec, questions: Sequence[Question], seed: int = 0) -> list[Workflow]:
+    async def plans() -> list[Workflow]:
+        policy = make_policy("moa", proposers=7, aggregator="random")
+        async with Pool(spec.for_execution()) as pool:
+            return [(await policy.plan(PlanRequest(q.text, pool, seed=seed))).workflow for q in questions]
+
+    return asyncio.run(plans())
+
+
+def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Question], *, batch_size: int = 32,
+                    model=None) -> tuple[list[Optional[Workflow]], list[int]]:
+    """(plan or None when it does not parse, the conductor's own tokens) per question, greedy under the
+    runtime grammar, prompted as the checkpoint's manifest says (``model``: (model, tokenizer) loaded already)."""
+    from ..decoding import generate_batch
+    from ..providers.transformers_local import checkpoint_path, load_checkpoint, read_manifest
+
+    prompt = read_manifest(checkpoint_path(checkpoint)).prompt
+    model, tokenizer = model or load_checkpoint(checkpoint_path(checkpoint))
+    steps, fine = prompt.max_steps or 3, bool(prompt.fine_grained)
+    messages = [conductor_messages(q.text, spec, max_steps=steps, show=prompt.show or "descriptions", fine_grained=fine,
+                                   examples=bool(prompt.examples), style=prompt.style or "compact") for q in questions]
+    fmt = WorkflowFormat(len(spec.workers), steps, fine_grained=fine, reason_chars=80, subtask_chars=96)
+    texts = generate_batch(model, tokenizer, messages, max_new_tokens=192, temperature=0.0, seed=0, batch_size=batch_size,
+                           formats=[fmt] * len(messages))
+    plans: list[Optional[Workflow]] = []
+    for text in texts:
+        try:
+            plans.append(parse_and_validate(text, len(spec.workers), max_steps=steps))
+        except WorkflowError:
+            plans.append(None)
+    own = [len(tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]) + len(tokenizer(t)["input_ids"])
+           for m, t in zip(messages, texts)]
+    return plans, own
+
+
+def pooled_bootstrap(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, resamples: int = 4000, seed: int = 0) -> tuple[float, float, float]:
+    """The mean over pools of (a - b) in points, with a 95 % interval from resampling each pool's questions."""
+    rng = random.Random(seed)
+    diffs = [[x - y for x, y in zip(a, b)] for a, b in pairs]
+    mean = 100 * sum(sum(d) / len(d) for d in diffs) / len(diffs)
+    draws = sorted(100 * sum(sum(d[rng.randrange(len(d))] for _ in d) / len(d) for d in diffs) / len(diffs) for _ in range(resamples))
+    return mean, draws[int(0.025 * resamples)], draws[int(0.975 * resamples) - 1]
+
+
+def table(results: Sequence[Result], against: Sequence[str]) -> str:
+    """Markdown: accuracy, intervals against the named systems, steps, tokens and tokens relative to MoA."""
+    by = {r.system: r for r in results}
+    moa = next((r for r in results if r.system.startswith("MoA")), None)
+    head = "| system | accuracy | " + " | ".join(f"vs {a} (points, 95% CI)" for a in against) + " | steps | tokens/q | vs MoA tokens |"
+    lines = [head, "|---" * (5 + len(against)) + "|"]
+    for r in results:
+        cells = []
+        for a in against:
+            base = by.get(a)
+            if base is None or base is r:
+                cells.append("—")
+            else:
+                m, lo, hi = paired_bootstrap(r.correct, base.correct)
+                cells.append(f"{100 * m:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
+        steps = sum(r.steps) / len(r.steps) if r.steps else 0.0
+        ratio = f"{r.mean_tokens / moa.mean_tokens:.3f}x" if moa and moa.mean_tokens else "—"
+        lines.append(f"| {r.system} | {r.accuracy:.1f} | " + " | ".join(cells) + f" | {steps:.2f} | {r.mean_tokens:,.0f} | {ratio} |")
+    return "\n".join(lines)

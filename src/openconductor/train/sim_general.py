@@ -1,0 +1,250 @@
+"""Search-and-copy across generated pools: the warm-up of a general conductor for world-v3 pools (SIMULATED).
+
+For the training pool (``examples/pools/simulated_paper_v3.toml``) and ``pools`` generated training pools
+(``sim/pools.py``, training families only), the plan search (``sim/plan_search.py``) finds the best plans per
+bucket (subtopic x level) on that pool; then every example asks one question of a bucket with the pool
+*described* (``show = "descriptions"``: the pool's ids mean different workers in every pool, so only the
+descriptions say who is who) and its target is that pool's best plan for the question's bucket. Each
+target's one line of reasoning names the question's level and subtopic and the workers of the plan
+by name ("hard geometry: plan euclid-14b, solve atlas-pro, check sentinel-70b"), so that the ids are
+written after the conductor has said, in words, whom it picked and why; a name is next to its id in
+the prompt's pool list.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..policies.lm import conductor_messages
+from ..pool import PoolSpec, load_pool
+from ..sim.pools import generate_pool, pool_toml
+from ..sim.questions import Question
+from ..sim.world_v3 import Profile, make_questions
+from ..workflow import Workflow
+from ..sim.plan_search import AGGREGATE, CHECK, IMPLEMENT, PLAN, SOLVE, Scored, SearchSettings, search_pool
+from .prefix_sft import copy_plans
+
+log = logging.getLogger(__name__)
+
+_ROLE_WORDS = {SOLVE: "solve", CHECK: "check", PLAN: "plan", IMPLEMENT: "implement", AGGREGATE: "combine"}
+_SHORT = {"number_theory": "number theory", "combinatorics": "combinatorics", "finance": "finance", "operations": "operations",
+          "arrays": "arrays", "dp": "dynamic programming", "graphs": "graphs", "strings": "strings"}
+REASON_CHARS = 80  # the runtime grammar's bound on the reasoning line
+
+
+@dataclass
+class PromptShape:
+    max_steps: int = 3
+    style: str = "compact"
+    examples: bool = False
+
+
+@dataclass
+class CopySettings:
+    pools: int = 60  # generated training pools, besides the training pool
+    pool_seed: int = 10_000  # they are generate_pool(pool_seed + i)
+    per_pool: int = 48  # examples per generated pool (one question per bucket)
+    training_pool_examples: int = 480  # examples on the training pool
+    question_seed: int = 0  # the examples' questions (training side)
+    search_seed: int = 5_000  # the search's questions (training side, not the examples')
+    search: SearchSettings = field(default_factory=SearchSettings)
+
+
+def spec_of(toml_text: str) -> PoolSpec:
+    return PoolSpec.model_validate(tomllib.loads(toml_text))
+
+
+def training_pools(settings: CopySettings, training_pool: Path) -> list[PoolSpec]:
+    """The training pool, then the generated ones (training families only)."""
+    return [load_pool(training_pool)] + [spec_of(pool_toml(generate_pool(settings.pool_seed + i))) for i in range(settings.pools)]
+
+
+def reasoning(plan: Workflow, spec: PoolSpec, question: Question) -> str:
+    """The target's one line: level, subtopic, and each step's role and worker name, within the grammar's bound."""
+    head = f"{question.level} {_SHORT.get(question.subtopic, question.subtopic)}"
+    names = [spec.workers[s.worker].name for s in plan.steps]
+    for body in (", ".join(f"{_ROLE_WORDS.get(s.subtask, 'solve')} {n}" for s, n in zip(plan.steps, names)), ", ".join(names)):
+        if len(head) + 2 + len(body) <= REASON_CHARS:
+            return f"Reasoning: {head}: {body}"
+    return f"Reasoning: {head}"
+
+
+def target(plan: Workflow, spec: PoolSpec, question: Question) -> str:
+    return Workflow(plan.steps, reasoning(plan, spec, question)).render()
+
+
+def search_tables(spec: PoolSpec, questions: list[Question], settings: SearchSettings) -> dict:
+    profiles = [Profile.from_spec(w) for w in spec.workers]
+    return search_pool(profiles, questions, lambda q: q.bucket, settings)
+
+
+@dataclass
+class CopyData:
+    groups: list[tuple[list[list[dict]], list[str]]]  # per pool: prompts and targets
+    rows: list[dict]  # one per example, for the run dir (pool, bucket, question, target, search score)
+    seconds: float
+
+
+def build(settings: CopySettings, training_pool: Path, prompt: PromptShape, *, exclude: frozenset[str] = frozenset()) -> CopyData:
+    """Search every training pool and write its examples (``exclude``: held-out question texts)."""
+    start = time.monotonic()
+    pools = training_pools(settings, training_pool)
+    per_search = 48 * settings.search.questions
+    searched = make_questions(per_search, settings.search_seed, exclude=exclude)
+    taken = exclude | {q.text for q in searched}
+    counts = [settings.training_pool_examples] + [settings.per_pool] * settings.pools
+    asked = make_questions(sum(counts), settings.question_seed, exclude=taken)
+    groups, rows, used = [], [], 0
+    for p, (spec, count) in enumerate(zip(pools, counts)):
+        tables: dict = search_tables(spec, searched, settings.search)
+        questions = asked[used : used + count]
+        used += count
+        prompts = [conductor_messages(q.text, spec, max_steps=prompt.max_steps, show="descriptions", fine_grained=False,
+                                      examples=prompt.examples, style=prompt.style) for q in questions]
+        best: list[Scored] = [tables[q.bucket][0] for q in questions]
+        targets = [target(b.plan, spec, q) for b, q in zip(best, questions)]
+        groups.append((prompts, targets))
+        rows += [{"pool": spec.name, "bucket": list(q.bucket), "question": q.text, "target": t, "search_accuracy": round(b.accuracy, 4),
+                  "search_tokens": round(b.tokens)} for q, t, b in zip(questions, targets, best)]
+        log.info("pool %d/%d %s: searched %d buckets", p + 1, len(pools), spec.name, len(tables))
+    return CopyData(groups, rows, time.monotonic() - start)
+
+
+def held_out_texts(n: int, seed: int) -> frozenset[str]:
+    """The texts of the held-out test questions (never searched or copied on)."""
+    return frozenset(q.text for q in make_questions(n, seed))
+
+
+def summary(data: CopyData, settings: CopySettings, seconds_copy: Optional[float] = None) -> dict:
+    by_pool: dict[str, list[float]] = {}
+    for r in data.rows:
+        by_pool.setdefault(r["pool"], []).append(r["search_accuracy"])
+    return {"pools": len(by_pool), "examples": len(data.rows), "search_seconds": round(data.seconds, 1), "copy_seconds": seconds_copy,
+            "settings": {"pools": settings.pools, "pool_seed": settings.pool_seed, "per_pool": settings.per_pool,
+                         "training_pool_examples": settings.training_pool_examples, "search_screen": settings.search.screen, "search_rank": settings.search.rank, "search_finalists": settings.search.finalists,
+                         "token_weight": settings.search.token_weight}}
+
+
+def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1, lr: float = 1e-3, batch_size: int = 16) -> Path:
+    """Search, copy and export: RUN/warmup is the conductor (``cfg``: a TrainConfig for the model, prompt,
+    training pool, eval seed and run dir). Returns the exported dir."""
+    import json
+
+    import torch
+
+    from .trainer import export, load_model
+
+    if cfg.run.torch_threads:
+        torch.set_num_threads(cfg.run.torch_threads)
+    out = cfg.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    shape = PromptShape(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples)
+    data = build(settings, cfg.pool_path, shape, exclude=held_out_texts(test_n, cfg.data.eval_seed))
+    with open(out / "copy_targets.jsonl", "w") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in data.rows)
+    log.info("search: %d examples over %d pools in %.0f s", len(data.rows), len(data.groups), data.seconds)
+    model, tokenizer = load_model(cfg)
+    started = time.monotonic()
+    losses = copy_plans(model, tokenizer, data.groups, epochs=epochs, lr=lr, batch_size=batch_size, seed=cfg.data.seed)
+    extra = {"stage": "search-and-copy across generated pools", "copy": summary(data, settings, round(time.monotonic() - started, 1)),
+             "warmup_losses": losses}
+    return export(model, tokenizer, out / "warmup", cfg, extra=extra)
+
+
+def union_pool(pools: list[PoolSpec]) -> tuple[PoolSpec, list[list[int]]]:
+    """One pool holding every training pool's workers (a name taken twice gets a ``~k`` suffix: the reward
+    runs each row's plan on a view of it), and each pool's indices in it, in that pool's order."""
+    workers, indices, taken = [], [], set()
+    for spec in pools:
+        own = []
+        for w in spec.workers:
+            name, k = w.name, 1
+            while name in taken:
+                name, k = f"{w.name}~{k}", k + 1
+            taken.add(name)
+            own.append(len(workers))
+            workers.append(w.model_copy(update={"name": name}))
+        indices.append(own)
+    union = pools[0].model_copy(update={"name": "sim-training-pools", "workers": workers, "strongest": None})
+    return union.for_execution(), indices
+
+
+def grpo_rows(cfg, pools: list[PoolSpec], indices: list[list[int]], per_pool: int, seed: int, exclude: frozenset[str]) -> list[TrainRow]:
+    """GRPO rows across pools: each asks a training-side question with its own pool described (as at run time)
+    and runs on that pool's workers in the union. Questions that every worker of the pool answers right alone
+    are skipped (any plan earns the same reward: no signal)."""
+    from ..sim.world_v3 import solo_correct
+    from .data import TrainRow
+
+    questions = make_questions(per_pool * len(pools) * 4, seed, exclude=exclude)
+    by_pool: list[list[TrainRow]] = []
+    for p, (spec, own) in enumerate(zip(pools, indices)):
+        profiles = [Profile.from_spec(w) for w in spec.workers]
+        mine = questions[p * per_pool * 4 : (p + 1) * per_pool * 4]  # each pool its own questions
+        kept = [q for q in mine if not all(solo_correct(q.text, pr) for pr in profiles)][:per_pool]
+        by_pool.append([TrainRow(prompt=conductor_messages(q.text, spec, max_steps=cfg.prompt.max_steps, show="descriptions", fine_grained=False,
+                                                        examples=cfg.prompt.examples, style=cfg.prompt.style),
+                                 question=q.text, reference=q.reference, task="simulated", domain=q.domain, workers=own) for q in kept])
+    # Pools in rotation, so that every stretch of training sees many of them.
+    return [r for group in itertools.zip_longest(*by_pool) for r in group if r is not None]
+
+
+def grpo_run(cfg, settings: CopySettings, *, per_pool: int = 16, test_n: int = 1000) -> Path:
+    """GRPO across the training pools from RUN/warmup (``copy_run``), paid for accuracy alone; exports RUN/final."""
+    from .trainer import build_trainer, export, load_model, load_weights
+
+    pools = training_pools(settings, cfg.pool_path)
+    union, indices = union_pool(pools)
+    exclude = held_out_texts(test_n, cfg.data.eval_seed)
+    rows = grpo_rows(cfg, pools, indices, per_pool, settings.question_seed + 1, exclude)
+    model, tokenizer = load_model(cfg)
+    load_weights(model, cfg.output_dir / "warmup")
+    trainer, reward = build_trainer(cfg, model=model, tokenizer=tokenizer, pool_spec=union, warmup=False, rows=rows)
+    started = time.monotonic()
+    trainer.train()
+    extra = {"stage": "GRPO across generated pools after search-and-copy", "grpo_rows": len(rows), "pools": len(pools),
+             "train_seconds": round(time.monotonic() - started, 1), "global_step": trainer.state.global_step}
+    return export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra=extra)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    import argparse
+
+    from .config import load_train_config
+
+    ap = argparse.ArgumentParser(description="Search-and-copy a general conductor over generated SIMULATED pools (world v3).")
+    ap.add_argument("config")
+    ap.add_argument("--pools", type=int, default=CopySettings.pools)
+    ap.add_argument("--per-pool", type=int, default=CopySettings.per_pool)
+    ap.add_argument("--training-pool-examples", type=int, default=CopySettings.training_pool_examples)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--output-dir", default=None)
+    ap.add_argument("--stage", choices=["copy", "grpo", "both"], default="copy")
+    ap.add_argument("--grpo-per-pool", type=int, default=16)
+    ap.add_argument("--set", action="append", default=[], help="override a config value, e.g. grpo.max_steps=20")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    import json
+
+    overrides = {k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v for k, _, v in (x.partition("=") for x in args.set)}
+    if args.output_dir:
+        overrides["run.output_dir"] = args.output_dir
+    cfg = load_train_config(args.config, overrides)
+    settings = CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples)
+    if args.stage in ("copy", "both"):
+        print(copy_run(cfg, settings, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size))
+    if args.stage in ("grpo", "both"):
+        print(grpo_run(cfg, settings, per_pool=args.grpo_per_pool))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,91 @@
+"""Generated SIMULATED pools (openconductor.sim.pools, `conductor sim-pool`): deterministic per seed, held-out families,
+descriptions written from profiles, and ordinary pool files that run."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from typer.testing import CliRunner
+
+from openconductor.cli import app
+from openconductor.executor import solve
+from openconductor.policies import make_policy
+from openconductor.pool import Pool, load_pool
+from openconductor.sim.pools import FAMILIES, HELD_OUT, generate_pool, grade, pool_toml
+from openconductor.sim.world_v3 import Profile, make_questions
+
+
+def test_the_same_seed_writes_the_same_pool_and_another_seed_another():
+    assert pool_toml(generate_pool(17)) == pool_toml(generate_pool(17))
+    assert pool_toml(generate_pool(17, held_out=True)) == pool_toml(generate_pool(17, held_out=True))
+    assert pool_toml(generate_pool(17)) != pool_toml(generate_pool(18))
+
+
+def test_training_pools_never_hold_a_held_out_family_and_held_out_pools_always_do():
+    train = [generate_pool(s) for s in range(60)]
+    held = [generate_pool(s, held_out=True) for s in range(60)]
+    assert not any(HELD_OUT & set(p.families) for p in train)
+    assert all(HELD_OUT & set(p.families) for p in held)
+    assert {len(p.workers) for p in train + held} <= set(range(3, 9)) and {3, 8} <= {len(p.workers) for p in train + held}
+    assert set(FAMILIES) - HELD_OUT <= {f for p in train for f in p.families}
+
+
+def test_descriptions_are_written_from_the_profile_in_varied_wording():
+    workers = [w for s in range(40) for w in generate_pool(s, held_out=True).workers]
+    for w in workers:
+        for domain, word in (("math", "math"), ("mmlu", "knowledge"), ("lcb", "coding")):
+            assert f"{word}: {grade(domain, w.skills[domain])}" in w.description or \
+                f"{grade(domain, w.skills[domain])} at {word}" in w.description or \
+                f"{word} {grade(domain, w.skills[domain])}" in w.description, (w.name, w.description)
+        if w.context is not None:
+            assert f"reads at most {w.context:,} words" in w.description
+    assert len({w.description.split(".")[0] for w in workers}) > 10  # openings vary
+    # Two workers of one family with the same profile facts are not described by one fixed sentence.
+    math = [w for w in workers if w.family == "math"]
+    assert len({w.description.split(" (")[0] for w in math}) == len(math)
+
+
+def test_a_written_pool_file_loads_and_its_workers_answer_as_their_profiles_say(tmp_path):
+    path = tmp_path / "pool.toml"
+    path.write_text(pool_toml(generate_pool(5, held_out=True)))
+    spec = load_pool(path)
+    assert spec.conductor.show == "descriptions" and all(w.description for w in spec.workers)
+    profiles = [Profile.from_spec(w) for w in spec.workers]
+    questions = make_questions(48, seed=1)
+
+    async def answers():
+        async with Pool(spec) as pool:
+            return [await solve(q.text, make_policy("single", worker=spec.workers[0].name), pool, seed=0) for q in questions]
+
+    runs = asyncio.run(answers())
+    assert all(r.status == "ok" for r in runs)
+    from openconductor.sim import world_v3
+
+    assert [r.final_answer.endswith(q.reference) for r, q in zip(runs, questions)] == [world_v3.solo_correct(q.text, profiles[0]) for q in questions]
+
+
+def test_sim_pool_command_writes_the_pool_and_refuses_bad_sizes(tmp_path):
+    out = tmp_path / "p.toml"
+    result = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--held-out", "--checkpoint", "builtin:sim-general"])
+    assert result.exit_code == 0, result.output
+    assert out.read_text() == pool_toml(generate_pool(4, held_out=True), checkpoint="builtin:sim-general")
+    bad = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--min-workers", "5", "--max-workers", "2"])
+    assert bad.exit_code != 0 and "min_workers" in bad.output
+
+
+def test_the_sim_task_asks_v3_questions_graded_against_the_worlds_answers():
+    from openconductor.tasks import grade, load_task
+
+    task = load_task("sim", limit=24, seed=3)
+    assert len(task) == 24 and {q.metadata["level"] for q in task.questions} == {"easy", "medium", "hard"}
+    q = task.questions[0]
+    assert grade(q, f"reasoning\nFinal answer: {q.reference}").correct
+    assert not grade(q, "Final answer: nope").correct
+    assert grade(q, "no final line").extracted is None
+
+
+@pytest.mark.parametrize("bad", [{"min_workers": 0}, {"min_workers": 4, "max_workers": 3}])
+def test_impossible_pool_sizes_are_a_clear_error(bad):
+    with pytest.raises(ValueError, match="min_workers"):
+        generate_pool(1, **bad)
