@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from typing import Callable, Hashable, Sequence
+from typing import Hashable, Sequence
 
 from ..pool import Pool, PoolSpec
 from . import world_v3

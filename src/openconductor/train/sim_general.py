@@ -28,6 +28,7 @@ from ..sim.questions import Question
 from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Workflow
 from ..sim.plan_search import AGGREGATE, CHECK, IMPLEMENT, PLAN, SOLVE, Scored, SearchSettings, search_pool
+from .data import TrainRow
 from .prefix_sft import copy_plans
 
 log = logging.getLogger(__name__)
@@ -180,7 +181,6 @@ def grpo_rows(cfg, pools: list[PoolSpec], indices: list[list[int]], per_pool: in
     and runs on that pool's workers in the union. Questions that every worker of the pool answers right alone
     are skipped (any plan earns the same reward: no signal)."""
     from ..sim.world_v3 import solo_correct
-    from .data import TrainRow
 
     questions = make_questions(per_pool * len(pools) * 4, seed, exclude=exclude)
     by_pool: list[list[TrainRow]] = []
