@@ -4,8 +4,9 @@
 
 --text-only runs only the text-answer attacks of issue 33 (hedges, two answers, expressions read as one
 of their numbers, NFKC, overflow) and the legitimate answers that must still score: a few seconds.
---recorded also grades the real local-model replies stored in docs/evaluation (reasoning-gym tasks
-with numeric or yes/no answers) and compares with reasoning-gym's own scorer (needs reasoning-gym).
+--recorded DIR also grades the real local-model replies in DIR/*/results.jsonl (folders of `conductor eval`;
+reasoning-gym tasks with numeric or yes/no answers) and compares with reasoning-gym's own scorer (needs
+reasoning-gym). The replies measured in docs/graders-and-sandbox.md are docs/evaluation of commit 3b32121.
 
 --control measures the same probe on an idle event loop next to six busy processes (what the machine's
 own scheduling costs a loop, with no grading at all). Against an older checkout (``PYTHONPATH=/path/to/old/src``) it shows which attacks used to work; use
@@ -129,10 +130,9 @@ def _recorded_references(records: list[dict]) -> dict[tuple[str, str], tuple[str
     return refs
 
 
-def recorded() -> None:
+def recorded(root: Path) -> None:
     import json
 
-    root = Path(__file__).resolve().parents[1] / "docs" / "evaluation"
     records = [json.loads(line) for path in sorted(root.glob("*/results.jsonl")) for line in path.read_text().splitlines() if line.strip()]
     records = [r for r in records if r["task"] in RECORDED_KINDS and r["final_answer"]]
     refs = _recorded_references(records)
@@ -151,7 +151,7 @@ def recorded() -> None:
         shown = f"    {r['task']}: {r['final_answer'][-60:]!r} vs {ref!r}: {note[:60]}"
         if theirs != ours:
             (only_theirs if theirs else only_ours)[shown] = None
-    print(f"recorded replies of local models (docs/evaluation/*/results.jsonl, reasoning-gym tasks), graded here and by reasoning-gym:")
+    print(f"recorded replies of local models ({root}/*/results.jsonl, reasoning-gym tasks), graded here and by reasoning-gym:")
     print(f"  {'task':18} {'replies':>7} {'both accept':>11} {'only r-g':>8} {'only here':>9} {'both reject':>11}")
     for task, (n, both, theirs_only, ours_only, neither) in table.items():
         print(f"  {task:18} {n:7} {both:11} {theirs_only:8} {ours_only:9} {neither:11}")
@@ -224,7 +224,7 @@ async def memory() -> None:
 async def main(args: argparse.Namespace) -> None:
     text_answers()
     if args.recorded:
-        recorded()
+        recorded(args.recorded)
     if args.text_only:
         return
     print("sandbox:", check_sandbox())
@@ -248,5 +248,5 @@ if __name__ == "__main__":
     ap.add_argument("--lag-runs", type=int, default=5)
     ap.add_argument("--control", action="store_true", help="also measure an idle loop next to six busy processes")
     ap.add_argument("--text-only", action="store_true", help="only the text-answer attacks and legitimate answers (issue 33)")
-    ap.add_argument("--recorded", action="store_true", help="also grade the recorded local-model replies of docs/evaluation")
+    ap.add_argument("--recorded", type=Path, metavar="DIR", help="also grade the local-model replies in DIR/*/results.jsonl")
     asyncio.run(main(ap.parse_args()))

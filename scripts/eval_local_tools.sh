@@ -7,7 +7,7 @@
 # Usage: bash scripts/eval_local_tools.sh [OUT_DIR] [N_PER_TASK]
 # Resumable; with the same response cache a re-run replays without calling a model.
 set -euo pipefail
-OUT=${1:-docs/evaluation/local-tools}
+OUT=${1:-runs/local-tools-eval}
 N=${2:-4}
 PY=${PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python)}  # the bootstrap venv when there is one
 export PYTHONPATH=${PYTHONPATH:-src}
