@@ -56,7 +56,7 @@ class SearchSettings:
     finalists: int = 4  # workers kept per slot from the screen to compose multi-step plans
     rank: int = 48  # the next questions: every composed plan (and every single worker) is ranked on them
     top: int = 4  # plans kept per group
-    token_weight: float = 0.012  # per 1,000 tokens, as run 10's domain search
+    token_weight: float = 0.012  # per 1,000 tokens: the price that kept v2's accuracy at ~0.25x MoA's tokens
 
     @property
     def questions(self) -> int:
