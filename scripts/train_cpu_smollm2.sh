@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Train SmolLM2-135M as a conductor on 2 CPU cores against the SIMULATED world (examples/pools/
 # simulated_paper.toml), pick a checkpoint on validation questions, and score only that one on held-out
-# test questions beside the baselines. 37 min on 2 idle cores with the default recipe (run 11: warm-up
+# test questions beside the baselines. 37 min on 2 idle cores with the default recipe (warm-up
 # search + SFT 2.6 min, 60 GRPO steps 15 min, validation of 4 candidates 6 min, test of 2 rows 13 min
 # at N=1000).
 #   [TEST_ROWS=final] bash scripts/train_cpu_smollm2.sh [RUN_DIR] [TEST_N] [extra `conductor train` flags...]

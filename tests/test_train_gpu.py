@@ -1,4 +1,4 @@
-"""What the one-GPU run (docs/training.md, "A run on one H100") relies on, checked on CPU.
+"""What the one-GPU run (docs/training.md, "On a GPU") relies on, checked on CPU.
 
 The GPU itself is exercised by running `tests/test_train_grpo.py` and `scripts/train_gpu_run.sh`
 on one (see the docs); these tests cover the pieces around it: a GGUF file named by path (the GPU
