@@ -319,8 +319,8 @@ async def test_replay_store_answers_repeated_worker_calls_without_running_them(t
 
 
 def test_a_step_cost_with_per_group_scaling_is_warned_about(caplog):
-    """Run 5: 1 question x 16 rollouts with batch scaling is per-group scaling, and the step cost drove plans
-    to one step. The default recipe (2 questions x 8, batch scaling) loads without the warning."""
+    """1 question x 16 rollouts with batch scaling is per-group scaling, where a step cost drives plans to one
+    step (docs/history.md). The default recipe (2 questions x 8, batch scaling) loads without the warning."""
     path = ROOT / "examples" / "train_cpu_smollm2.toml"
     with caplog.at_level("WARNING", logger="openconductor.train.config"):
         load_train_config(path)

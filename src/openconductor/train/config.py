@@ -423,7 +423,7 @@ def _moved_settings(data: dict[str, Any]) -> Optional[str]:
 def _warn_amplified_cost(cfg: TrainConfig) -> None:
     """A step or cost term divided by one group's reward spread becomes a full-size advantage wherever a
     group's plans are all right or all wrong, and pushes every such group toward the shortest plan (plans
-    collapse to one step this way: docs/training.md)."""
+    collapse to one step this way: docs/history.md)."""
     if not (cfg.reward.step_weight or cfg.reward.cost_weight or cfg.reward.token_weight):
         return
     g = cfg.settings
