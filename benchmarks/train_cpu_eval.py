@@ -1,5 +1,5 @@
 """Before/after table of a training run: ``conductor train-eval CONFIG --run RUN_DIR`` under its older
-command line, kept so the commands written in docs/training.md still run (prefer the CLI).
+command line, kept so the commands of earlier runs (docs/history.md) still run (prefer the CLI).
 
     PYTHONPATH=src python benchmarks/train_cpu_eval.py runs/cpu-smollm2 [--n 48]
     PYTHONPATH=src python benchmarks/train_cpu_eval.py runs/gpu-smollm2 --config examples/train_gpu_smollm2.toml --batch-size 64
