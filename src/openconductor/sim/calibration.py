@@ -150,7 +150,7 @@ async def _run_system(policy: Policy, pool: Pool, questions: list[world.Question
 
     async def one(q: world.Question) -> tuple[bool, int, int]:
         async with gate:
-            run = await solve(q.text, policy, pool, seed=0, stream_tokens=False)
+            run = await solve(q.text, policy, pool, seed=0, stream_tokens=False, domain=q.domain)
         _, correct = world.grade_simulated(run.final_answer, q.reference)
         return correct, run.totals.usage.total_tokens, run.totals.calls
 
