@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -92,3 +93,39 @@ def test_check_json_reports_a_reply_it_cannot_check_in_time():
     with pytest.raises(AnswerFormatError, match="not valid JSON"):
         check_json("[" * 100_000, JSONFormat(type="json_object"))  # a RecursionError inside json.loads is the reply's fault
     assert check_json('{"y": 1}', fmt) == '{"y": 1}'  # x absent: nothing to expand
+
+
+CATASTROPHIC = "(a|aa)+$"  # backtracks exponentially on "a" * n + "b", in re and in the regex module alike
+
+
+@pytest.mark.parametrize("schema, value", [
+    ({"type": "string", "pattern": CATASTROPHIC}, "a" * 40 + "b"),
+    ({"type": "object", "patternProperties": {CATASTROPHIC: {"type": "integer"}}}, {"a" * 40 + "b": 1}),
+    ({"type": "object", "patternProperties": {CATASTROPHIC: {}}, "additionalProperties": False}, {"a" * 40 + "b": 1}),
+])
+def test_a_catastrophic_pattern_stops_at_the_budget(schema, value):
+    check_schema(schema)  # a valid schema: only matching it against this value is costly
+    started = time.monotonic()
+    with pytest.raises(ValidationTooCostly, match="pattern"):
+        first_error(value, schema, budget_s=0.05)
+    assert time.monotonic() - started < 2.0
+
+
+def test_patterns_still_validate_as_json_schema_says():
+    assert first_error("ab-12", {"type": "string", "pattern": r"^[a-z]+-\d+$"}) is None
+    assert "does not match" in first_error("ab12", {"type": "string", "pattern": r"^[a-z]+-\d+$"}).message
+    schema = {"type": "object", "properties": {"id": {}}, "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False}
+    assert first_error({"id": 1, "x-a": 2}, schema) is None
+    assert "is not of type 'integer'" in first_error({"x-a": "two"}, schema).message
+    assert "does not match any of the regexes" in first_error({"y": 1}, schema).message
+    assert "Additional properties are not allowed" in first_error({"y": 1}, {"properties": {"id": {}}, "additionalProperties": False}).message
+    assert first_error({"y": "s"}, {"additionalProperties": {"type": "integer"}}).message.endswith("is not of type 'integer'")
+
+
+def test_a_reply_against_a_catastrophic_pattern_is_an_answer_format_error_in_bounded_time():
+    fmt = JSONFormat(type="json_schema", name="r", schema={"type": "object", "properties": {"code": {"type": "string", "pattern": CATASTROPHIC}}})
+    started = time.monotonic()
+    with pytest.raises(AnswerFormatError, match="could not be checked"):
+        check_json(json.dumps({"code": "a" * 40 + "b"}), fmt)
+    assert time.monotonic() - started < 2.0
+    assert check_json('{"code": "aaaa"}', fmt) == '{"code": "aaaa"}'

@@ -264,6 +264,64 @@ def _unique_items(validator, unique, instance, schema):
         seen.add(key)
 
 
+def _search(pattern: str, text: str) -> bool:
+    """``re.search`` for a caller's pattern, stopped at the reply's deadline: a catastrophic pattern
+    (``(a|aa)+$`` against ``"a" * 40 + "b"``) backtracks inside one C call, where the per-keyword check cannot
+    reach it. The ``regex`` module takes a timeout (wall time, the nearest it offers)."""
+    import regex
+
+    left = _DEADLINE.get() - time.thread_time()
+    if left <= 0:
+        raise ValidationTooCostly("validation ran over its time budget")
+    try:
+        return regex.search(pattern, text, timeout=min(left, 3600.0)) is not None
+    except TimeoutError:
+        raise ValidationTooCostly(f"the pattern {pattern!r} took longer than the budget to match") from None
+    except regex.error as exc:  # checked at the door for requests; a Python caller's schema may still hold one
+        raise ValidationTooCostly(f"the pattern {pattern!r} is not a regular expression: {exc}") from None
+
+
+def _pattern(validator, pattern, instance, schema):
+    import jsonschema
+
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator, patterns, instance, schema):
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator, additional, instance, schema):
+    """jsonschema's keyword, with the patternProperties match through ``_search``."""
+    import jsonschema
+    from jsonschema._utils import extras_msg
+
+    if not validator.is_type(instance, "object"):
+        return
+    named, patterns = schema.get("properties", {}), list(schema.get("patternProperties", {}))
+    extras = {k for k in instance if k not in named and not any(_search(p, k) for p in patterns)}
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        if patterns:
+            joined = ", ".join(repr(each) for each in sorted(extras))
+            yield jsonschema.ValidationError(f"{joined} {'does' if len(extras) == 1 else 'do'} not match any of the regexes: "
+                                             + ", ".join(repr(each) for each in sorted(patterns)))
+        else:
+            yield jsonschema.ValidationError("Additional properties are not allowed (%s %s unexpected)" % extras_msg(sorted(extras, key=str)))
+
+
+# The keywords that run a caller's regular expression, each bounded by the reply's deadline.
+_REGEX_KEYWORDS = {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties}
+
+
 @functools.lru_cache(maxsize=None)
 def _bounded(base: type) -> type:
     import jsonschema
@@ -271,6 +329,7 @@ def _bounded(base: type) -> type:
     keywords = {name: _timed(fn) for name, fn in base.VALIDATORS.items()}
     if "uniqueItems" in keywords:
         keywords["uniqueItems"] = _timed(_unique_items)
+    keywords.update({name: _timed(fn) for name, fn in _REGEX_KEYWORDS.items() if name in keywords})
     return jsonschema.validators.extend(base, keywords)
 
 
