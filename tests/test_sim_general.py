@@ -57,6 +57,33 @@ def test_the_shared_prefix_loss_equals_each_row_alone(tmp_path):
     assert any(p.grad is not None and float(p.grad.abs().sum()) > 0 for p in model.parameters())
 
 
+def test_the_copy_stops_after_max_batches_and_refuses_a_cap_below_one(tmp_path):
+    torch = pytest.importorskip("torch")
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from openconductor.train.prefix_sft import copy_plans
+
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer(tmp_path / "tok"))
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY_LLAMA))
+    groups = [([[{"role": "system", "content": f"pool {g} model id"}, {"role": "user", "content": f"task {i}"}] for i in range(3)],
+               ["Reasoning: one agent answers."] * 3) for g in range(2)]
+    before = [p.detach().clone() for p in model.parameters()]
+    assert len(copy_plans(model, tok, groups, epochs=2, lr=1e-3, batch_size=1, max_batches=5)) == 5  # of 12
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert len(copy_plans(model, tok, groups, epochs=1, lr=1e-3, batch_size=2, max_batches=100)) == 4  # every batch, no more
+    with pytest.raises(ValueError, match="max_batches must be at least 1"):
+        copy_plans(model, tok, groups, epochs=1, lr=1e-3, batch_size=1, max_batches=0)
+
+
+def test_the_cli_refuses_a_max_batches_below_one_before_searching(capsys):
+    from openconductor.train.sim_general import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["examples/train_sim_general.toml", "--max-batches", "0"])
+    assert exit_.value.code == 2 and "--max-batches must be at least 1" in capsys.readouterr().err
+
+
 def test_copy_targets_name_the_bucket_and_the_workers_and_parse(tmp_path):
     from pathlib import Path
 
@@ -94,3 +121,17 @@ def test_grpo_rows_run_each_question_on_its_own_pool_inside_one_union_pool():
         assert [union.workers[i].options == w.options for i, w in zip(row["workers"], spec.workers)] == [True] * len(spec.workers)
         assert f"Model id 0: {spec.workers[0].name} — " in row["prompt"][0]["content"]
         assert not all(solo_correct(row["question"], Profile.from_spec(w)) for w in spec.workers)
+
+
+def test_a_relative_output_dir_is_taken_from_the_working_directory_not_the_configs(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from openconductor.train import sim_general
+
+    config = Path("examples/train_sim_general.toml").resolve()
+    seen = []
+    # Mocked: the copy itself (search and training) is not what this checks.
+    monkeypatch.setattr(sim_general, "copy_run", lambda cfg, settings, **kw: seen.append(cfg.output_dir) or cfg.output_dir)
+    monkeypatch.chdir(tmp_path)
+    assert sim_general.main([str(config), "--output-dir", "runs/x"]) == 0
+    assert seen == [tmp_path / "runs" / "x"]
