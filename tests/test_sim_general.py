@@ -115,12 +115,12 @@ def test_grpo_rows_run_each_question_on_its_own_pool_inside_one_union_pool():
     union, indices = union_pool(pools)
     assert len({w.name for w in union.workers}) == len(union.workers) == sum(len(p.workers) for p in pools)
     rows = grpo_rows(cfg, pools, indices, 6, seed=1, exclude=frozenset())
-    assert len(rows) == 6 * len(pools) and rows[0]["workers"] != rows[1]["workers"]  # pools in rotation
+    assert len(rows) == 6 * len(pools) and rows[0].workers != rows[1].workers  # pools in rotation
     for row in rows:
-        spec = pools[indices.index(row["workers"])]
-        assert [union.workers[i].options == w.options for i, w in zip(row["workers"], spec.workers)] == [True] * len(spec.workers)
-        assert f"Model id 0: {spec.workers[0].name} — " in row["prompt"][0]["content"]
-        assert not all(solo_correct(row["question"], Profile.from_spec(w)) for w in spec.workers)
+        spec = pools[indices.index(row.workers)]
+        assert [union.workers[i].options == w.options for i, w in zip(row.workers, spec.workers)] == [True] * len(spec.workers)
+        assert f"Model id 0: {spec.workers[0].name} — " in row.prompt[0]["content"]
+        assert not all(solo_correct(row.question, Profile.from_spec(w)) for w in spec.workers)
 
 
 def test_a_relative_output_dir_is_taken_from_the_working_directory_not_the_configs(tmp_path, monkeypatch):
