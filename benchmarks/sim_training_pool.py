@@ -6,7 +6,8 @@ baseline, on held-out questions. Every number is SIMULATED.
 Rows: each conductor (greedy, pool shown by descriptions), the best single worker, the oracle per-domain
 router, MoA, and the best lookup tables found by the plan search (sim/plan_search.py) on training-side
 questions: one plan per domain, per subtopic and per bucket (subtopic x level). Intervals: paired bootstrap
-over the questions against the per-domain and the per-subtopic lookups. Exits 1 when the first conductor
+over the questions against the per-domain and the per-subtopic lookups (and against the first conductor
+when several are given: what GRPO adds over its warm-up). Exits 1 when the first conductor
 misses a goal: >= per-domain lookup + 3 and >= per-subtopic lookup.
 """
 
@@ -45,7 +46,9 @@ def main() -> int:
     results.append(run_plans("MoA (7 proposers + random aggregator)", spec, questions, moa_plans(spec, questions)))
     results += [run_plans(k, spec, questions, v) for k, v in lookup_plans(spec, questions, search_questions, LABELS, settings).items()]
     print(f"SIMULATED: world v3, pool {spec.name}, {args.n} held-out questions (eval seed {args.eval_seed})")
-    print(table(results, ["best lookup: one plan per domain", "best lookup: one plan per subtopic", "oracle per-domain router"]))
+    against = ["best lookup: one plan per domain", "best lookup: one plan per subtopic", "oracle per-domain router"]
+    # With several conductors (e.g. RUN/warmup then RUN/final) the others are also compared with the first.
+    print(table(results, against + ([results[0].system] if len(args.conductor) > 1 else [])))
     if not args.conductor:
         return 0
     acc = {r.system: r.accuracy for r in results}

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Sequence
+import time
+from typing import Optional, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -40,20 +41,28 @@ def batch_loss(model, tokenizer, prompts: Sequence[list[dict]], targets: Sequenc
 
 
 def copy_plans(model, tokenizer, groups: Sequence[tuple[Sequence[list[dict]], Sequence[str]]], *, epochs: int, lr: float,
-               batch_size: int, seed: int = 0) -> list[float]:
+               batch_size: int, seed: int = 0, max_batches: Optional[int] = None) -> list[float]:
     """Supervised steps over ``groups`` (each: the prompts of one pool and their target plans); batches
-    never mix pools, and their order is shuffled (seeded) so that pools interleave. Returns the losses."""
+    never mix pools, and their order is shuffled (seeded) so that pools interleave. ``max_batches`` stops
+    after that many steps in all (a time box: the shuffle makes the steps taken a sample of every pool).
+    Returns the losses."""
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
     optim = torch.optim.AdamW(params, lr=lr)
     model.train()
     batches = [(g, start) for g, (prompts, _) in enumerate(groups) for start in range(0, len(prompts), batch_size)]
+    if max_batches is not None and max_batches < 1:
+        raise ValueError(f"max_batches must be at least 1 (got {max_batches}); leave it unset to run every epoch in full")
     rng = random.Random(f"copy-plans|{seed}")
     losses: list[float] = []
+    total = epochs * len(batches) if max_batches is None else min(max_batches, epochs * len(batches))
+    started = time.monotonic()
     for epoch in range(epochs):
         rng.shuffle(batches)
         for g, start in batches:
+            if len(losses) >= total:
+                return losses
             prompts, targets = groups[g]
             loss = batch_loss(model, tokenizer, prompts[start : start + batch_size], targets[start : start + batch_size])
             loss.backward()
@@ -61,5 +70,6 @@ def copy_plans(model, tokenizer, groups: Sequence[tuple[Sequence[list[dict]], Se
             optim.zero_grad()
             losses.append(float(loss.detach()))
             if len(losses) % 10 == 0:
-                log.info("copy epoch %d batch %d/%d: loss %.3f", epoch + 1, len(losses), epochs * len(batches), losses[-1])
+                log.info("copy epoch %d batch %d/%d: loss %.3f (%.1f s a batch)", epoch + 1, len(losses), total, losses[-1],
+                         (time.monotonic() - started) / len(losses))
     return losses

@@ -132,9 +132,10 @@ def summary(data: CopyData, settings: CopySettings, seconds_copy: Optional[float
                          "token_weight": settings.search.token_weight}}
 
 
-def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1, lr: float = 1e-3, batch_size: int = 16) -> Path:
+def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1, lr: float = 1e-3, batch_size: int = 16,
+             max_batches: Optional[int] = None) -> Path:
     """Search, copy and export: RUN/warmup is the conductor (``cfg``: a TrainConfig for the model, prompt,
-    training pool, eval seed and run dir). Returns the exported dir."""
+    training pool, eval seed and run dir; ``max_batches``: stop the copy after that many steps). Returns the exported dir."""
     import json
 
     import torch
@@ -152,8 +153,10 @@ def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1
     log.info("search: %d examples over %d pools in %.0f s", len(data.rows), len(data.groups), data.seconds)
     model, tokenizer = load_model(cfg)
     started = time.monotonic()
-    losses = copy_plans(model, tokenizer, data.groups, epochs=epochs, lr=lr, batch_size=batch_size, seed=cfg.data.seed)
+    losses = copy_plans(model, tokenizer, data.groups, epochs=epochs, lr=lr, batch_size=batch_size, seed=cfg.data.seed,
+                        max_batches=max_batches)
     extra = {"stage": "search-and-copy across generated pools", "copy": summary(data, settings, round(time.monotonic() - started, 1)),
+             "copy_run": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "max_batches": max_batches, "batches": len(losses)},
              "warmup_losses": losses}
     return export(model, tokenizer, out / "warmup", cfg, extra=extra)
 
@@ -226,21 +229,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--max-batches", type=int, default=None, help="stop the copy after this many batches (a time box)")
     ap.add_argument("--output-dir", default=None)
     ap.add_argument("--stage", choices=["copy", "grpo", "both"], default="copy")
     ap.add_argument("--grpo-per-pool", type=int, default=16)
     ap.add_argument("--set", action="append", default=[], help="override a config value, e.g. grpo.max_steps=20")
     args = ap.parse_args(argv)
+    if args.max_batches is not None and args.max_batches < 1:
+        ap.error(f"--max-batches must be at least 1 (got {args.max_batches}); leave it out to copy every epoch in full")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     import json
 
     overrides = {k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v for k, _, v in (x.partition("=") for x in args.set)}
     if args.output_dir:
-        overrides["run.output_dir"] = args.output_dir
+        overrides["run.output_dir"] = str(Path(args.output_dir).resolve())  # from here, not from the config's folder
     cfg = load_train_config(args.config, overrides)
     settings = CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples)
     if args.stage in ("copy", "both"):
-        print(copy_run(cfg, settings, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size))
+        print(copy_run(cfg, settings, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_batches=args.max_batches))
     if args.stage in ("grpo", "both"):
         print(grpo_run(cfg, settings, per_pool=args.grpo_per_pool))
     return 0
