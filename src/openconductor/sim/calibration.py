@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..evaluation import evaluate, summarize
-from ..executor import solve
 from ..policies.base import Policy, make_policy
 from ..policies.baselines import SOLVE, GivenWorkflow
 from ..policies.lookup import LookupTable, OracleRouter
@@ -144,45 +143,25 @@ class _PerQuestion(Policy):
         return await GivenWorkflow(self.make(self.by_text[request.question]), name=self.name).plan(request)
 
 
-async def _run_system(policy: Policy, pool: Pool, questions: list[world.Question], concurrency: int) -> list[tuple[bool, int, int]]:
-    """(correct, tokens, calls) per question: world v3's tables, which key their lookups by question text."""
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(q: world.Question) -> tuple[bool, int, int]:
-        async with gate:
-            run = await solve(q.text, policy, pool, seed=0, stream_tokens=False, domain=q.domain)
-        _, correct = world.grade_simulated(run.final_answer, q.reference)
-        return correct, run.totals.usage.total_tokens, run.totals.calls
-
-    return list(await asyncio.gather(*(one(q) for q in questions)))
-
-
-def result_row(label: str, kind: str, results: list[tuple[bool, int, int]], questions: list) -> Row:
-    """A table row from (correct, tokens, calls) per question; only the paper's own systems get its numbers."""
-    acc: dict[str, float] = {}
-    for d in DOMAINS:
-        scored = [ok for (ok, _, _), q in zip(results, questions) if q.domain == d]
-        acc[d] = 100.0 * sum(scored) / max(1, len(scored))
-    acc["avg"] = sum(acc[d] for d in DOMAINS) / len(DOMAINS)
-    tokens = sum(t for _, t, _ in results) / len(results)
-    calls = sum(c for _, _, c in results) / len(results)
-    return Row(label, kind, acc, tokens, calls, _paper(label if kind in ("single", "MoA", "self-reflection", "oracle") else ""))
+async def table_rows(entries: list[tuple[str, str, Policy]], questions: list, pool: Pool, concurrency: int) -> list[Row]:
+    """One table row per (label, kind, policy), each run on every question through the evaluator; only
+    the paper's own systems get its numbers."""
+    records = await evaluate([simulated_task(questions)], [(label, policy) for label, _, policy in entries], pool,
+                             concurrency=concurrency, seed=0, seed_per_question=False, stream_tokens=False)
+    summary = {row.policy: row for row in summarize(records)}
+    rows = []
+    for label, kind, _ in entries:
+        found = summary[label]
+        acc = {d: 100.0 * found.domains[d].accuracy if d in found.domains else 0.0 for d in DOMAINS}
+        acc["avg"] = sum(acc[d] for d in DOMAINS) / len(DOMAINS)
+        rows.append(Row(label, kind, acc, found.tokens, found.calls, _paper(label if kind not in ("family", "lookup") else "")))
+    return rows
 
 
 async def calibrate_async(spec: PoolSpec, n: int = 1000, seed: int = 7, *, concurrency: int = 64) -> list[Row]:
     traits = [Traits.from_spec(w) for w in spec.workers if w.provider == "simulated"]
-    task = simulated_task(world.make_questions(n, seed, stratify=traits))
-    chosen = systems(spec)
     async with Pool(spec) as pool:
-        records = await evaluate([task], [(label, policy) for label, _, policy in chosen], pool, concurrency=concurrency,
-                                 seed=0, seed_per_question=False, stream_tokens=False)
-    summary = {row.policy: row for row in summarize(records)}
-    rows = []
-    for label, kind, _ in chosen:
-        found = summary[label]
-        acc = {d: 100.0 * found.domains[d].accuracy if d in found.domains else 0.0 for d in DOMAINS}
-        acc["avg"] = sum(acc[d] for d in DOMAINS) / len(DOMAINS)
-        rows.append(Row(label, kind, acc, found.tokens, found.calls, _paper(label if kind != "family" else "")))
+        rows = await table_rows(systems(spec), world.make_questions(n, seed, stratify=traits), pool, concurrency)
     best = max((r for r in rows if r.kind == "family"), key=lambda r: r.accuracy["avg"])
     rows.append(Row(f"best workflow family = {best.system.removeprefix('family: ')}", "best-family", best.accuracy,
                     best.tokens, best.calls, _paper("trained Conductor (paper)")))

@@ -21,7 +21,7 @@ from . import world_v3
 from .questions import Question
 from .world_v3 import PARAMS_V3, Profile, V3Params, run_plan
 from ..workflow import Workflow
-from .calibration import Row, _PerQuestion, _run_system, result_row, systems
+from .calibration import Row, _PerQuestion, systems, table_rows
 from .plan_search import GROUPINGS, candidate_plans
 
 LOOKUP = "best lookup table: one plan per "
@@ -54,16 +54,13 @@ async def calibrate_v3_async(spec: PoolSpec, n: int = 1000, seed: int = 7, *, se
         plans = candidate_plans(len(profiles))
         tables = lookup_tables(plans, plan_scores(plans, profiles, selection), selection)
     by_text = {q.text: q for q in questions}
-    rows: list[Row] = []
     async with Pool(spec) as pool:
         entries = [(label, kind, policy) for label, kind, policy in systems(spec) if kind != "family"]
         for label, table in tables.items():
             key = GROUPINGS[label]
             entries.append((f"{LOOKUP}{label} ({len(table)} plans)", "lookup",
                             _PerQuestion(label, lambda q, t=table, k=key: t[k(q)], by_text)))
-        for label, kind, policy in entries:
-            results = await _run_system(policy, pool, questions, concurrency)
-            rows.append(result_row(label, kind, results, questions))
+        rows = await table_rows(entries, questions, pool, concurrency)
     return rows
 
 
