@@ -390,15 +390,16 @@ def test_constrained_rollouts_must_admit_the_warmup_targets(tmp_path, responders
     from openconductor.train.warmup import format_targets
 
     cfg = _config(tmp_path, "examples = 4", extra="[rollout]\nconstrained = true\nsubtask_chars = 12\n")
-    rows = build_rows(cfg, load_pool(cfg.pool_path), load_items(cfg))
+    spec = load_pool(cfg.pool_path)
+    rows = build_rows(cfg, spec, load_items(cfg))
     long = 'Reasoning: one agent answers.\nmodel_id = [2]\nsubtasks = ["Solve the task and give the final answer."]\naccess_list = [[]]'
-    _check_rollouts_admit(cfg, rows[:1], ['Reasoning: one.\nmodel_id = [2]\nsubtasks = ["Solve it."]\naccess_list = [[]]'])
+    _check_rollouts_admit(cfg, spec, rows[:1], ['Reasoning: one.\nmodel_id = [2]\nsubtasks = ["Solve it."]\naccess_list = [[]]'])
     with pytest.raises(TrainConfigError, match="subtask_chars = 12"):
-        _check_rollouts_admit(cfg, rows[:1], [long])
+        _check_rollouts_admit(cfg, spec, rows[:1], [long])
     # The shipped real-pool recipe admits every target it can draw, the write-a-program wording included.
     for recipe in ("train_local_tools.toml", "train_local_tools_reasoning.toml"):
         real = load_train_config(Path(__file__).resolve().parents[1] / "examples" / recipe)
         targets = format_targets(300, 3, real.prompt.max_steps, 0, code_runners=(2,))
         assert any("Python program" in t for t in targets)
-        fmt = row_format(real, TrainRow(prompt=[], question="q", workers=[0, 1, 2]))
+        fmt = row_format(real, TrainRow(prompt=[], question="q", workers=[0, 1, 2]), load_pool(real.pool_path))
         assert all(fmt.complete(fmt.advance(fmt.start(), t)) for t in targets)

@@ -32,6 +32,7 @@ class PromptInfo(BaseModel):
     fine_grained: Optional[bool] = None
     show: Optional[Literal["ids", "names", "descriptions"]] = None
     style: Optional[Literal["paper", "compact"]] = None
+    ids_follow_names: Optional[bool] = None  # each id is the worker its reasoning line names (workflow.WorkflowFormat.names)
 
 
 class PoolInfo(BaseModel):

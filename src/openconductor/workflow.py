@@ -15,8 +15,8 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import dataclass
-from typing import Literal, Optional, Union
+from dataclasses import dataclass, replace
+from typing import Literal, Optional, Sequence, Union
 
 from .records import WorkflowRecord
 from .reply import strip_think
@@ -166,6 +166,11 @@ class WorkflowFormat:
     ``access_list = [...]`` (``[]``, ``["all"]`` after step 0, or with ``fine_grained`` a list of earlier
     step indices), all three of the same length n in 1..max_steps (0 with ``allow_empty``). Every
     string it admits parses and validates against a pool of ``n_workers``.
+
+    With ``names`` (the pool's worker names in id order), each id is bound to the reasoning line: step k's
+    id must be the k-th worker that line names (``named_workers``), so a conductor that says whom it picks
+    cannot then write another worker's id; steps beyond the named ones are free. ``advance()`` enforces
+    this; GBNF cannot tie one part to another, so on grammar backends ``bind_named`` applies it after parsing.
     """
 
     n_workers: int
@@ -175,6 +180,7 @@ class WorkflowFormat:
     reason_chars: int = 80
     subtask_chars: int = 160
     min_subtask_chars: int = 3
+    names: tuple[str, ...] = ()
 
     # ---- what the conductor's prompt says about the output
 
@@ -197,7 +203,7 @@ class WorkflowFormat:
 
     @classmethod
     def bounded(cls, n_workers: int, max_steps: int, max_tokens: int, *, fine_grained: bool = False,
-                allow_empty: bool = False) -> "WorkflowFormat":
+                allow_empty: bool = False, names: Sequence[str] = ()) -> "WorkflowFormat":
         """The format whose longest plan, plus the end-of-text token, fits in ``max_tokens``: the reasoning
         gets up to a quarter of the room (at most ``REASON_CHARS``), the subtasks share the rest (at most
         ``SUBTASK_CHARS`` each). Raises ValueError when even short subtasks do not fit."""
@@ -209,7 +215,8 @@ class WorkflowFormat:
             need = 1 + fixed + reason + max_steps * MIN_SUBTASK_CHARS
             raise ValueError(f"max_tokens = {max_tokens} is too small for {max_steps} steps over {n_workers} workers: "
                              f"raise it to at least {need}, or lower max_steps")
-        return cls(n_workers, max_steps, fine_grained=fine_grained, allow_empty=allow_empty, reason_chars=reason, subtask_chars=subtask)
+        return cls(n_workers, max_steps, fine_grained=fine_grained, allow_empty=allow_empty, reason_chars=reason, subtask_chars=subtask,
+                   names=tuple(names))
 
     def max_chars(self) -> int:
         """The length of the longest string of this language."""
@@ -301,25 +308,29 @@ class WorkflowFormat:
             if pos + 1 < len(literal):
                 return ("lit", literal, pos + 1, then, n)
             return self._enter(then, n)
-        if kind == "reason":  # ("reason", characters so far)
+        if kind == "reason":  # ("reason", the line so far)
+            line = state[1]
             if ch == "\n":
-                return ("lit", FORMAT_IDS, 0, "ids", 0) if state[1] >= 1 else None
-            return ("reason", state[1] + 1) if _printable(ch) and state[1] < self.reason_chars else None
-        if kind == "id":  # ("id", steps so far, digits of this id)
-            _, n, digits = state
-            if ch.isdigit() and (digits != "0") and int(digits + ch) < self.n_workers:
-                return ("id", n, digits + ch)
-            if not digits:
+                bound = named_workers(line, self.names) if self.names else ()
+                return ("lit", FORMAT_IDS, 0, "ids", bound) if line else None
+            return ("reason", line + ch) if _printable(ch) and len(line) < self.reason_chars else None
+        if kind == "id":  # ("id", steps so far, digits of this id, ids the reasoning bound)
+            _, n, digits, bound = state
+            want = str(bound[n]) if n < len(bound) else None
+            grown = digits + ch
+            if ch.isdigit() and (digits != "0") and int(grown) < self.n_workers and (want is None or want.startswith(grown)):
+                return ("id", n, grown, bound)
+            if not digits or (want is not None and digits != want):
                 return None
             if ch == ",":
-                return ("lit", FORMAT_SEP, 1, "id", n + 1) if n + 1 < self.max_steps else None
+                return ("lit", FORMAT_SEP, 1, "id", (n + 1, bound)) if n + 1 < self.max_steps else None
             if ch == "]":
                 return ("lit", FORMAT_SUBTASKS, 1, "str", n + 1)
             return None
-        if kind == "ids":  # just after "model_id = [": an id, or "]" for an empty workflow
+        if kind == "ids":  # ("ids", bound): just after "model_id = [": an id, or "]" for an empty workflow
             if ch == "]" and self.allow_empty:
                 return ("lit", FORMAT_SUBTASKS, 1, "empty-str", 0)
-            return self._step(("id", 0, ""), ch)
+            return self._step(("id", 0, "", state[1]), ch)
         if kind == "empty-str":  # "subtasks = [" of an empty workflow: only "]"
             return ("lit", FORMAT_ACCESS, 1, "empty-acc", 0) if ch == "]" else None
         if kind == "empty-acc":
@@ -357,11 +368,12 @@ class WorkflowFormat:
 
     def _enter(self, part: str, n) -> tuple:
         if part == "reason":
-            return ("reason", 0)
+            return ("reason", "")
         if part == "id":
-            return ("id", n, "")
+            count, bound = n
+            return ("id", count, "", bound)
         if part == "ids":
-            return ("ids",)
+            return ("ids", n)
         if part in ("empty-str", "empty-acc"):
             return (part,)
         if part == "str":
@@ -407,6 +419,27 @@ class FormatGrammar(str):
         self = super().__new__(cls, fmt.gbnf())
         self.format = fmt
         return self
+
+
+def named_workers(reasoning: str, names: Sequence[str]) -> tuple[int, ...]:
+    """The ids of the workers a line of reasoning names, in the order it names them (repeats kept). A name
+    counts as a whole word only ("gpt-5" is not read inside "gpt-5-mini"); where names overlap, the longest wins."""
+    if not names:
+        return ()
+    ids = {name: i for i, name in enumerate(names)}
+    alternatives = "|".join(re.escape(n) for n in sorted(ids, key=len, reverse=True) if n)
+    pattern = re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w-]|\.\w)")
+    return tuple(ids[m.group(0)] for m in pattern.finditer(reasoning))
+
+
+def bind_named(workflow: Workflow, names: Sequence[str]) -> Workflow:
+    """The workflow with step k's worker replaced by the k-th worker its reasoning names (``WorkflowFormat.names``'
+    rule, for plans decoded without the automaton: GBNF backends, other providers)."""
+    bound = named_workers(workflow.reasoning, names)
+    if not bound:
+        return workflow
+    steps = tuple(replace(s, worker=bound[k]) if k < len(bound) else s for k, s in enumerate(workflow.steps))
+    return replace(workflow, steps=steps)
 
 
 # --------------------------------------------------------------------------------------------- parser

@@ -14,7 +14,7 @@ from typing import Optional
 from ..budget import LimitReached
 from ..pool import PoolConfigError, PoolSpec, WorkerCallError
 from ..records import PlanRecord, Usage
-from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
+from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, bind_named, parse_and_validate
 from .base import Plan, PlanRequest, Policy, PolicyOptions, Previous, register_policy
 from .baselines import SOLVE
 
@@ -140,12 +140,15 @@ class LMConductor(Policy):
         backend = pool.conductor_backend()
         recursive = request.previous is not None
         examples, style = self.examples, "paper"
+        names: tuple[str, ...] = ()
         if options.checkpoint:
             from ..providers.transformers_local import trained_prompt
 
             trained = trained_prompt(options.checkpoint)
             examples = (trained.examples is not False) if examples is None else examples
             style = trained.style or "paper"  # prompted exactly as it was trained
+            if trained.ids_follow_names and options.show != "ids":  # its ids follow the workers its reasoning names
+                names = tuple(w.name for w in spec.workers)
         messages = conductor_messages(
             request.question, spec, max_steps=request.max_steps, previous=request.previous, show=options.show,
             fine_grained=options.fine_grained_access, examples=examples is not False, style=style,
@@ -155,6 +158,7 @@ class LMConductor(Policy):
             grammar = (
                 WorkflowFormat.bounded(
                     len(spec.workers), request.max_steps, options.max_tokens, allow_empty=recursive, fine_grained=options.fine_grained_access,
+                    names=names,
                 ).grammar()
                 if use_grammar
                 else None
@@ -195,6 +199,7 @@ class LMConductor(Policy):
             except WorkflowError as exc:
                 record.errors.append(f"{exc.code}: {exc}")
                 continue
+            workflow = bind_named(workflow, names)  # a grammar backend cannot bind them while decoding
             record.workflow, record.usage, record.latency_s = workflow.to_record(), usage, time.perf_counter() - start
             return Plan(workflow, record)
         record.usage, record.latency_s = usage, time.perf_counter() - start

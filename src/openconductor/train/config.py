@@ -59,6 +59,10 @@ class PromptSettings:
     # shape only (171 system-prompt tokens on the offline pool against 333, or 487 with the examples), for a
     # conductor whose warm-up teaches the plans.
     style: Literal["paper", "compact"] = "paper"
+    # Each step's id is the worker the reasoning line names at that place (workflow.WorkflowFormat.names):
+    # the conductor learns whom to pick by name, and the ids follow, so no id is memorised from one pool.
+    # Needs show = "names" or "descriptions" (an ids-only prompt names nobody).
+    ids_follow_names: bool = False
 
 
 @dataclass(config=_STRICT)
@@ -268,11 +272,11 @@ class RolloutSettings:
     reason_chars: int = 80  # the format's bounds while constrained (keep them within max_completion_length); 80 as at run time
     subtask_chars: int = 72
 
-    def format(self, n_workers: int, max_steps: int, *, fine_grained: bool, recursive: bool = False):
+    def format(self, n_workers: int, max_steps: int, *, fine_grained: bool, recursive: bool = False, names: tuple[str, ...] = ()):
         from ..workflow import WorkflowFormat
 
         return WorkflowFormat(n_workers, max_steps, fine_grained=fine_grained, allow_empty=recursive,
-                              reason_chars=self.reason_chars, subtask_chars=self.subtask_chars)
+                              reason_chars=self.reason_chars, subtask_chars=self.subtask_chars, names=names)
 
 
 @dataclass(config=_STRICT)
@@ -334,6 +338,9 @@ class TrainConfig:
 
 def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     g, r = cfg.settings, cfg.randomize
+    if cfg.prompt.ids_follow_names and cfg.prompt.show == "ids":
+        raise TrainConfigError(f"{source}: prompt.ids_follow_names binds ids to the workers the reasoning names, but prompt.show = \"ids\" "
+                               "shows no names: set show = \"names\" or \"descriptions\"")
     own = sorted(_OWN_GRPO_FIELDS & set(cfg.grpo))
     if own:
         raise TrainConfigError(f"{source}: grpo.{own[0]} is set by the trainer ([run] has output_dir, save_steps, logging_steps, report_to)")

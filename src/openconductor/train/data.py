@@ -18,7 +18,7 @@ import json
 import pickle
 import random
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ..executor import solve
 from ..policies.base import Previous
@@ -61,6 +61,7 @@ class TrainRow:
     task: str = "simulated"  # "simulated" or a grader kind
     domain: str = ""
     workers: list[int] = field(default_factory=list)  # pool indices shown, in the order shown (randomized pools)
+    names: list[str] = field(default_factory=list)  # the shown workers' names as the prompt writes them, if not the pool's own
     round: int = 1  # 2: a recursive round that sees ``previous`` and may accept it
     previous: str = ""
     blend: bool = False  # round 1 followed by an on-policy recursive round whose reward is blended in
@@ -69,6 +70,12 @@ class TrainRow:
         """The row as the dataset stores it (every field a column)."""
         return asdict(self)
 
+
+def shown_names(names: Optional[Sequence[str]], workers: Optional[Sequence[int]], spec: PoolSpec) -> tuple[str, ...]:
+    """The workers' names as a row's prompt writes them: its own ``names``, else the pool's, for the indices shown."""
+    if names:
+        return tuple(names)
+    return tuple(spec.workers[i].name for i in (workers if workers is not None else range(len(spec.workers))))
 
 COLUMNS = tuple(TrainRow.__dataclass_fields__)
 

@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional, Sequence
 
 from ..cache import ResponseCache
 from ..evaluation import EvalRecord, shape
@@ -24,9 +24,9 @@ from ..policies.baselines import GivenWorkflow
 from ..policies.lm import conductor_messages
 from ..pool import Pool, PoolSpec
 from ..records import Run
-from ..workflow import Workflow, WorkflowError, parse_and_validate
+from ..workflow import Workflow, WorkflowError, bind_named, parse_and_validate
 from .config import PromptSettings, RewardSettings, TrainConfig
-from .data import decode_grading
+from .data import decode_grading, shown_names
 
 log = logging.getLogger(__name__)
 
@@ -95,13 +95,17 @@ async def score_completion(
     previous: Optional[str] = None,
     seed: Optional[int] = None,
     grader_options: Optional[dict] = None,
+    names: Sequence[str] = (),
 ) -> Sample:
-    """Parse, execute and grade one completion (``previous``: a recursive round's earlier answer)."""
+    """Parse, execute and grade one completion (``previous``: a recursive round's earlier answer; ``names``:
+    the shown workers' names when ids follow the names the reasoning gives, ``workflow.bind_named``)."""
     recursive = previous is not None
     try:
         workflow = parse_and_validate(text, len(pool.spec.workers), max_steps=max_steps, allow_empty=recursive)
     except WorkflowError as exc:
         return Sample(reward=settings.unparseable, parsed=False, error=exc.code)
+    if names:
+        workflow = bind_named(workflow, names)
     if recursive and workflow.is_accept:
         well_formed, score = await grade_answer(task, previous, reference, grader_options)
         reward = _graded(settings, well_formed, score)
@@ -278,18 +282,20 @@ class WorkflowReward:
         questions, references, tasks = col("question", ""), col("reference", ""), col("task", "simulated")
         workers, rounds, previous, blend_flags = col("workers"), col("round", 1), col("previous", ""), col("blend", False)
         gradings = [_grading(g, r) for g, r in zip(col("grading", ""), references)]
+        shown = col("names")
         full = self.pool()
         limit = asyncio.Semaphore(self.settings.max_concurrency)
 
         async def one(i: int) -> Sample:
             pool = full.view(list(workers[i])) if workers[i] is not None else full
+            names = shown_names(shown[i], workers[i], self.pool_spec) if self.prompt.ids_follow_names else ()
             async with limit:
                 reference, options = gradings[i]
                 sample = await score_completion(
                     completion_text(completions[i]),
                     question=questions[i], reference=reference, task=tasks[i], pool=pool,
                     settings=self.settings, max_steps=self.prompt.max_steps,
-                    previous=previous[i] if rounds[i] == 2 else None, grader_options=options,
+                    previous=previous[i] if rounds[i] == 2 else None, grader_options=options, names=names,
                 )
                 if rounds[i] == 1 and blend_flags[i] and sample.parsed and self.recursive_sampler is not None:
                     sample.reward = await self._blend_with_recursion(sample, questions[i], reference, tasks[i], pool, options)

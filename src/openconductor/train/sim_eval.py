@@ -26,7 +26,7 @@ from ..sim.plan_search import GROUPINGS, SOLVE, SearchSettings, search_pool
 from ..sim.questions import DOMAINS, Question
 from ..sim.world import grade_simulated
 from ..sim.world_v3 import Profile
-from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
+from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, bind_named, parse_and_validate
 from .evaluate import paired_bootstrap
 
 
@@ -114,13 +114,14 @@ def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Questio
     steps, fine = prompt.max_steps or 3, bool(prompt.fine_grained)
     messages = [conductor_messages(q.text, spec, max_steps=steps, show=prompt.show or "descriptions", fine_grained=fine,
                                    examples=bool(prompt.examples), style=prompt.style or "compact") for q in questions]
-    fmt = WorkflowFormat(len(spec.workers), steps, fine_grained=fine, reason_chars=80, subtask_chars=96)
+    names = tuple(w.name for w in spec.workers) if prompt.ids_follow_names else ()
+    fmt = WorkflowFormat(len(spec.workers), steps, fine_grained=fine, reason_chars=80, subtask_chars=96, names=names)
     texts = generate_batch(model, tokenizer, messages, max_new_tokens=192, temperature=0.0, seed=0, batch_size=batch_size,
                            formats=[fmt] * len(messages))
     plans: list[Optional[Workflow]] = []
     for text in texts:
         try:
-            plans.append(parse_and_validate(text, len(spec.workers), max_steps=steps))
+            plans.append(bind_named(parse_and_validate(text, len(spec.workers), max_steps=steps), names))
         except WorkflowError:
             plans.append(None)
     own = [len(tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]) + len(tokenizer(t)["input_ids"])

@@ -193,7 +193,8 @@ def grpo_rows(cfg, pools: list[PoolSpec], indices: list[list[int]], per_pool: in
         kept = [q for q in mine if not all(solo_correct(q.text, pr) for pr in profiles)][:per_pool]
         by_pool.append([TrainRow(prompt=conductor_messages(q.text, spec, max_steps=cfg.prompt.max_steps, show="descriptions", fine_grained=False,
                                                         examples=cfg.prompt.examples, style=cfg.prompt.style),
-                                 question=q.text, reference=q.reference, task="simulated", domain=q.domain, workers=own) for q in kept])
+                                 question=q.text, reference=q.reference, task="simulated", domain=q.domain, workers=own,
+                                 names=[w.name for w in spec.workers]) for q in kept])
     # Pools in rotation, so that every stretch of training sees many of them.
     return [r for group in itertools.zip_longest(*by_pool) for r in group if r is not None]
 

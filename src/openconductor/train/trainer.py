@@ -23,7 +23,7 @@ from ..pool import PoolSpec, load_pool
 from ..manifest import ConductorManifest, PoolInfo, PromptInfo, has_manifest
 from .config import TrainConfig, TrainConfigError
 from ..cache import ResponseCache
-from .data import Item, TrainRow, build_rows, load_items, with_bare_questions
+from .data import Item, TrainRow, build_rows, load_items, shown_names, with_bare_questions
 from .reward import WorkflowReward, replay_store
 from .search import warmup_targets
 
@@ -187,7 +187,7 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
         if w.bare_share:
             shown = with_bare_questions(cfg, spec, shown, items, w.bare_share)
             extra["bare_examples"] = sum(new is not old for new, old in zip(shown, suffixed))
-        _check_rollouts_admit(cfg, shown, texts)
+        _check_rollouts_admit(cfg, spec, shown, texts)
         # What the warm-up was taught, kept beside the model (each prompt's question, domain and target;
         # "bare": asked without the task's answer-format instruction).
         with open(out_dir / WARMUP_TARGETS, "w") as f:
@@ -232,7 +232,7 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
         rollout = SharedPromptRollout(
             tokenizer, max_new_tokens=settings["max_completion_length"], temperature=settings["temperature"],
             top_p=settings.get("top_p", 1.0), seed=settings.get("seed", 0),
-            formats={chat(row.prompt): row_format(cfg, row) for row in rows} if cfg.rollout.constrained else None,
+            formats={chat(row.prompt): row_format(cfg, row, spec) for row in rows} if cfg.rollout.constrained else None,
         )
     trainer_class = conductor_trainer_class() if shared else GRPOTrainer
     trainer = trainer_class(
@@ -263,13 +263,13 @@ def load_weights(model, path: Path) -> None:
     log.info("loaded the format warm-up from %s", path)
 
 
-def _check_rollouts_admit(cfg: TrainConfig, shown: list[TrainRow], targets: list[str]) -> None:
+def _check_rollouts_admit(cfg: TrainConfig, spec: PoolSpec, shown: list[TrainRow], targets: list[str]) -> None:
     """Constrained rollouts must be able to write what the warm-up teaches: a target longer than the
     rollout format's bounds would be cut mid-subtask on every GRPO sample (and at run time)."""
     if not cfg.rollout.constrained:
         return
     for row, target in zip(shown, targets):
-        fmt = row_format(cfg, row)
+        fmt = row_format(cfg, row, spec)
         if not fmt.complete(fmt.advance(fmt.start(), target)):
             raise TrainConfigError(
                 f"a warm-up target does not fit the constrained rollout format (rollout.reason_chars = {cfg.rollout.reason_chars}, "
@@ -277,9 +277,13 @@ def _check_rollouts_admit(cfg: TrainConfig, shown: list[TrainRow], targets: list
             )
 
 
-def row_format(cfg: TrainConfig, row: TrainRow):
-    """The output format a dataset row's prompt asks for (its pool size; round 2 may accept)."""
-    return cfg.rollout.format(len(row.workers), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, recursive=row.round == 2)
+def row_format(cfg: TrainConfig, row: TrainRow, spec: PoolSpec):
+    """The output format a dataset row's prompt asks for (its pool size; round 2 may accept; with
+    ``prompt.ids_follow_names``, the shown workers' names, to which the ids are bound)."""
+    names = shown_names(row.names, row.workers, spec) if cfg.prompt.ids_follow_names else ()
+    return cfg.rollout.format(len(row.workers), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, recursive=row.round == 2,
+                              names=names)
+
 
 
 def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False, items: Optional[list[Item]] = None,

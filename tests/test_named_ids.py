@@ -1,0 +1,124 @@
+"""Ids that follow the names in the reasoning line (``ids_follow_names``): a conductor that says whom it
+picks cannot write another worker's id, on the token automaton (training rollouts, transformers engine),
+after parsing (grammar backends), in the reward and in the LM policy; and the setting is refused where no
+names are shown."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from openconductor.workflow import WorkflowFormat, bind_named, named_workers, parse, parse_and_validate
+
+NAMES = ("gpt-5", "gpt-5-mini", "atlas-pro", "c++coder", "r1.distill", "w5", "w6", "w7", "w8", "w9", "w10", "zeta-11")
+
+
+def test_names_are_read_as_whole_words_longest_first_in_order_with_repeats():
+    assert named_workers("hard algebra: plan gpt-5-mini, solve gpt-5, check gpt-5-mini.", NAMES) == (1, 0, 1)
+    assert named_workers("solve c++coder then r1.distill", NAMES) == (3, 4)  # regex characters in names are literal
+    assert named_workers("xgpt-5 and atlas-pros and gpt-5x are no workers", NAMES) == ()
+    assert named_workers("solve zeta-11", NAMES) == (11,)
+    assert named_workers("anything", ()) == ()
+
+
+def test_the_automaton_binds_each_named_step_and_leaves_the_rest_free():
+    fmt = WorkflowFormat(12, 3, names=NAMES, reason_chars=60, subtask_chars=8)
+    good = 'Reasoning: solve zeta-11, check gpt-5\nmodel_id = [11, 0, 7]\nsubtasks = ["abc", "def", "ghi"]\naccess_list = [[], ["all"], []]'
+    assert fmt.complete(fmt.advance(fmt.start(), good))
+    for wrong in ("[1, 0, 7]", "[11, 2, 7]", "[1"):  # "1" alone would close a step that zeta-11 (id 11) must take
+        text = good.replace("[11, 0, 7]", wrong)
+        assert fmt.advance(fmt.start(), text) is None, wrong
+    # The same text without names bound is admitted, and a reasoning line that names nobody binds nothing.
+    assert WorkflowFormat(12, 3, reason_chars=60, subtask_chars=8).advance(WorkflowFormat(12, 3).start(), good.replace("[11, 0, 7]", "[1, 0, 7]"))
+    anon = 'Reasoning: one solver\nmodel_id = [4]\nsubtasks = ["abc"]\naccess_list = [[]]'
+    assert fmt.complete(fmt.advance(fmt.start(), anon))
+
+
+def test_random_walks_under_bound_names_never_dead_end_and_write_the_named_ids():
+    alphabet = ["\n"] + [chr(c) for c in range(32, 127)]
+    rng = random.Random(1)
+    fmt = WorkflowFormat(12, 3, names=NAMES, fine_grained=True, reason_chars=60, subtask_chars=4)
+    bound = 0
+    for _ in range(120):
+        named = [rng.randrange(12) for _ in range(rng.randrange(0, 4))]
+        line = "Reasoning: " + ", ".join(f"use {NAMES[i]}" for i in named) if named else "Reasoning: pick"
+        state, text = fmt.advance(fmt.start(), line), line
+        assert state is not None
+        while not fmt.complete(state):
+            options = [c for c in alphabet if fmt.advance(state, c) is not None]
+            assert options, f"dead end after {text!r}"
+            ch = rng.choice([c for c in options if not c.isalpha()] or options) if rng.random() < 0.7 else rng.choice(options)
+            state, text = fmt.advance(state, ch), text + ch
+        workflow = parse_and_validate(text, 12, max_steps=3)
+        ids = [s.worker for s in workflow.steps]
+        said = named_workers(workflow.reasoning, NAMES)  # the walk may go on writing the line after ours
+        assert ids[: len(said)] == list(said[: len(ids)]), text
+        bound += bool(said)
+    assert bound >= 60  # most walks named someone: the check above is not vacuous
+
+
+def test_a_plan_decoded_without_the_automaton_is_bound_after_parsing():
+    plan = parse('Reasoning: hard geometry: plan atlas-pro, solve gpt-5\nmodel_id = [0, 5, 1]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], ["all"], ["all"]]')
+    bound = bind_named(plan, NAMES)
+    assert [s.worker for s in bound.steps] == [2, 0, 1]  # the third step was not named: kept as written
+    assert [s.subtask for s in bound.steps] == ["a", "b", "c"] and bound.reasoning == plan.reasoning
+    assert bind_named(plan, ()) == plan
+
+
+def test_ids_follow_names_needs_a_prompt_that_shows_names(tmp_path):
+    from openconductor.train.config import TrainConfigError, load_train_config
+
+    with pytest.raises(TrainConfigError, match="ids_follow_names.*show = \"ids\""):
+        load_train_config("examples/train_sim_general.toml", {"prompt.show": "ids"})
+    assert load_train_config("examples/train_sim_general.toml").prompt.ids_follow_names
+
+
+async def test_the_reward_runs_the_workers_the_reasoning_names():
+    from openconductor.pool import Pool, load_pool
+    from openconductor.train.config import RewardSettings
+    from openconductor.train.reward import score_completion
+
+    spec = load_pool("examples/pools/simulated_paper_v3.toml")
+    names = [w.name for w in spec.workers]
+    text = f'Reasoning: solve {names[2]}\nmodel_id = [0]\nsubtasks = ["Solve the task."]\naccess_list = [[]]'
+    async with Pool(spec.for_execution()) as pool:
+        free = await score_completion(text, question="What is 2+2?", reference="4", task="simulated", pool=pool,
+                                      settings=RewardSettings(), max_steps=3)
+        bound = await score_completion(text, question="What is 2+2?", reference="4", task="simulated", pool=pool,
+                                       settings=RewardSettings(), max_steps=3, names=names)
+    assert free.workers == [names[0]] and bound.workers == [names[2]]
+
+
+async def test_the_lm_policy_binds_a_trained_conductors_ids_to_the_names_it_gives(tmp_path, monkeypatch):
+    """The policy hands the names to the decoder's format, and binds a plan that comes back unbound (as from
+    a grammar backend). The checkpoint's model is replaced by a test double that always writes one plan."""
+    from openconductor.policies.base import PlanRequest, make_policy
+    from openconductor.pool import Pool, PoolSpec, load_pool
+    from openconductor.providers.transformers_local import TransformersProvider
+    from openconductor.records import Completion, Usage
+
+    spec = load_pool("examples/pools/simulated_paper_v3.toml")
+    names = [w.name for w in spec.workers]
+    plan = f'Reasoning: plan {names[3]}, solve {names[1]}\nmodel_id = [0, 0]\nsubtasks = ["Plan it.", "Solve it."]\naccess_list = [[], ["all"]]'
+    formats = []
+
+    def scripted(self, messages, max_tokens, temperature, seed, fmt=None):
+        formats.append(fmt)
+        return Completion(text=plan, usage=Usage(input_tokens=1, output_tokens=1), finish_reason="stop", model="scripted")
+
+    monkeypatch.setattr(TransformersProvider, "_generate", scripted)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    manifest = {"format": "openconductor-conductor/1", "kind": "full",
+                "prompt": {"show": "descriptions", "max_steps": 3, "style": "compact", "examples": False}}
+    for follow, expected in ((True, [3, 1]), (False, [0, 0])):
+        manifest["prompt"]["ids_follow_names"] = follow
+        (ckpt / "openconductor.json").write_text(json.dumps(manifest))
+        conductor = spec.conductor.model_copy(update={"checkpoint": str(ckpt)})
+        pool_spec = PoolSpec.model_validate({**spec.model_dump(), "conductor": conductor.model_dump()})
+        async with Pool(pool_spec) as pool:
+            result = await make_policy("conductor").plan(PlanRequest("What is 2+2?", pool, max_steps=3))
+        assert [s.worker for s in result.workflow.steps] == expected, (follow, result.record.errors)
+        assert formats[-1].names == (tuple(names) if follow else ())
