@@ -5,6 +5,7 @@
 # BUDGET_S seconds. Writes into $OUT: warmup.tar, final.tar (the exported adapters, manifests portable to the CPU
 # box), log.txt, metrics.jsonl (GRPO, one row a step), times.json (seconds per stage). Every number is SIMULATED.
 #   OUT=/path bash scripts/gpu_sim_general.sh                       # on the GPU box, from the repo root
+#   CHECK_ONLY=1 OUT=/path bash scripts/gpu_sim_general.sh          # only install the wheels and check the imports
 #   SMOKE=1 OUT=/tmp/gpu-smoke bash scripts/gpu_sim_general.sh      # toy scale on a CPU: 2 copy batches, 1 GRPO step of 2 x 4
 # Carried (git ignores them): .gpu/wheels (packages the box lacks), .gpu/m1, .gpu/m2 (the base model's GGUF in
 # parts), .gpu/data/copy_data.json.gz. Env: PY (python3), SITE (/tmp/site), BUDGET_S, COPY_EPOCHS, COPY_MAX_MIN, GRPO_MAX_STEPS.
@@ -100,9 +101,14 @@ pack() {  # pack NAME: RUN/NAME as OUT/NAME.tar, its manifest naming the base as
   say "$OUT/$1.tar: $(du -b "$OUT/$1.tar" | cut -f1) bytes"
 }
 
+if [ "${CHECK_ONLY:-0}" = 1 ]; then  # the first device call: install the wheels and check the imports, nothing else
+  export PYTHONPATH=$SITE:src${PYTHONPATH:+:$PYTHONPATH}
+  timed install install
+  exit 0
+fi
+timed model model
 export PYTHONPATH=$SITE:src${PYTHONPATH:+:$PYTHONPATH}
 timed install install
-timed model model
 timed copy stage copy --copy-data "$GPU/data/copy_data.json.gz" --epochs "$COPY_EPOCHS" --copy-max-minutes "$COPY_MAX_MIN" "${COPY[@]}"
 pack warmup
 # GRPO gets what is left of the budget, less a margin for its set-up, its last step (the time box is checked

@@ -2,7 +2,7 @@
 
 ``python -m openconductor.train.sim_general CONFIG --stage search`` writes ``RUN/copy_data.json.gz``: the
 settings it was searched with (``key``), and per training pool each example's question, its bucket's best
-plan with its search scores, its prompt (chat messages) and its target, plus the rows of
+plan with its search scores, its prompt (chat messages) and its target as searched, plus the rows of
 ``copy_targets.jsonl``. ``load`` rebuilds the examples from the questions and plans with the code that
 loads them (prompts and targets are cheap; only the search is slow), so a change of the prompt or target
 wording since the search is used, not silently undone; it is logged. A file searched with other settings,
@@ -33,11 +33,11 @@ class CopyDataError(ValueError):
     """A copy-data file that is missing, unreadable, or searched for another run than this one."""
 
 
-def data_key(settings: CopySettings, prompt: PromptShape, training_pool: Path, *, test_n: int, eval_seed: int) -> dict:
-    """What the searched data depends on: the search's settings, the prompt's shape, the training pool file
-    and the held-out questions it excluded."""
-    return {"copy": dataclasses.asdict(settings), "prompt": dataclasses.asdict(prompt),
-            "training_pool_sha256": hashlib.sha256(Path(training_pool).read_bytes()).hexdigest(), "test_n": test_n, "eval_seed": eval_seed}
+def data_key(settings: CopySettings, training_pool: Path, *, test_n: int, eval_seed: int) -> dict:
+    """What the search's results depend on: its settings, the training pool file and the held-out questions it
+    excluded (not the prompt's shape: prompts and targets are rebuilt when the data loads)."""
+    return {"copy": dataclasses.asdict(settings), "training_pool_sha256": hashlib.sha256(Path(training_pool).read_bytes()).hexdigest(),
+            "test_n": test_n, "eval_seed": eval_seed}
 
 
 def save(data: CopyData, path: Path, key: dict) -> Path:
@@ -60,8 +60,9 @@ def load(path: Path, key: dict, training_pool: Path, prompt: PromptShape) -> Cop
     """The copy data in ``path``, checked against this run's ``key`` and rebuilt with this code's prompts
     and targets (the pools are regenerated from their seeds: the file names them, it does not hold them)."""
     raw = _read(path)
-    if raw.get("key") != key:
-        raise CopyDataError(f"{path} was searched for another run: {_differences(raw.get('key') or {}, key)}; "
+    found = {k: (raw.get("key") or {}).get(k) for k in key}  # fields this code does not check are ignored
+    if found != key:
+        raise CopyDataError(f"{path} was searched for another run: {_differences(found, key)}; "
                             "run `--stage search` again with this run's settings, or pass the settings it was searched with")
     settings = _settings(key["copy"])
     specs = training_pools(settings, training_pool)

@@ -158,8 +158,7 @@ def summary(data: CopyData, settings: CopySettings, seconds_copy: Optional[float
 def _copy_key(cfg, settings: CopySettings, test_n: int) -> dict:
     from .copy_data import data_key
 
-    return data_key(settings, PromptShape(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples), cfg.pool_path,
-                    test_n=test_n, eval_seed=cfg.data.eval_seed)
+    return data_key(settings, cfg.pool_path, test_n=test_n, eval_seed=cfg.data.eval_seed)
 
 
 def _write_rows(data: CopyData, out: Path) -> None:
