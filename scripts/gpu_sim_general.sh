@@ -51,7 +51,7 @@ timed() {  # timed NAME command...: runs it, records its seconds
   TIMES+=("\"$name\": $(( $(date +%s) - start ))")
   say "done $name in $(( $(date +%s) - start )) s"
 }
-write_times() { local IFS=,; echo "{${TIMES[*]}, \"total\": $(elapsed)}" > "$OUT/times.json"; }
+write_times() { local IFS=,; TIMES+=("\"total\": $(elapsed)"); echo "{${TIMES[*]}}" > "$OUT/times.json"; }
 trap write_times EXIT
 
 install() {
