@@ -8,7 +8,8 @@
 #   CHECK_ONLY=1 OUT=/path bash scripts/gpu_sim_general.sh          # only install the wheels and check the imports
 #   SMOKE=1 OUT=/tmp/gpu-smoke bash scripts/gpu_sim_general.sh      # toy scale on a CPU: 2 copy batches, 1 GRPO step of 2 x 4
 # Carried (git ignores them): .gpu/wheels (packages the box lacks), .gpu/m1, .gpu/m2 (the base model's GGUF in
-# parts), .gpu/data/copy_data.json.gz. Env: PY (python3), SITE (/tmp/site), BUDGET_S, COPY_EPOCHS, COPY_MAX_MIN, GRPO_MAX_STEPS.
+# parts), .gpu/data/copy_data.json.gz. Env: PY (python3), SITE (/tmp/site), BUDGET_S, COPY_EPOCHS, COPY_MAX_MIN, GRPO_MAX_STEPS,
+# GRPO_MICRO, THREADS (torch threads: 1 where other jobs share the CPUs, since oversubscribed OpenMP threads crawl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT: the folder the results go to}"
@@ -27,7 +28,7 @@ if [ "$SMOKE" = 1 ]; then
   SIZE=(--pools 1 --per-pool 4 --training-pool-examples 4)
   COPY=(--max-batches 2 --batch-size 4)
   GROUP=(--grpo-per-pool 2 --set grpo.num_generations=4 --set grpo.per_device_train_batch_size=8 --set grpo.gradient_accumulation_steps=1)
-  THREADS=2
+  THREADS=${THREADS:-2}
 else
   BUDGET_S=${BUDGET_S:-510}; COPY_EPOCHS=${COPY_EPOCHS:-3}; COPY_MAX_MIN=${COPY_MAX_MIN:-2.5}; GRPO_MAX_STEPS=${GRPO_MAX_STEPS:-200}
   SIZE=()
@@ -36,7 +37,7 @@ else
   MICRO=${GRPO_MICRO:-256}
   GROUP=(--grpo-per-pool 16 --set grpo.num_generations=64 --set grpo.per_device_train_batch_size=$MICRO
          --set grpo.gradient_accumulation_steps=$(( 256 / MICRO )))
-  THREADS=16
+  THREADS=${THREADS:-16}
 fi
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
