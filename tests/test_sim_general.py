@@ -184,3 +184,17 @@ def test_the_cli_refuses_copy_data_it_cannot_use(args, message, capsys, tmp_path
     with pytest.raises(SystemExit):
         main(["config.toml", *args])
     assert message in capsys.readouterr().err
+
+
+def test_the_copy_data_check_names_what_differs_from_the_issue_scale(tmp_path, capsys):
+    from pathlib import Path
+
+    from openconductor.train import copy_data
+    from openconductor.train.sim_general import PromptShape, build
+
+    settings = _tiny_copy_settings()
+    path = copy_data.save(build(settings, Path(POOL), PromptShape()), tmp_path / copy_data.FILE_NAME,
+                          copy_data.data_key(settings, Path(POOL), test_n=1000, eval_seed=1000))
+    with pytest.raises(SystemExit):
+        copy_data.main(["examples/train_sim_general.toml", str(path)])
+    assert "copy.per_pool: 4 != 48" in capsys.readouterr().err

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
+from typing import Optional
 
 from ..sim.plan_search import Scored
 from ..sim.questions import Question
@@ -111,3 +112,30 @@ def _differences(found: dict, wanted: dict, prefix: str = "") -> str:
         elif a != b:
             out.append(f"{prefix}{k}: {a!r} != {b!r}")
     return "; ".join(out)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Check a copy-data file against a training config at the issue's scale (the defaults of
+    ``sim_general``), as ``--stage copy --copy-data FILE`` would load it."""
+    import argparse
+
+    from .config import load_train_config
+
+    ap = argparse.ArgumentParser(description="Check that a copy-data file loads for a config (before carrying it to another machine).")
+    ap.add_argument("config")
+    ap.add_argument("file")
+    ap.add_argument("--test-n", type=int, default=1000)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    cfg = load_train_config(args.config)
+    shape = PromptShape(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples)
+    try:
+        data = load(Path(args.file), data_key(CopySettings(), cfg.pool_path, test_n=args.test_n, eval_seed=cfg.data.eval_seed), cfg.pool_path, shape)
+    except CopyDataError as exc:
+        ap.error(str(exc))
+    print(f"{args.file}: {len(data.rows)} examples over {len(data.groups)} pools (searched in {data.seconds:.0f} s): loads for {args.config}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
