@@ -30,7 +30,7 @@ if [ "$SMOKE" = 1 ]; then
   GROUP=(--grpo-per-pool 2 --set grpo.num_generations=4 --set grpo.per_device_train_batch_size=8 --set grpo.gradient_accumulation_steps=1)
   THREADS=${THREADS:-2}
 else
-  BUDGET_S=${BUDGET_S:-510}; COPY_EPOCHS=${COPY_EPOCHS:-3}; COPY_MAX_MIN=${COPY_MAX_MIN:-2.5}; GRPO_MAX_STEPS=${GRPO_MAX_STEPS:-200}
+  BUDGET_S=${BUDGET_S:-510}; COPY_EPOCHS=${COPY_EPOCHS:-3}; COPY_MAX_MIN=${COPY_MAX_MIN:-2.5}; GRPO_MAX_STEPS=${GRPO_MAX_STEPS:-40}
   SIZE=()
   COPY=(--batch-size 16)
   # 4 questions x 64 rollouts a step; GRPO_MICRO=64 splits the step's loss into 4 micro-batches (less GPU memory, same step).
@@ -112,6 +112,7 @@ export PYTHONPATH=$SITE:src${PYTHONPATH:+:$PYTHONPATH}
 timed install install
 timed copy stage copy --copy-data "$GPU/data/copy_data.json.gz" --epochs "$COPY_EPOCHS" --copy-max-minutes "$COPY_MAX_MIN" "${COPY[@]}"
 pack warmup
+# GRPO_MAX_STEPS (the lr schedule's length, as the CPU recipe's 40: warm-up 1 step, cosine) rarely binds:
 # GRPO gets what is left of the budget, less a margin for its set-up, its last step (the time box is checked
 # at a step's end), the export and the packing.
 LEFT=$(( BUDGET_S - $(elapsed) - 90 ))
