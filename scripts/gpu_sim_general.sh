@@ -33,8 +33,10 @@ else
   BUDGET_S=${BUDGET_S:-510}; COPY_EPOCHS=${COPY_EPOCHS:-3}; COPY_MAX_MIN=${COPY_MAX_MIN:-2.5}; GRPO_MAX_STEPS=${GRPO_MAX_STEPS:-40}
   SIZE=()
   COPY=(--batch-size 16)
-  # 4 questions x 64 rollouts a step; GRPO_MICRO=64 splits the step's loss into 4 micro-batches (less GPU memory, same step).
-  MICRO=${GRPO_MICRO:-256}
+  # 4 questions x 64 rollouts = 256 completions an optimizer step, its loss in micro-batches of GRPO_MICRO rows
+  # (64 x 4 accumulated, as the earlier H200 run of this trainer: a quarter of the logits in GPU memory at once;
+  # GRPO_MICRO=256 takes the step in one pass).
+  MICRO=${GRPO_MICRO:-64}
   GROUP=(--grpo-per-pool 16 --set grpo.num_generations=64 --set grpo.per_device_train_batch_size=$MICRO
          --set grpo.gradient_accumulation_steps=$(( 256 / MICRO )))
   THREADS=${THREADS:-16}
