@@ -109,6 +109,7 @@ if [ "${CHECK_ONLY:-0}" = 1 ]; then  # the first device call: install the wheels
   timed install install
   exit 0
 fi
+rm -rf "$RUN"  # a rerun on the same warm machine must not append to an earlier run's metrics
 timed model model
 export PYTHONPATH=$SITE:src${PYTHONPATH:+:$PYTHONPATH}
 timed install install
