@@ -94,3 +94,107 @@ def test_grpo_rows_run_each_question_on_its_own_pool_inside_one_union_pool():
         assert [union.workers[i].options == w.options for i, w in zip(row.workers, spec.workers)] == [True] * len(spec.workers)
         assert f"Model id 0: {spec.workers[0].name} — " in row.prompt[0]["content"]
         assert not all(solo_correct(row.question, Profile.from_spec(w)) for w in spec.workers)
+
+
+def _tiny_copy_settings():
+    from openconductor.train.sim_general import CopySettings
+
+    return CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=4, top=1))
+
+
+def test_copy_data_saved_by_the_search_loads_as_the_data_it_built(tmp_path):
+    from pathlib import Path
+
+    from openconductor.train import copy_data
+    from openconductor.train.sim_general import PromptShape, build
+
+    settings, shape = _tiny_copy_settings(), PromptShape()
+    built = build(settings, Path(POOL), shape)
+    key = copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
+    path = copy_data.save(built, tmp_path / copy_data.FILE_NAME, key)
+    loaded = copy_data.load(path, key, Path(POOL), shape)
+    assert len(loaded.groups) == 2 and [len(p) for p, _ in loaded.groups] == [4, 4]
+    assert loaded.groups == built.groups and loaded.rows == built.rows and loaded.seconds == built.seconds
+    assert [s.best for s in loaded.searched] == [s.best for s in built.searched]
+
+
+def test_copy_data_of_another_run_or_a_bad_file_is_refused_with_what_differs(tmp_path):
+    from pathlib import Path
+
+    from openconductor.train import copy_data
+    from openconductor.train.sim_general import CopySettings, PromptShape, build
+
+    settings, shape = _tiny_copy_settings(), PromptShape()
+    key = copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
+    path = copy_data.save(build(settings, Path(POOL), shape), tmp_path / copy_data.FILE_NAME, key)
+    other = copy_data.data_key(CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=6, top=1)),
+                               Path(POOL), test_n=10, eval_seed=1000)
+    with pytest.raises(copy_data.CopyDataError, match=r"copy.search.rank: 4 != 6"):
+        copy_data.load(path, other, Path(POOL), shape)
+    with pytest.raises(copy_data.CopyDataError, match=r"eval_seed: 1000 != 7"):
+        copy_data.load(path, {**key, "eval_seed": 7}, Path(POOL), shape)
+    with pytest.raises(copy_data.CopyDataError, match="not found"):
+        copy_data.load(tmp_path / "missing.json.gz", key, Path(POOL), shape)
+    (tmp_path / "bad.json.gz").write_text("not gzip")
+    with pytest.raises(copy_data.CopyDataError, match="not a copy-data file"):
+        copy_data.load(tmp_path / "bad.json.gz", key, Path(POOL), shape)
+
+
+def test_copy_data_rebuilds_targets_with_the_loading_code(tmp_path, monkeypatch, caplog):
+    from pathlib import Path
+
+    from openconductor.train import copy_data, sim_general
+    from openconductor.train.sim_general import PromptShape, build
+
+    settings, shape = _tiny_copy_settings(), PromptShape()
+    built = build(settings, Path(POOL), shape)
+    key = copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
+    path = copy_data.save(built, tmp_path / copy_data.FILE_NAME, key)
+    # The target wording changes after the search: the loaded data uses the new wording (the plans are kept).
+    monkeypatch.setattr(sim_general, "reasoning", lambda plan, spec, q: f"Reasoning: {q.level} {q.subtopic}")
+    loaded = copy_data.load(path, key, Path(POOL), shape)
+    assert all(t.startswith("Reasoning: ") and ": " not in t.split("\n")[0][len("Reasoning: "):] for _, ts in loaded.groups for t in ts)
+    assert [parse(t).steps for _, ts in loaded.groups for t in ts] == [parse(t).steps for _, ts in built.groups for t in ts]
+    assert "8 of 8 examples' prompts or targets differ" in caplog.text
+
+
+def test_the_copy_time_box_stops_after_the_step_that_passes_it(tmp_path):
+    pytest.importorskip("torch")
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from openconductor.train.prefix_sft import copy_plans
+
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer(tmp_path / "tok"))
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY_LLAMA))
+    prompts = [[{"role": "system", "content": "the task one agent"}, {"role": "user", "content": f"check {i}"}] for i in range(4)]
+    groups = [(prompts, ["the answer"] * 4)]
+    assert len(copy_plans(model, tok, groups, epochs=2, lr=1e-3, batch_size=1, max_seconds=0.0)) == 1
+    assert len(copy_plans(model, tok, groups, epochs=2, lr=1e-3, batch_size=1, max_seconds=600.0)) == 8
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--stage", "search", "--copy-data", "x.json.gz"], "--copy-data is read by --stage copy or both"),
+    (["--stage", "copy", "--copy-data", "missing.json.gz"], "no such file"),
+    (["--copy-max-minutes", "0"], "--copy-max-minutes must be above 0"),
+])
+def test_the_cli_refuses_copy_data_it_cannot_use(args, message, capsys, tmp_path, monkeypatch):
+    from openconductor.train.sim_general import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        main(["config.toml", *args])
+    assert message in capsys.readouterr().err
+
+
+def test_the_copy_data_check_names_what_differs_from_the_issue_scale(tmp_path, capsys):
+    from pathlib import Path
+
+    from openconductor.train import copy_data
+    from openconductor.train.sim_general import PromptShape, build
+
+    settings = _tiny_copy_settings()
+    path = copy_data.save(build(settings, Path(POOL), PromptShape()), tmp_path / copy_data.FILE_NAME,
+                          copy_data.data_key(settings, Path(POOL), test_n=1000, eval_seed=1000))
+    with pytest.raises(SystemExit):
+        copy_data.main(["examples/train_sim_general.toml", str(path)])
+    assert "copy.per_pool: 4 != 48" in capsys.readouterr().err

@@ -41,11 +41,11 @@ def batch_loss(model, tokenizer, prompts: Sequence[list[dict]], targets: Sequenc
 
 
 def copy_plans(model, tokenizer, groups: Sequence[tuple[Sequence[list[dict]], Sequence[str]]], *, epochs: int, lr: float,
-               batch_size: int, seed: int = 0, max_batches: Optional[int] = None) -> list[float]:
+               batch_size: int, seed: int = 0, max_batches: Optional[int] = None, max_seconds: Optional[float] = None) -> list[float]:
     """Supervised steps over ``groups`` (each: the prompts of one pool and their target plans); batches
     never mix pools, and their order is shuffled (seeded) so that pools interleave. ``max_batches`` stops
-    after that many steps in all (a time box: the shuffle makes the steps taken a sample of every pool).
-    Returns the losses."""
+    after that many steps in all (a time box: the shuffle makes the steps taken a sample of every pool);
+    ``max_seconds`` after the first step that ends past that much time. Returns the losses."""
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
@@ -61,7 +61,9 @@ def copy_plans(model, tokenizer, groups: Sequence[tuple[Sequence[list[dict]], Se
     for epoch in range(epochs):
         rng.shuffle(batches)
         for g, start in batches:
-            if len(losses) >= total:
+            if len(losses) >= total or (max_seconds is not None and losses and time.monotonic() - started >= max_seconds):
+                if len(losses) < total:
+                    log.info("copy: time box of %.0f s reached after %d of %d batches", max_seconds, len(losses), total)
                 return losses
             prompts, targets = groups[g]
             loss = batch_loss(model, tokenizer, prompts[start : start + batch_size], targets[start : start + batch_size])

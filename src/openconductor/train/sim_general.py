@@ -86,14 +86,24 @@ def search_tables(spec: PoolSpec, questions: list[Question], settings: SearchSet
 
 
 @dataclass
+class Searched:
+    """One training pool's search outcome for its copy examples: each question and its bucket's best plan."""
+    spec: PoolSpec
+    questions: list[Question]
+    best: list[Scored]
+
+
+@dataclass
 class CopyData:
     groups: list[tuple[list[list[dict]], list[str]]]  # per pool: prompts and targets
     rows: list[dict]  # one per example, for the run dir (pool, bucket, question, target, search score)
-    seconds: float
+    seconds: float  # the search's
+    searched: list[Searched] = field(default_factory=list)  # what the examples were made from (saved by copy_data.py)
 
 
-def build(settings: CopySettings, training_pool: Path, prompt: PromptShape, *, exclude: frozenset[str] = frozenset()) -> CopyData:
-    """Search every training pool and write its examples (``exclude``: held-out question texts)."""
+def search(settings: CopySettings, training_pool: Path, *, exclude: frozenset[str] = frozenset()) -> tuple[list[Searched], float]:
+    """Search every training pool (the slow, CPU-only part) and pair each example's question with its
+    bucket's best plan (``exclude``: held-out question texts). Returns them and the seconds taken."""
     start = time.monotonic()
     pools = training_pools(settings, training_pool)
     per_search = 48 * settings.search.questions
@@ -101,20 +111,33 @@ def build(settings: CopySettings, training_pool: Path, prompt: PromptShape, *, e
     taken = exclude | {q.text for q in searched}
     counts = [settings.training_pool_examples] + [settings.per_pool] * settings.pools
     asked = make_questions(sum(counts), settings.question_seed, exclude=taken)
-    groups, rows, used = [], [], 0
+    out, used = [], 0
     for p, (spec, count) in enumerate(zip(pools, counts)):
         tables: dict = search_tables(spec, searched, settings.search)
         questions = asked[used : used + count]
         used += count
-        prompts = [conductor_messages(q.text, spec, max_steps=prompt.max_steps, show="descriptions", fine_grained=False,
-                                      examples=prompt.examples, style=prompt.style) for q in questions]
-        best: list[Scored] = [tables[q.bucket][0] for q in questions]
-        targets = [target(b.plan, spec, q) for b, q in zip(best, questions)]
-        groups.append((prompts, targets))
-        rows += [{"pool": spec.name, "bucket": list(q.bucket), "question": q.text, "target": t, "search_accuracy": round(b.accuracy, 4),
-                  "search_tokens": round(b.tokens)} for q, t, b in zip(questions, targets, best)]
+        out.append(Searched(spec, questions, [tables[q.bucket][0] for q in questions]))
         log.info("pool %d/%d %s: searched %d buckets", p + 1, len(pools), spec.name, len(tables))
-    return CopyData(groups, rows, time.monotonic() - start)
+    return out, time.monotonic() - start
+
+
+def examples(searched: list[Searched], prompt: PromptShape, seconds: float) -> CopyData:
+    """The copy's prompts (each pool described, as at run time) and targets (the best plans) of searched pools."""
+    groups, rows = [], []
+    for s in searched:
+        prompts = [conductor_messages(q.text, s.spec, max_steps=prompt.max_steps, show="descriptions", fine_grained=False,
+                                      examples=prompt.examples, style=prompt.style) for q in s.questions]
+        targets = [target(b.plan, s.spec, q) for b, q in zip(s.best, s.questions)]
+        groups.append((prompts, targets))
+        rows += [{"pool": s.spec.name, "bucket": list(q.bucket), "question": q.text, "target": t, "search_accuracy": round(b.accuracy, 4),
+                  "search_tokens": round(b.tokens)} for q, t, b in zip(s.questions, targets, s.best)]
+    return CopyData(groups, rows, seconds, searched)
+
+
+def build(settings: CopySettings, training_pool: Path, prompt: PromptShape, *, exclude: frozenset[str] = frozenset()) -> CopyData:
+    """Search every training pool and write its examples (``exclude``: held-out question texts)."""
+    searched, seconds = search(settings, training_pool, exclude=exclude)
+    return examples(searched, prompt, seconds)
 
 
 def held_out_texts(n: int, seed: int) -> frozenset[str]:
@@ -132,31 +155,62 @@ def summary(data: CopyData, settings: CopySettings, seconds_copy: Optional[float
                          "token_weight": settings.search.token_weight}}
 
 
-def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1, lr: float = 1e-3, batch_size: int = 16,
-             max_batches: Optional[int] = None) -> Path:
-    """Search, copy and export: RUN/warmup is the conductor (``cfg``: a TrainConfig for the model, prompt,
-    training pool, eval seed and run dir; ``max_batches``: stop the copy after that many steps). Returns the exported dir."""
+def _copy_key(cfg, settings: CopySettings, test_n: int) -> dict:
+    from .copy_data import data_key
+
+    return data_key(settings, cfg.pool_path, test_n=test_n, eval_seed=cfg.data.eval_seed)
+
+
+def _write_rows(data: CopyData, out: Path) -> None:
     import json
 
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "copy_targets.jsonl", "w") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in data.rows)
+
+
+def search_run(cfg, settings: CopySettings, *, test_n: int = 1000) -> Path:
+    """The plan search alone (CPU): writes RUN/copy_data.json.gz (``copy_data.py``) and RUN/copy_targets.jsonl."""
+    from . import copy_data
+
+    shape = PromptShape(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples)
+    data = build(settings, cfg.pool_path, shape, exclude=held_out_texts(test_n, cfg.data.eval_seed))
+    _write_rows(data, cfg.output_dir)
+    log.info("search: %d examples over %d pools in %.0f s", len(data.rows), len(data.groups), data.seconds)
+    return copy_data.save(data, cfg.output_dir / copy_data.FILE_NAME, _copy_key(cfg, settings, test_n))
+
+
+def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1, lr: float = 1e-3, batch_size: int = 16,
+             max_batches: Optional[int] = None, max_minutes: Optional[float] = None, data_file: Optional[Path] = None) -> Path:
+    """Search (or load ``data_file``, written by ``search_run``), copy and export: RUN/warmup is the conductor
+    (``cfg``: a TrainConfig for the model, prompt, training pool, eval seed and run dir; ``max_batches`` /
+    ``max_minutes``: stop the copy after that many steps / that much time). Returns the exported dir."""
     import torch
 
-    from .trainer import export, load_model
+    from .trainer import accelerator_device, export, load_model
 
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
     out = cfg.output_dir
-    out.mkdir(parents=True, exist_ok=True)
-    shape = PromptShape(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples)
-    data = build(settings, cfg.pool_path, shape, exclude=held_out_texts(test_n, cfg.data.eval_seed))
-    with open(out / "copy_targets.jsonl", "w") as fh:
-        fh.writelines(json.dumps(r) + "\n" for r in data.rows)
-    log.info("search: %d examples over %d pools in %.0f s", len(data.rows), len(data.groups), data.seconds)
+    if data_file is not None:
+        from . import copy_data
+
+        shape = PromptShape(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples)
+        data = copy_data.load(data_file, _copy_key(cfg, settings, test_n), cfg.pool_path, shape)
+        log.info("copy data %s: %d examples over %d pools (searched in %.0f s)", data_file, len(data.rows), len(data.groups), data.seconds)
+    else:
+        data = build(settings, cfg.pool_path, PromptShape(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples),
+                     exclude=held_out_texts(test_n, cfg.data.eval_seed))
+        log.info("search: %d examples over %d pools in %.0f s", len(data.rows), len(data.groups), data.seconds)
+    _write_rows(data, out)
     model, tokenizer = load_model(cfg)
+    model.to(accelerator_device())  # copy_plans runs where the model is
     started = time.monotonic()
     losses = copy_plans(model, tokenizer, data.groups, epochs=epochs, lr=lr, batch_size=batch_size, seed=cfg.data.seed,
-                        max_batches=max_batches)
+                        max_batches=max_batches, max_seconds=None if max_minutes is None else 60 * max_minutes)
     extra = {"stage": "search-and-copy across generated pools", "copy": summary(data, settings, round(time.monotonic() - started, 1)),
-             "copy_run": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "max_batches": max_batches, "batches": len(losses)},
+             "copy_run": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "max_batches": max_batches, "max_minutes": max_minutes,
+                          "batches": len(losses), "device": str(model.device), "copy_data": str(data_file) if data_file else None},
              "warmup_losses": losses}
     return export(model, tokenizer, out / "warmup", cfg, extra=extra)
 
@@ -231,13 +285,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--max-batches", type=int, default=None, help="stop the copy after this many batches (a time box)")
+    ap.add_argument("--copy-max-minutes", type=float, default=None, help="stop the copy after this much time (a time box)")
     ap.add_argument("--output-dir", default=None)
-    ap.add_argument("--stage", choices=["copy", "grpo", "both"], default="copy")
+    ap.add_argument("--stage", choices=["search", "copy", "grpo", "both"], default="copy",
+                    help="search: the plan search alone, into RUN/copy_data.json.gz; copy: search (or --copy-data) then copy; "
+                         "grpo: GRPO from RUN/warmup; both: copy then GRPO")
+    ap.add_argument("--copy-data", default=None, help="the copy data a `--stage search` wrote: the copy loads it instead of searching")
     ap.add_argument("--grpo-per-pool", type=int, default=16)
     ap.add_argument("--set", action="append", default=[], help="override a config value, e.g. grpo.max_steps=20")
     args = ap.parse_args(argv)
     if args.max_batches is not None and args.max_batches < 1:
         ap.error(f"--max-batches must be at least 1 (got {args.max_batches}); leave it out to copy every epoch in full")
+    if args.copy_max_minutes is not None and args.copy_max_minutes <= 0:
+        ap.error(f"--copy-max-minutes must be above 0 (got {args.copy_max_minutes}); leave it out to copy every epoch in full")
+    if args.copy_data and args.stage not in ("copy", "both"):
+        ap.error(f"--copy-data is read by --stage copy or both (got --stage {args.stage})")
+    data_file = Path(args.copy_data).resolve() if args.copy_data else None
+    if data_file is not None and not data_file.is_file():
+        ap.error(f"--copy-data {args.copy_data}: no such file (write it with --stage search)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     import json
 
@@ -246,8 +311,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         overrides["run.output_dir"] = str(Path(args.output_dir).resolve())  # from here, not from the config's folder
     cfg = load_train_config(args.config, overrides)
     settings = CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples)
+    if args.stage == "search":
+        print(search_run(cfg, settings))
     if args.stage in ("copy", "both"):
-        print(copy_run(cfg, settings, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_batches=args.max_batches))
+        print(copy_run(cfg, settings, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_batches=args.max_batches,
+                       max_minutes=args.copy_max_minutes, data_file=data_file))
     if args.stage in ("grpo", "both"):
         print(grpo_run(cfg, settings, per_pool=args.grpo_per_pool))
     return 0
