@@ -104,10 +104,17 @@ pack() {  # pack NAME: RUN/NAME as OUT/NAME.tar, its manifest naming the base as
   say "$OUT/$1.tar: $(du -b "$OUT/$1.tar" | cut -f1) bytes"
 }
 
-if [ "${CHECK_ONLY:-0}" = 1 ]; then  # the first device call: install the wheels and check the imports, nothing else
+# Carrying .gpu/m2 in the second call removes what the first carried under .gpu/ on the device (seen on an H100,
+# 2026-11-26), so the first call keeps its parts outside the tree and the second puts them back.
+KEEP=${KEEP:-/tmp/oc-keep}
+if [ "${CHECK_ONLY:-0}" = 1 ]; then  # the first device call: keep the carried parts, install the wheels, check the imports
+  mkdir -p "$KEEP" && for d in "$GPU"/m[0-9] "$GPU/wheels"; do [ -d "$d" ] && cp -r "$d" "$KEEP/"; done
   export PYTHONPATH=$SITE:src${PYTHONPATH:+:$PYTHONPATH}
   timed install install
   exit 0
+fi
+if [ -d "$KEEP" ]; then  # what the first call kept, where this call did not carry it again
+  for d in "$KEEP"/*; do [ -e "$GPU/$(basename "$d")" ] || cp -r "$d" "$GPU/"; done
 fi
 rm -rf "$RUN"  # a rerun on the same warm machine must not append to an earlier run's metrics
 timed model model
