@@ -1,0 +1,42 @@
+"""The shipped general conductor for SIMULATED pools (``builtin:sim-general``, issue 29) on a pool it never saw:
+a real SmolLM2 with the shipped adapter plans every question by the workers' descriptions, each step's id is
+the worker its reasoning names, and `conductor eval` runs it from a pool file that names it."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from openconductor.cli import app
+from openconductor.sim.pools import generate_pool, pool_toml
+from openconductor.sim.world_v3 import make_questions
+from openconductor.train.sim_eval import conductor_plans
+from openconductor.train.sim_general import spec_of
+from openconductor.workflow import named_workers
+
+
+def test_the_shipped_general_conductor_plans_an_unseen_pool_by_the_names_it_gives():
+    spec = spec_of(pool_toml(generate_pool(951, held_out=True)))  # a held-out family, a seed no table uses
+    names = [w.name for w in spec.workers]
+    plans, own_tokens = conductor_plans("builtin:sim-general", spec, make_questions(6, 4242), batch_size=6)
+    assert all(p is not None for p in plans) and all(t > 0 for t in own_tokens)
+    for plan in plans:
+        said = named_workers(plan.reasoning, names)
+        assert said, plan.reasoning  # it says whom it picks, by a name this pool has
+        assert [s.worker for s in plan.steps][: len(said)] == list(said[: len(plan.steps)])
+
+
+def test_conductor_eval_runs_the_shipped_conductor_from_a_generated_pool_file(tmp_path):
+    pool = tmp_path / "sim-952.toml"
+    pool.write_text(pool_toml(generate_pool(952), checkpoint="builtin:sim-general"))
+    out = tmp_path / "eval"
+    result = CliRunner().invoke(app, ["eval", "--task", "sim", "--pool", str(pool), "--limit", "3", "--policy", "conductor",
+                                      "--out", str(out), "--conductor-engine", "transformers"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    names = {w.name for w in generate_pool(952).workers}
+    assert len(rows) == 3 and all(r["policy"].endswith("sim-general") for r in rows)
+    # Planned by the trained model (no fallback), with the pool's own workers, and run to an answer.
+    assert all(r["status"] == "ok" and r["plan_fallback"] is None and r["conductor_tokens"] > 0 for r in rows), rows
+    assert all(r["steps"] >= 1 and set(r["workers_used"]) <= names for r in rows), rows
