@@ -18,7 +18,18 @@ NAMES = ("gpt-5", "gpt-5-mini", "atlas-pro", "c++coder", "r1.distill", "w5", "w6
 def test_names_are_read_as_whole_words_longest_first_in_order_with_repeats():
     assert named_workers("hard algebra: plan gpt-5-mini, solve gpt-5, check gpt-5-mini.", NAMES) == (1, 0, 1)
     assert named_workers("solve c++coder then r1.distill", NAMES) == (3, 4)  # regex characters in names are literal
-    assert named_workers("xgpt-5 and atlas-pros and gpt-5x are no workers", NAMES) == ()
+    assert named_workers("xgpt-5 and gpt-5x and atlas are no workers", NAMES) == ()  # gpt-5x: as near gpt-5 as gpt-5-mini
+
+
+def test_a_near_miss_names_the_one_worker_it_is_nearest():
+    pool = ("summit-ultra", "zenith-ultra-7", "swift-mini", "swift-3b", "warden-check")
+    # a conflation, a cut at the line's bound, another size of a stem the pool has once
+    assert named_workers("plan summit-ultra-7, check zenith-ultr", pool) == (0, 1)
+    assert named_workers("solve warden-1b, check warden-check", pool) == (4, 4)
+    assert named_workers("solve swift-mini then swift-3", pool) == (2, 3)
+    # no name with that first part, or two equally near: nothing bound (no stranger is picked)
+    assert named_workers("solve sage-70b, check swift-1b", pool) == ()
+    assert named_workers("summit and hard-won step-by-step", pool) == ()
     assert named_workers("solve zeta-11", NAMES) == (11,)
     assert named_workers("anything", ()) == ()
 

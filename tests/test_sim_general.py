@@ -3,6 +3,7 @@ and search-and-copy targets across generated pools. No model download: a tiny ra
 
 from __future__ import annotations
 
+import re
 import tomllib
 
 import pytest
@@ -83,7 +84,7 @@ def test_grpo_rows_run_each_question_on_its_own_pool_inside_one_union_pool():
     from openconductor.train.config import load_train_config
     from openconductor.train.sim_general import CopySettings, grpo_rows, training_pools, union_pool
 
-    cfg = load_train_config("examples/train_sim_general.toml")
+    cfg = load_train_config("examples/train_sim_general.toml", {"data.rename_workers": False})
     pools = training_pools(CopySettings(pools=3), cfg.pool_path)
     union, indices = union_pool(pools)
     assert len({w.name for w in union.workers}) == len(union.workers) == sum(len(p.workers) for p in pools)
@@ -94,6 +95,40 @@ def test_grpo_rows_run_each_question_on_its_own_pool_inside_one_union_pool():
         assert [union.workers[i].options == w.options for i, w in zip(row.workers, spec.workers)] == [True] * len(spec.workers)
         assert f"Model id 0: {spec.workers[0].name} — " in row.prompt[0]["content"]
         assert not all(solo_correct(row.question, Profile.from_spec(w)) for w in spec.workers)
+
+
+def test_renamed_workers_show_fresh_names_in_prompts_targets_and_grpo_rows_but_run_the_same_workers():
+    from pathlib import Path
+
+    from openconductor.train.config import load_train_config
+    from openconductor.train.sim_general import CopySettings, PromptShape, build, grpo_rows, training_pools, union_pool
+    from openconductor.workflow import named_workers
+
+    settings = CopySettings(pools=2, per_pool=6, training_pool_examples=4, search=SearchSettings(screen=4, rank=4, top=1))
+    plain, fresh = build(settings, Path(POOL), PromptShape()), build(settings, Path(POOL), PromptShape(rename_workers=True))
+    assert fresh.groups[0] == plain.groups[0]  # the training pool keeps its names
+    seen: set[tuple[str, ...]] = set()
+    for g, searched in enumerate(fresh.searched[1:], 1):
+        own = [w.name for w in searched.spec.workers]
+        for prompt, target, best in zip(*fresh.groups[g], searched.best):
+            listed = re.findall(r"Model id \d+: (\S+) — ", prompt[0]["content"])
+            assert len(listed) == len(own) and not set(listed) & set(own)  # every worker renamed
+            seen.add(tuple(listed))
+            plan = parse(target)
+            said = named_workers(plan.reasoning, listed)
+            assert not said or list(said) == [s.worker for s in best.plan.steps]  # the target names the same workers, renamed
+    assert len(seen) == sum(len(p) for p, _ in fresh.groups[1:])  # fresh names in every example
+    again = build(settings, Path(POOL), PromptShape(rename_workers=True))
+    assert again.groups == fresh.groups  # the same names on every load
+
+    cfg = load_train_config("examples/train_sim_general.toml", {"data.rename_workers": True})
+    pools = training_pools(CopySettings(pools=2), cfg.pool_path)
+    union, indices = union_pool(pools)
+    for row in grpo_rows(cfg, pools, indices, 4, seed=1, exclude=frozenset()):
+        spec = pools[indices.index(row.workers)]
+        listed = re.findall(r"Model id \d+: (\S+) — ", row.prompt[0]["content"])
+        assert listed == list(row.names)  # the rollout binds ids to the names the prompt shows
+        assert (listed == [w.name for w in spec.workers]) == (spec is pools[0])
 
 
 def _tiny_copy_settings():

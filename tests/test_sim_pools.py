@@ -12,7 +12,7 @@ from openconductor.cli import app
 from openconductor.executor import solve
 from openconductor.policies import make_policy
 from openconductor.pool import Pool, load_pool
-from openconductor.sim.pools import FAMILIES, HELD_OUT, generate_pool, grade, pool_toml
+from openconductor.sim.pools import FAMILIES, HELD_OUT, fresh_names, generate_pool, grade, pool_toml, renamed
 from openconductor.sim.world_v3 import Profile, make_questions
 
 
@@ -89,3 +89,20 @@ def test_the_sim_task_asks_v3_questions_graded_against_the_worlds_answers():
 def test_impossible_pool_sizes_are_a_clear_error(bad):
     with pytest.raises(ValueError, match="min_workers"):
         generate_pool(1, **bad)
+
+
+def test_renamed_pools_keep_every_worker_but_its_name_and_the_names_are_fresh_and_distinct():
+    import random
+    import tomllib
+
+    from openconductor.pool import PoolSpec
+
+    spec = PoolSpec.model_validate(tomllib.loads(pool_toml(generate_pool(3))))
+    a, b = renamed(spec, random.Random(1)), renamed(spec, random.Random(1))
+    assert a == b and a != renamed(spec, random.Random(2))
+    for old, new in zip(spec.workers, a.workers):
+        assert new.name != old.name and new.options == old.options and new.price_output_per_m == old.price_output_per_m
+        assert old.name not in (new.description or "")
+    assert spec.strongest and a.strongest == a.workers[spec.index(spec.strongest)].name
+    names = fresh_names(200, random.Random(0))
+    assert len({n.split("-")[0] for n in names}) == 200  # no name is another's first part

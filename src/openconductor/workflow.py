@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from dataclasses import dataclass, replace
 from typing import Literal, Optional, Sequence, Union
@@ -423,13 +424,41 @@ class FormatGrammar(str):
 
 def named_workers(reasoning: str, names: Sequence[str]) -> tuple[int, ...]:
     """The ids of the workers a line of reasoning names, in the order it names them (repeats kept). A name
-    counts as a whole word only ("gpt-5" is not read inside "gpt-5-mini"); where names overlap, the longest wins."""
+    counts as a whole word only ("gpt-5" is not read inside "gpt-5-mini"); where names overlap, the longest wins.
+    A hyphenated word that is no worker's name but near one (``_near_name``: "summit-ultra-7" in a pool with
+    summit-ultra and zenith-ultra-7, or "zenith-ultr" cut by the line's length bound) names that worker."""
     if not names:
         return ()
     ids = {name: i for i, name in enumerate(names)}
     alternatives = "|".join(re.escape(n) for n in sorted(ids, key=len, reverse=True) if n)
     pattern = re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w-]|\.\w)")
-    return tuple(ids[m.group(0)] for m in pattern.finditer(reasoning))
+    found = [(m.start(), m.end(), ids[m.group(0)]) for m in pattern.finditer(reasoning)]
+    for m in _WORD.finditer(reasoning):
+        if any(a < m.end() and m.start() < b for a, b, _ in found):
+            continue
+        near = _near_name(m.group(0).rstrip(".-"), names)
+        if near is not None:
+            found.append((m.start(), m.end(), near))
+    return tuple(i for _, _, i in sorted(found))
+
+
+_WORD = re.compile(r"[A-Za-z0-9][\w.+-]*")
+
+
+def _near_name(word: str, names: Sequence[str]) -> Optional[int]:
+    """The one worker a hyphenated word that is not its name most likely means: among the names with the word's
+    first part ("summit" of "summit-ultra-7"), the one sharing the longest start with it; None when no name has
+    that first part or two share it equally (a small conductor misspells a name; it must not bind a stranger)."""
+    if "-" not in word:
+        return None
+    first = word.split("-")[0].lower()
+    shared = [(len(os.path.commonprefix([word.lower(), n.lower()])), i) for i, n in enumerate(names) if n.split("-")[0].lower() == first]
+    if not shared:
+        return None
+    shared.sort(reverse=True)
+    if len(shared) > 1 and shared[0][0] == shared[1][0]:
+        return None
+    return shared[0][1]
 
 
 def bind_named(workflow: Workflow, names: Sequence[str]) -> Workflow:

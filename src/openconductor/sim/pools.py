@@ -159,6 +159,40 @@ def _draw_worker(f: Family, g: random.Random, taken: set[str]) -> SimWorker:
     )
 
 
+# ------------------------------------------------------------------------------------------- fresh names
+
+_ONSETS = "b c d f g h j k l m n p r s t v z br cr dr fl gr kl pr st tr".split()
+_VOWELS = "a e i o u ai ea io".split()
+_CODAS = ["", "", "", "n", "r", "s", "x", "l"]
+_SUFFIXES = ["", "-1b", "-4b", "-7b", "-9b", "-12b", "-20b", "-40b", "-90b", "-mini", "-lite", "-pro", "-max", "-plus", "-xl",
+             "-2", "-3", "-v2", "-chat", "-r1"]  # as short as the generator's own: a plan's line of names fits its bound
+
+
+def fresh_names(count: int, g: random.Random, avoid: frozenset[str] = frozenset()) -> list[str]:
+    """``count`` distinct random model names ("dravo-12b", "kelsin-mini") that say nothing about a worker: a
+    conductor trained on pools renamed with them must learn who is who from the descriptions. No name is
+    another's first part (a whole-word reading of one never finds the other) and none is in ``avoid``."""
+    names: list[str] = []
+    while len(names) < count:
+        stem = "".join(g.choice(_ONSETS) + g.choice(_VOWELS) for _ in range(2)) + g.choice(_CODAS)
+        name = stem + g.choice(_SUFFIXES)
+        first = name.split("-")[0]
+        if name in avoid or any(first == other.split("-")[0] for other in names):
+            continue
+        names.append(name)
+    return names
+
+
+def renamed(spec, g: random.Random):
+    """``spec`` (a PoolSpec) with every worker given a fresh name, its description saying the new one: a training
+    example whose names carry no memory of other pools. The workers' answers do not depend on their names."""
+    new = fresh_names(len(spec.workers), g, avoid=frozenset(w.name for w in spec.workers))
+    workers = [w.model_copy(update={"name": n, "description": (w.description or "").replace(w.name, n) or None})
+               for w, n in zip(spec.workers, new)]
+    strongest = dict(zip((w.name for w in spec.workers), new)).get(spec.strongest) if spec.strongest else None
+    return spec.model_copy(update={"workers": workers, "strongest": strongest})
+
+
 # ------------------------------------------------------------------------------------------ descriptions
 
 # Per domain, an accuracy alone and the word a description uses for it (the thresholds follow the range

@@ -77,6 +77,11 @@ class DataSettings:
     # the same reward, so their GRPO groups carry no signal (pass-rate filtering, as in DAPO/Polaris).
     # Held-out questions are never filtered.
     skip_solved_by_all: bool = False
+    # Generated SIMULATED pools only (train/sim_general.py): every training example shows its pool with fresh
+    # random worker names (sim/pools.py ``renamed``), so a name says nothing and the conductor learns who is who
+    # from the descriptions. Without it, a conductor trained on generated pools picked workers by names it had
+    # seen ("ember-1b" for every question of a pool of unseen names).
+    rename_workers: bool = False
     # kind = "jsonl": one {"question", "reference", "task"} object per line (task = a grader kind; the
     # reference may be any JSON value and an optional "grader_options" object is passed to the grader).
     path: Optional[str] = None

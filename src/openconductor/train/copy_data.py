@@ -128,7 +128,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg = load_train_config(args.config)
-    shape = PromptShape(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples)
+    shape = PromptShape.of(cfg)
     try:
         data = load(Path(args.file), data_key(CopySettings(), cfg.pool_path, test_n=args.test_n, eval_seed=cfg.data.eval_seed), cfg.pool_path, shape)
     except CopyDataError as exc:

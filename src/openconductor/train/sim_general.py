@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import random
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from typing import Optional
 
 from ..policies.lm import conductor_messages
 from ..pool import PoolSpec, load_pool
-from ..sim.pools import generate_pool, pool_toml
+from ..sim.pools import generate_pool, pool_toml, renamed
 from ..sim.questions import Question
 from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Workflow
@@ -44,6 +45,12 @@ class PromptShape:
     max_steps: int = 3
     style: str = "compact"
     examples: bool = False
+    rename_workers: bool = False  # generated pools' workers get fresh names in every example (``DataSettings.rename_workers``)
+
+    @classmethod
+    def of(cls, cfg) -> "PromptShape":
+        """The shape a TrainConfig asks for."""
+        return cls(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples, cfg.data.rename_workers)
 
 
 @dataclass
@@ -121,13 +128,22 @@ def search(settings: CopySettings, training_pool: Path, *, exclude: frozenset[st
     return out, time.monotonic() - start
 
 
+def shown_pool(spec: PoolSpec, pool_index: int, example: int, rename: bool) -> PoolSpec:
+    """The pool as one training example shows it: the training pool (index 0) as it is; a generated pool,
+    with ``rename``, under fresh worker names drawn for this example (the same on every load)."""
+    if not rename or pool_index == 0:
+        return spec
+    return renamed(spec, random.Random(f"rename|{spec.name}|{example}"))
+
+
 def examples(searched: list[Searched], prompt: PromptShape, seconds: float) -> CopyData:
     """The copy's prompts (each pool described, as at run time) and targets (the best plans) of searched pools."""
     groups, rows = [], []
-    for s in searched:
-        prompts = [conductor_messages(q.text, s.spec, max_steps=prompt.max_steps, show="descriptions", fine_grained=False,
-                                      examples=prompt.examples, style=prompt.style) for q in s.questions]
-        targets = [target(b.plan, s.spec, q) for b, q in zip(s.best, s.questions)]
+    for p, s in enumerate(searched):
+        shown = [shown_pool(s.spec, p, i, prompt.rename_workers) for i in range(len(s.questions))]
+        prompts = [conductor_messages(q.text, spec, max_steps=prompt.max_steps, show="descriptions", fine_grained=False,
+                                      examples=prompt.examples, style=prompt.style) for q, spec in zip(s.questions, shown)]
+        targets = [target(b.plan, spec, q) for b, q, spec in zip(s.best, s.questions, shown)]
         groups.append((prompts, targets))
         rows += [{"pool": s.spec.name, "bucket": list(q.bucket), "question": q.text, "target": t, "search_accuracy": round(b.accuracy, 4),
                   "search_tokens": round(b.tokens)} for q, t, b in zip(s.questions, targets, s.best)]
@@ -173,7 +189,7 @@ def search_run(cfg, settings: CopySettings, *, test_n: int = 1000) -> Path:
     """The plan search alone (CPU): writes RUN/copy_data.json.gz (``copy_data.py``) and RUN/copy_targets.jsonl."""
     from . import copy_data
 
-    shape = PromptShape(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples)
+    shape = PromptShape.of(cfg)
     data = build(settings, cfg.pool_path, shape, exclude=held_out_texts(test_n, cfg.data.eval_seed))
     _write_rows(data, cfg.output_dir)
     log.info("search: %d examples over %d pools in %.0f s", len(data.rows), len(data.groups), data.seconds)
@@ -195,11 +211,11 @@ def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1
     if data_file is not None:
         from . import copy_data
 
-        shape = PromptShape(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples)
+        shape = PromptShape.of(cfg)
         data = copy_data.load(data_file, _copy_key(cfg, settings, test_n), cfg.pool_path, shape)
         log.info("copy data %s: %d examples over %d pools (searched in %.0f s)", data_file, len(data.rows), len(data.groups), data.seconds)
     else:
-        data = build(settings, cfg.pool_path, PromptShape(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples),
+        data = build(settings, cfg.pool_path, PromptShape.of(cfg),
                      exclude=held_out_texts(test_n, cfg.data.eval_seed))
         log.info("search: %d examples over %d pools in %.0f s", len(data.rows), len(data.groups), data.seconds)
     _write_rows(data, out)
@@ -245,10 +261,11 @@ def grpo_rows(cfg, pools: list[PoolSpec], indices: list[list[int]], per_pool: in
         profiles = [Profile.from_spec(w) for w in spec.workers]
         mine = questions[p * per_pool * 4 : (p + 1) * per_pool * 4]  # each pool its own questions
         kept = [q for q in mine if not all(solo_correct(q.text, pr) for pr in profiles)][:per_pool]
-        by_pool.append([TrainRow(prompt=conductor_messages(q.text, spec, max_steps=cfg.prompt.max_steps, show="descriptions", fine_grained=False,
+        shown = [shown_pool(spec, p, 10_000 + i, cfg.data.rename_workers) for i in range(len(kept))]  # not the copy's names
+        by_pool.append([TrainRow(prompt=conductor_messages(q.text, view, max_steps=cfg.prompt.max_steps, show="descriptions", fine_grained=False,
                                                         examples=cfg.prompt.examples, style=cfg.prompt.style),
                                  question=q.text, reference=q.reference, task="simulated", domain=q.domain, workers=own,
-                                 names=[w.name for w in spec.workers]) for q in kept])
+                                 names=[w.name for w in view.workers]) for q, view in zip(kept, shown)])
     # Pools in rotation, so that every stretch of training sees many of them.
     return [r for group in itertools.zip_longest(*by_pool) for r in group if r is not None]
 
