@@ -1,6 +1,6 @@
 """A general conductor on SIMULATED pools it never saw, against each pool's baselines. Every number is SIMULATED.
 
-    PYTHONPATH=src python benchmarks/unseen_pools.py --seeds 901,902,...,920 --n 96 [--conductor CKPT]
+    PYTHONPATH=src python benchmarks/unseen_pools.py --seeds 901,902,...,920 --n 96 [--conductor CKPT] [--compare CKPT,...]
 
 For each seed: the pool `generate_pool(seed, held_out=...)` (every other seed, starting with the second,
 draws from every family with at least one held out of training), N held-out questions (world v3), and on
@@ -9,7 +9,8 @@ worker and oracle per-domain router (declared accuracies), MoA (7 proposers + ra
 only matter here) and the per-pool search re-run (sim/plan_search.py, one plan per bucket, found on
 training-side questions: what a lookup reaches with its own search budget). Prints one row per pool and a
 last line with the mean margins over pools and 95 % intervals (each pool's questions resampled); exits 1
-when a goal is missed: mean >= oracle router + 2, >= search re-run - 2, tokens <= 0.25x MoA's.
+when a goal is missed: mean >= oracle router + 2, >= search re-run - 2, tokens <= 0.25x MoA's. ``--compare``:
+other conductors on the same pools and questions, a column each, and the conductor's paired margin over each.
 """
 
 from __future__ import annotations
@@ -35,18 +36,22 @@ def main() -> int:
     ap.add_argument("--conductor", default="builtin:sim-general")
     ap.add_argument("--held-out", choices=["alternate", "all", "none"], default="alternate")
     ap.add_argument("--eval-seed", type=int, default=1000)
+    ap.add_argument("--compare", default="", help="comma-separated other conductors, scored on the same pools and questions")
     args = ap.parse_args()
     from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
 
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     model = load_checkpoint(checkpoint_path(args.conductor))
+    others = {c: load_checkpoint(checkpoint_path(c)) for c in args.compare.split(",") if c.strip()}
     questions = make_questions(args.n, args.eval_seed)
     settings = SearchSettings()
     search_questions = make_questions(48 * settings.questions, 5_000, exclude=frozenset(q.text for q in questions))
     print("SIMULATED: world v3, generated pools never trained on; accuracy % on", args.n, "held-out questions per pool")
-    print("| seed | held-out families | workers | conductor | best single | oracle router | search re-run | vs oracle | vs search | tokens vs MoA |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    extra = "".join(f" {c} |" for c in others)
+    print(f"| seed | held-out families | workers | conductor | best single | oracle router | search re-run | vs oracle | vs search | tokens vs MoA |{extra}")
+    print("|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(others))
     pairs_single, pairs_router, pairs_search, ratios = [], [], [], []
+    pairs_other: dict[str, list] = {c: [] for c in others}
     start = time.perf_counter()
     for i, seed in enumerate(seeds):
         held = args.held_out == "all" or (args.held_out == "alternate" and i % 2 == 1)
@@ -62,15 +67,23 @@ def main() -> int:
         pairs_router.append((conductor.correct, router.correct))
         pairs_search.append((conductor.correct, search.correct))
         ratios.append(conductor.mean_tokens / moa.mean_tokens)
+        compared = ""
+        for c, m in others.items():
+            other = run_plans(c, spec, questions, *conductor_plans(c, spec, questions, model=m))
+            pairs_other[c].append((conductor.correct, other.correct))
+            compared += f" {other.accuracy:.1f} |"
         families = ", ".join(sorted({f for f in pool.families if held and f in ("verifier", "quant")})) or "—"
         print(f"| {seed} | {families} | {len(pool.workers)} | {conductor.accuracy:.1f} | {best.accuracy:.1f} | {router.accuracy:.1f} | {search.accuracy:.1f} | "
-              f"{conductor.accuracy - router.accuracy:+.1f} | {conductor.accuracy - search.accuracy:+.1f} | {ratios[-1]:.3f}x |", flush=True)
+              f"{conductor.accuracy - router.accuracy:+.1f} | {conductor.accuracy - search.accuracy:+.1f} | {ratios[-1]:.3f}x |{compared}", flush=True)
     m_1, lo_1, hi_1 = pooled_bootstrap(pairs_single)
     m_r, lo_r, hi_r = pooled_bootstrap(pairs_router)
     m_s, lo_s, hi_s = pooled_bootstrap(pairs_search)
     ratio = sum(ratios) / len(ratios)
     print(f"\n{len(seeds)} pools, {time.perf_counter() - start:.0f} s. Mean over pools: conductor vs best single {m_1:+.1f} [{lo_1:+.1f}, {hi_1:+.1f}]; vs oracle router {m_r:+.1f} [{lo_r:+.1f}, {hi_r:+.1f}] "
           f"(goal >= +2); vs per-pool search re-run {m_s:+.1f} [{lo_s:+.1f}, {hi_s:+.1f}] (goal >= -2); tokens {ratio:.3f}x MoA (goal <= 0.25x)")
+    for c, pairs in pairs_other.items():
+        m_c, lo_c, hi_c = pooled_bootstrap(pairs)
+        print(f"conductor vs {c}: {m_c:+.1f} [{lo_c:+.1f}, {hi_c:+.1f}]")
     missed = m_r < 2.0 or m_s < -2.0 or ratio > 0.25
     return 1 if missed else 0
 

@@ -732,5 +732,9 @@ def validate(workflow: Workflow, n_workers: int, *, max_steps: int = DEFAULT_MAX
     return workflow
 
 
-def parse_and_validate(text: str, n_workers: int, *, max_steps: int = DEFAULT_MAX_STEPS, allow_empty: bool = False) -> Workflow:
-    return validate(parse(text, allow_empty=allow_empty), n_workers, max_steps=max_steps, allow_empty=allow_empty)
+def parse_and_validate(text: str, n_workers: int, *, max_steps: int = DEFAULT_MAX_STEPS, allow_empty: bool = False,
+                       names: Sequence[str] = ()) -> Workflow:
+    """The workflow ``text`` writes, checked against a pool of ``n_workers`` (``names``: the shown workers' names,
+    for a conductor whose ids follow the workers its reasoning names; ``bind_named``)."""
+    workflow = parse(text, allow_empty=allow_empty)
+    return validate(bind_named(workflow, names) if names else workflow, n_workers, max_steps=max_steps, allow_empty=allow_empty)

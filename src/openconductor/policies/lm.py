@@ -14,7 +14,7 @@ from typing import Optional
 from ..budget import LimitReached
 from ..pool import PoolConfigError, PoolSpec, WorkerCallError
 from ..records import PlanRecord, Usage
-from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, bind_named, parse_and_validate
+from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
 from .base import Plan, PlanRequest, Policy, PolicyOptions, Previous, register_policy
 from .baselines import SOLVE
 
@@ -195,11 +195,11 @@ class LMConductor(Policy):
             usage = usage + completion.usage
             record.raw = completion.text
             try:
-                workflow = parse_and_validate(completion.text, len(spec.workers), max_steps=request.max_steps, allow_empty=recursive)
+                # names: a grammar backend cannot bind the ids to the names while decoding, so they are bound here
+                workflow = parse_and_validate(completion.text, len(spec.workers), max_steps=request.max_steps, allow_empty=recursive, names=names)
             except WorkflowError as exc:
                 record.errors.append(f"{exc.code}: {exc}")
                 continue
-            workflow = bind_named(workflow, names)  # a grammar backend cannot bind them while decoding
             record.workflow, record.usage, record.latency_s = workflow.to_record(), usage, time.perf_counter() - start
             return Plan(workflow, record)
         record.usage, record.latency_s = usage, time.perf_counter() - start

@@ -24,7 +24,7 @@ from ..policies.baselines import GivenWorkflow
 from ..policies.lm import conductor_messages
 from ..pool import Pool, PoolSpec
 from ..records import Run
-from ..workflow import Workflow, WorkflowError, bind_named, parse_and_validate
+from ..workflow import Workflow, WorkflowError, parse_and_validate
 from .config import PromptSettings, RewardSettings, TrainConfig
 from .data import decode_grading, shown_names
 
@@ -101,11 +101,9 @@ async def score_completion(
     the shown workers' names when ids follow the names the reasoning gives, ``workflow.bind_named``)."""
     recursive = previous is not None
     try:
-        workflow = parse_and_validate(text, len(pool.spec.workers), max_steps=max_steps, allow_empty=recursive)
+        workflow = parse_and_validate(text, len(pool.spec.workers), max_steps=max_steps, allow_empty=recursive, names=names)
     except WorkflowError as exc:
         return Sample(reward=settings.unparseable, parsed=False, error=exc.code)
-    if names:
-        workflow = bind_named(workflow, names)
     if recursive and workflow.is_accept:
         well_formed, score = await grade_answer(task, previous, reference, grader_options)
         reward = _graded(settings, well_formed, score)

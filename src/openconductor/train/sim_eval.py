@@ -26,7 +26,7 @@ from ..sim.plan_search import GROUPINGS, SOLVE, SearchSettings, search_pool
 from ..sim.questions import DOMAINS, Question
 from ..sim.world import grade_simulated
 from ..sim.world_v3 import Profile
-from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, bind_named, parse_and_validate
+from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
 from .evaluate import paired_bootstrap
 
 
@@ -121,7 +121,7 @@ def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Questio
     plans: list[Optional[Workflow]] = []
     for text in texts:
         try:
-            plans.append(bind_named(parse_and_validate(text, len(spec.workers), max_steps=steps), names))
+            plans.append(parse_and_validate(text, len(spec.workers), max_steps=steps, names=names))
         except WorkflowError:
             plans.append(None)
     own = [len(tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]) + len(tokenizer(t)["input_ids"])
