@@ -30,7 +30,7 @@ class PromptInfo(BaseModel):
     max_steps: Optional[int] = Field(None, ge=1)
     examples: Optional[bool] = None
     fine_grained: Optional[bool] = None
-    show: Optional[Literal["ids", "names", "descriptions"]] = None
+    show: Optional[Literal["ids", "names", "descriptions", "profile"]] = None
     style: Optional[Literal["paper", "compact"]] = None
     ids_follow_names: Optional[bool] = None  # each id is the worker its reasoning line names (workflow.WorkflowFormat.names)
 

@@ -78,6 +78,10 @@ class WorkerSpec(BaseModel):
     price_input_per_m: float = 0.0
     price_output_per_m: float = 0.0
     description: str = ""
+    # Measured accuracy alone per area (0-1), e.g. { math = 0.84, coding = 0.48 }: a conductor shown the pool with
+    # show = "profile" also reads, per area, the workers ranked by it. Simulated workers left without one are
+    # measured in the simulated world when shown (sim/pools.py ``measured_profile``).
+    profile: dict[str, float] = Field(default_factory=dict)
     # Provider-specific settings, checked against the provider's own ``Options`` model (see ``provider_options``).
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -114,7 +118,7 @@ class ConductorSpec(BaseModel):
     # What a prompted (untrained) conductor is told of each worker: its name and description by default, so
     # it can tell gpt-4o from gpt-4o-mini; "ids" is the paper's ordinal-only view, for a conductor that learns
     # strengths from reward. A trained checkpoint is always shown the pool as it was trained (its manifest).
-    show: Literal["ids", "names", "descriptions"] = "descriptions"
+    show: Literal["ids", "names", "descriptions", "profile"] = "descriptions"
     fine_grained_access: bool = True  # allow index lists besides "all"/[]
     temperature: float = 0.7
     max_tokens: int = 768

@@ -71,19 +71,47 @@ Otherwise write a new workflow that verifies or revises it."""
 
 def describe_pool(spec: PoolSpec, show: str = "ids") -> str:
     """The pool as the conductor sees it: ordinal ids ("ids", what a conductor trained from reward learns
-    on), with names, or with names and descriptions (a worker without one is described by its model)."""
+    on), with names, or with names and descriptions (a worker without one is described by its model);
+    "profile": the descriptions, then per area the workers ranked by their measured accuracy (``ranking``)."""
     lines = []
     for i, worker in enumerate(spec.workers):
         line = f"Model id {i}"
         if worker.provider == "conductor":
             line += " (yourself: a recursive round that sees the answer so far and may verify or revise it)"
-        elif show in ("names", "descriptions"):
+        elif show in ("names", "descriptions", "profile"):
             line += f": {worker.name}"
             about = worker.description or (f"{worker.provider} model {worker.model}" if worker.model else f"a {worker.provider} tool")
-            if show == "descriptions":
+            if show != "names":
                 line += f" — {about}"
         lines.append(line)
+    if show == "profile":
+        lines += ranking(spec)
     return "\n".join(lines)
+
+
+RANKED = 3  # workers named per area: the choice is among the best few, and the prompt stays short
+
+
+def ranking(spec: PoolSpec) -> list[str]:
+    """Per area, the workers with the best measured accuracy first ("math: atlas-pro 86, euclid-14b 84, ..."):
+    a small conductor copies a name from a list far more reliably than it compares prose across workers."""
+    profiles = {w.name: w.profile or _measured(w) for w in spec.workers if w.provider != "conductor"}
+    areas = list(dict.fromkeys(a for p in profiles.values() for a in p))
+    if not areas:
+        return []
+    out = ["Measured accuracy alone, best first:"]
+    for area in areas:
+        ranked = sorted(((p[area], n) for n, p in profiles.items() if area in p), key=lambda t: -t[0])[:RANKED]
+        out.append(f"{area}: " + ", ".join(f"{n} {round(100 * a)}" for a, n in ranked))
+    return out
+
+
+def _measured(worker) -> dict[str, float]:
+    if worker.provider != "simulated":
+        return {}
+    from ..sim.pools import measured_profile  # a simulated worker is measured in the world that answers it
+
+    return measured_profile(worker)
 
 
 def conductor_messages(

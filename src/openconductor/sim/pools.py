@@ -13,6 +13,7 @@ name it memorised. ``pool_toml`` renders an ordinary pool file (``conductor sim-
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from dataclasses import dataclass, field
@@ -261,6 +262,39 @@ def describe(w: SimWorker, g: random.Random, kind: Optional[str] = None) -> str:
 _DOMAIN_WORD = {"math": "math", "mmlu": "knowledge", "rlpr": "quantitative reasoning", "lcb": "coding"}
 
 
+# -------------------------------------------------------------------------------------- measured profiles
+
+PROFILE_QUESTIONS = 960  # 240 a domain (about +-3 points), every bucket in its share: a measurement, as a user would run on their pool
+PROFILE_SEED = 7_000
+
+
+def measured_profile(worker) -> dict[str, float]:
+    """A simulated worker's accuracy alone per area, measured on ``PROFILE_QUESTIONS`` world-v3 questions (what
+    ``show = "profile"`` ranks the workers by; areas named as the descriptions name them)."""
+    return dict(_measured(json.dumps(worker.options, sort_keys=True), worker.name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _measured(options: str, name: str) -> tuple[tuple[str, float], ...]:
+    from ..pool import WorkerSpec
+    from .world_v3 import Profile, solo_correct
+
+    profile = Profile.from_spec(WorkerSpec(name=name, provider="simulated", options=json.loads(options)))
+    questions = _profile_questions()
+    out = []
+    for d in DOMAINS:
+        asked = [q for q in questions if q.domain == d]
+        out.append((_DOMAIN_WORD[d], round(sum(solo_correct(q.text, profile) for q in asked) / len(asked), 2)))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1)
+def _profile_questions():
+    from .world_v3 import make_questions
+
+    return make_questions(PROFILE_QUESTIONS, PROFILE_SEED)
+
+
 # ------------------------------------------------------------------------------------------- pool files
 
 
@@ -272,6 +306,12 @@ def _toml_value(value) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     return json.dumps(value)
+
+
+def _profile_of(w: SimWorker, latency: bool) -> dict:
+    from ..pool import WorkerSpec
+
+    return measured_profile(WorkerSpec(name=w.name, provider="simulated", options=w.options(latency=latency)))
 
 
 def pool_toml(pool: SimPool, *, latency: bool = False, checkpoint: Optional[str] = None) -> str:
@@ -295,6 +335,7 @@ def pool_toml(pool: SimPool, *, latency: bool = False, checkpoint: Optional[str]
             f"price_output_per_m = {w.price_out!r}",
             "concurrency = 64",
             f"options = {_toml_value(w.options(latency=latency))}",
+            f"profile = {_toml_value(_profile_of(w, latency))}",
             "",
         ]
     lines += ["[conductor]", 'show = "descriptions"', "max_steps = 3", "fine_grained_access = false"]

@@ -54,7 +54,7 @@ class PromptSettings:
     max_steps: int = 5
     examples: bool = True
     fine_grained: bool = True
-    show: Literal["ids", "names", "descriptions"] = "ids"
+    show: Literal["ids", "names", "descriptions", "profile"] = "ids"
     # "paper": the paper's instructions (what a prompted model needs); "compact": the pool and the output's
     # shape only (171 system-prompt tokens on the offline pool against 333, or 487 with the examples), for a
     # conductor whose warm-up teaches the plans.
@@ -366,7 +366,7 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     if r.enabled and cfg.prompt.show == "ids":
         raise TrainConfigError(
             "randomize.enabled with prompt.show = 'ids': the ordinal ids are renumbered for every question, so nothing "
-            "would identify a worker and routing could not be learned; set prompt.show = 'names' or 'descriptions'"
+            "would identify a worker and routing could not be learned; set prompt.show = 'names', 'descriptions' or 'profile'"
         )
     _validate_grpo(cfg, source)
     if r.enabled and r.k_min > r.k_max:

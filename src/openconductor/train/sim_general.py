@@ -46,11 +46,12 @@ class PromptShape:
     style: str = "compact"
     examples: bool = False
     rename_workers: bool = False  # generated pools' workers get fresh names in every example (``DataSettings.rename_workers``)
+    show: str = "descriptions"  # how the pool is shown: "descriptions", or "profile" (descriptions and the measured ranking)
 
     @classmethod
     def of(cls, cfg) -> "PromptShape":
         """The shape a TrainConfig asks for."""
-        return cls(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples, cfg.data.rename_workers)
+        return cls(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples, cfg.data.rename_workers, cfg.prompt.show)
 
 
 @dataclass
@@ -141,7 +142,7 @@ def examples(searched: list[Searched], prompt: PromptShape, seconds: float) -> C
     groups, rows = [], []
     for p, s in enumerate(searched):
         shown = [shown_pool(s.spec, p, i, prompt.rename_workers) for i in range(len(s.questions))]
-        prompts = [conductor_messages(q.text, spec, max_steps=prompt.max_steps, show="descriptions", fine_grained=False,
+        prompts = [conductor_messages(q.text, spec, max_steps=prompt.max_steps, show=prompt.show, fine_grained=False,
                                       examples=prompt.examples, style=prompt.style) for q, spec in zip(s.questions, shown)]
         targets = [target(b.plan, spec, q) for b, q, spec in zip(s.best, s.questions, shown)]
         groups.append((prompts, targets))
@@ -262,7 +263,7 @@ def grpo_rows(cfg, pools: list[PoolSpec], indices: list[list[int]], per_pool: in
         mine = questions[p * per_pool * 4 : (p + 1) * per_pool * 4]  # each pool its own questions
         kept = [q for q in mine if not all(solo_correct(q.text, pr) for pr in profiles)][:per_pool]
         shown = [shown_pool(spec, p, 10_000 + i, cfg.data.rename_workers) for i in range(len(kept))]  # not the copy's names
-        by_pool.append([TrainRow(prompt=conductor_messages(q.text, view, max_steps=cfg.prompt.max_steps, show="descriptions", fine_grained=False,
+        by_pool.append([TrainRow(prompt=conductor_messages(q.text, view, max_steps=cfg.prompt.max_steps, show=cfg.prompt.show, fine_grained=False,
                                                         examples=cfg.prompt.examples, style=cfg.prompt.style),
                                  question=q.text, reference=q.reference, task="simulated", domain=q.domain, workers=own,
                                  names=[w.name for w in view.workers]) for q, view in zip(kept, shown)])
