@@ -22,7 +22,7 @@ MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53  #
 MODEL_DIR=${MODEL_DIR:-/tmp/oc-model}
 MODEL=$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf  # the stem names its de-quantised cache dir
 RUN=${RUN_DIR:-/tmp/oc-run}
-CONFIG=examples/train_sim_general.toml
+CONFIG=${CONFIG:-examples/train_sim_general.toml}  # CONFIG=examples/train_sim_general_profile.toml: the third run
 if [ "$SMOKE" = 1 ]; then
   BUDGET_S=${BUDGET_S:-1800}; COPY_EPOCHS=${COPY_EPOCHS:-1}; COPY_MAX_MIN=${COPY_MAX_MIN:-30}; GRPO_MAX_STEPS=${GRPO_MAX_STEPS:-1}
   SIZE=(--pools 1 --per-pool 4 --training-pool-examples 4)

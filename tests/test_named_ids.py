@@ -133,3 +133,29 @@ async def test_the_lm_policy_binds_a_trained_conductors_ids_to_the_names_it_give
             result = await make_policy("conductor").plan(PlanRequest("What is 2+2?", pool, max_steps=3))
         assert [s.worker for s in result.workflow.steps] == expected, (follow, result.record.errors)
         assert formats[-1].names == (tuple(names) if follow else ())
+
+
+def test_a_slot_word_must_be_followed_by_a_whole_name_of_the_pool_even_past_the_lines_bound():
+    from openconductor.train.sim_general import _ROLE_WORDS
+    from openconductor.workflow import NAME_SLOTS
+
+    assert set(_ROLE_WORDS.values()) <= set(NAME_SLOTS)  # every role word the copy targets write is a slot
+    fmt = WorkflowFormat(3, 3, reason_chars=40, names=("atlas-pro", "atlas-pro-2", "ember-1b"), name_slots=True)
+    at = fmt.advance(fmt.start(), "Reasoning: hard algebra: plan ")
+    assert fmt.advance(at, "spico") is None and fmt.advance(at, "atlas-pr\n") is None and fmt.advance(at, "atlas-pro-3") is None
+    assert fmt.advance(at, "atlas-pro, check ember-1b\n") is not None and fmt.advance(at, "atlas-pro-2\n") is not None
+    # the line is 36 of its 40 characters long: the name after "check" is finished all the same, then the line ends
+    late = fmt.advance(fmt.start(), "Reasoning: hard algebra: plan atlas-pro, check ")
+    assert fmt.advance(late, "atlas-pro-2\n") is not None and fmt.advance(late, "atlas-pro-2, x") is None
+    assert len("Reasoning: hard algebra: plan atlas-pro, check atlas-pro-2\n") <= fmt.max_chars()
+    # words that are not slots stay free; without name_slots (or names) nothing is constrained
+    assert fmt.advance(fmt.start(), "Reasoning: solver spico and checks\n") is not None
+    free = WorkflowFormat(3, 3, reason_chars=40, names=fmt.names)
+    assert free.advance(free.start(), "Reasoning: plan spico\n") is not None and free.max_chars() < fmt.max_chars()
+
+
+def test_name_slots_without_ids_following_names_is_refused(tmp_path):
+    from openconductor.train.config import TrainConfigError, load_train_config
+
+    with pytest.raises(TrainConfigError, match="name_slots"):
+        load_train_config("examples/train_sim_general.toml", {"prompt.ids_follow_names": False, "prompt.name_slots": True})

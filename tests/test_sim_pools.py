@@ -106,3 +106,30 @@ def test_renamed_pools_keep_every_worker_but_its_name_and_the_names_are_fresh_an
     assert spec.strongest and a.strongest == a.workers[spec.index(spec.strongest)].name
     names = fresh_names(200, random.Random(0))
     assert len({n.split("-")[0] for n in names}) == 200  # no name is another's first part
+
+
+def test_a_profile_ranks_the_workers_per_area_by_measured_accuracy_and_the_pool_file_holds_it():
+    import tomllib
+
+    from openconductor.policies.lm import RANKED, describe_pool, ranking
+    from openconductor.pool import PoolSpec
+    from openconductor.sim.pools import measured_profile
+
+    pool = generate_pool(916, held_out=True)
+    spec = PoolSpec.model_validate(tomllib.loads(pool_toml(pool)))
+    for w, drawn in zip(spec.workers, pool.workers):
+        assert set(w.profile) == {"math", "knowledge", "quantitative reasoning", "coding"}
+        assert w.profile == measured_profile(w)  # deterministic: the same measurement each time
+        # measured, not declared: near the drawn accuracy (240 questions an area)
+        assert abs(w.profile["math"] - drawn.skills["math"]) < 0.12 and abs(w.profile["coding"] - drawn.skills["lcb"]) < 0.12
+    lines = ranking(spec)
+    assert lines[0].startswith("Measured accuracy") and len(lines) == 5
+    math = lines[1].removeprefix("math: ").split(", ")
+    assert len(math) == RANKED and math[0].split(" ")[0] == max(spec.workers, key=lambda w: w.profile["math"]).name
+    assert [int(x.split(" ")[1]) for x in math] == sorted((int(x.split(" ")[1]) for x in math), reverse=True)
+    shown = describe_pool(spec, "profile")
+    assert shown.startswith(describe_pool(spec, "descriptions")) and shown.endswith(lines[-1])
+    # a declared profile wins over the measurement; a worker of another provider without one is left out
+    mixed = spec.model_copy(update={"workers": [spec.workers[0].model_copy(update={"profile": {"math": 0.99}}),
+                                                spec.workers[1].model_copy(update={"provider": "local_gguf", "profile": {}})]})
+    assert ranking(mixed) == ["Measured accuracy alone, best first:", f"math: {spec.workers[0].name} 99"]

@@ -33,6 +33,7 @@ class PromptInfo(BaseModel):
     show: Optional[Literal["ids", "names", "descriptions", "profile"]] = None
     style: Optional[Literal["paper", "compact"]] = None
     ids_follow_names: Optional[bool] = None  # each id is the worker its reasoning line names (workflow.WorkflowFormat.names)
+    name_slots: Optional[bool] = None  # a slot word of that line is followed by a whole pool name (WorkflowFormat.name_slots)
 
 
 class PoolInfo(BaseModel):

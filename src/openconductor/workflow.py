@@ -172,6 +172,9 @@ class WorkflowFormat:
     id must be the k-th worker that line names (``named_workers``), so a conductor that says whom it picks
     cannot then write another worker's id; steps beyond the named ones are free. ``advance()`` enforces
     this; GBNF cannot tie one part to another, so on grammar backends ``bind_named`` applies it after parsing.
+    With ``name_slots`` too, ``advance()`` makes every word of ``NAME_SLOTS`` in the line ("solve", "check", ...)
+    be followed by one of the names, whole (the line's bound gives way to finish it): a small conductor otherwise
+    writes a name-like word that no worker has, and the step it meant is left unbound.
     """
 
     n_workers: int
@@ -182,6 +185,7 @@ class WorkflowFormat:
     subtask_chars: int = 160
     min_subtask_chars: int = 3
     names: tuple[str, ...] = ()
+    name_slots: bool = False
 
     # ---- what the conductor's prompt says about the output
 
@@ -204,7 +208,7 @@ class WorkflowFormat:
 
     @classmethod
     def bounded(cls, n_workers: int, max_steps: int, max_tokens: int, *, fine_grained: bool = False,
-                allow_empty: bool = False, names: Sequence[str] = ()) -> "WorkflowFormat":
+                allow_empty: bool = False, names: Sequence[str] = (), name_slots: bool = False) -> "WorkflowFormat":
         """The format whose longest plan, plus the end-of-text token, fits in ``max_tokens``: the reasoning
         gets up to a quarter of the room (at most ``REASON_CHARS``), the subtasks share the rest (at most
         ``SUBTASK_CHARS`` each). Raises ValueError when even short subtasks do not fit."""
@@ -217,11 +221,12 @@ class WorkflowFormat:
             raise ValueError(f"max_tokens = {max_tokens} is too small for {max_steps} steps over {n_workers} workers: "
                              f"raise it to at least {need}, or lower max_steps")
         return cls(n_workers, max_steps, fine_grained=fine_grained, allow_empty=allow_empty, reason_chars=reason, subtask_chars=subtask,
-                   names=tuple(names))
+                   names=tuple(names), name_slots=name_slots)
 
     def max_chars(self) -> int:
         """The length of the longest string of this language."""
-        return self._fixed_chars(self.n_workers, self.max_steps, self.fine_grained) + self.reason_chars + self.max_steps * self.subtask_chars
+        finish_name = max(map(len, self.names), default=0) if self.name_slots else 0  # a name begun at the line's bound is finished
+        return self._fixed_chars(self.n_workers, self.max_steps, self.fine_grained) + self.reason_chars + finish_name + self.max_steps * self.subtask_chars
 
     @staticmethod
     def _access_chars(k: int, fine_grained: bool) -> int:
@@ -311,6 +316,12 @@ class WorkflowFormat:
             return self._enter(then, n)
         if kind == "reason":  # ("reason", the line so far)
             line = state[1]
+            slot = _name_slot(line) if self.names and self.name_slots else None
+            if slot is not None:  # a name must follow: only a start of one, or the end of a whole one
+                if any(n.startswith(slot + ch) for n in self.names):
+                    return ("reason", line + ch)
+                if slot not in self.names or ch not in ", \n":
+                    return None
             if ch == "\n":
                 bound = named_workers(line, self.names) if self.names else ()
                 return ("lit", FORMAT_IDS, 0, "ids", bound) if line else None
@@ -420,6 +431,17 @@ class FormatGrammar(str):
         self = super().__new__(cls, fmt.gbnf())
         self.format = fmt
         return self
+
+
+NAME_SLOTS = ("solve", "plan", "implement", "check", "combine")  # words a worker's name follows in a named line
+_SLOT = re.compile(rf"(?:^|[\s,:;])(?:{'|'.join(NAME_SLOTS)}) ([^\s,]*)$")
+
+
+def _name_slot(line: str) -> Optional[str]:
+    """What the line has written of the name after its last slot word ("plan atl" -> "atl"), or None when
+    the line is not inside such a name."""
+    m = _SLOT.search(line)
+    return m.group(1) if m else None
 
 
 def named_workers(reasoning: str, names: Sequence[str]) -> tuple[int, ...]:

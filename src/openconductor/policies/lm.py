@@ -169,6 +169,7 @@ class LMConductor(Policy):
         recursive = request.previous is not None
         examples, style = self.examples, "paper"
         names: tuple[str, ...] = ()
+        name_slots = False
         if options.checkpoint:
             from ..providers.transformers_local import trained_prompt
 
@@ -177,6 +178,7 @@ class LMConductor(Policy):
             style = trained.style or "paper"  # prompted exactly as it was trained
             if trained.ids_follow_names and options.show != "ids":  # its ids follow the workers its reasoning names
                 names = tuple(w.name for w in spec.workers)
+                name_slots = bool(trained.name_slots)
         messages = conductor_messages(
             request.question, spec, max_steps=request.max_steps, previous=request.previous, show=options.show,
             fine_grained=options.fine_grained_access, examples=examples is not False, style=style,
@@ -186,7 +188,7 @@ class LMConductor(Policy):
             grammar = (
                 WorkflowFormat.bounded(
                     len(spec.workers), request.max_steps, options.max_tokens, allow_empty=recursive, fine_grained=options.fine_grained_access,
-                    names=names,
+                    names=names, name_slots=name_slots,
                 ).grammar()
                 if use_grammar
                 else None

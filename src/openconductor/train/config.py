@@ -63,6 +63,9 @@ class PromptSettings:
     # the conductor learns whom to pick by name, and the ids follow, so no id is memorised from one pool.
     # Needs show = "names" or "descriptions" (an ids-only prompt names nobody).
     ids_follow_names: bool = False
+    # With ids_follow_names: a word such as "plan" or "check" in the reasoning line must be followed by one of the
+    # pool's names, whole, while decoding (workflow.WorkflowFormat.name_slots), so a name no worker has is never written.
+    name_slots: bool = False
 
 
 @dataclass(config=_STRICT)
@@ -277,11 +280,12 @@ class RolloutSettings:
     reason_chars: int = 80  # the format's bounds while constrained (keep them within max_completion_length); 80 as at run time
     subtask_chars: int = 72
 
-    def format(self, n_workers: int, max_steps: int, *, fine_grained: bool, recursive: bool = False, names: tuple[str, ...] = ()):
+    def format(self, n_workers: int, max_steps: int, *, fine_grained: bool, recursive: bool = False, names: tuple[str, ...] = (),
+               name_slots: bool = False):
         from ..workflow import WorkflowFormat
 
         return WorkflowFormat(n_workers, max_steps, fine_grained=fine_grained, allow_empty=recursive,
-                              reason_chars=self.reason_chars, subtask_chars=self.subtask_chars, names=names)
+                              reason_chars=self.reason_chars, subtask_chars=self.subtask_chars, names=names, name_slots=name_slots)
 
 
 @dataclass(config=_STRICT)
@@ -343,6 +347,9 @@ class TrainConfig:
 
 def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     g, r = cfg.settings, cfg.randomize
+    if cfg.prompt.name_slots and not cfg.prompt.ids_follow_names:
+        raise TrainConfigError(f"{source}: prompt.name_slots constrains the names the reasoning gives to the ids, but prompt.ids_follow_names "
+                               "is off: set it too, or leave name_slots out")
     if cfg.prompt.ids_follow_names and cfg.prompt.show == "ids":
         raise TrainConfigError(f"{source}: prompt.ids_follow_names binds ids to the workers the reasoning names, but prompt.show = \"ids\" "
                                "shows no names: set show = \"names\" or \"descriptions\"")

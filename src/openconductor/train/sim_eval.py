@@ -115,7 +115,8 @@ def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Questio
     messages = [conductor_messages(q.text, spec, max_steps=steps, show=prompt.show or "descriptions", fine_grained=fine,
                                    examples=bool(prompt.examples), style=prompt.style or "compact") for q in questions]
     names = tuple(w.name for w in spec.workers) if prompt.ids_follow_names else ()
-    fmt = WorkflowFormat(len(spec.workers), steps, fine_grained=fine, reason_chars=80, subtask_chars=96, names=names)
+    fmt = WorkflowFormat(len(spec.workers), steps, fine_grained=fine, reason_chars=80, subtask_chars=96, names=names,
+                         name_slots=bool(prompt.name_slots))
     texts = generate_batch(model, tokenizer, messages, max_new_tokens=192, temperature=0.0, seed=0, batch_size=batch_size,
                            formats=[fmt] * len(messages))
     plans: list[Optional[Workflow]] = []

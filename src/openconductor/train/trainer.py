@@ -282,7 +282,7 @@ def row_format(cfg: TrainConfig, row: TrainRow, spec: PoolSpec):
     ``prompt.ids_follow_names``, the shown workers' names, to which the ids are bound)."""
     names = shown_names(row.names, row.workers, spec) if cfg.prompt.ids_follow_names else ()
     return cfg.rollout.format(len(row.workers), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, recursive=row.round == 2,
-                              names=names)
+                              names=names, name_slots=cfg.prompt.name_slots)
 
 
 
