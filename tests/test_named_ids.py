@@ -159,3 +159,16 @@ def test_name_slots_without_ids_following_names_is_refused(tmp_path):
 
     with pytest.raises(TrainConfigError, match="name_slots"):
         load_train_config("examples/train_sim_general.toml", {"prompt.ids_follow_names": False, "prompt.name_slots": True})
+
+
+def test_a_near_miss_prefers_the_name_in_other_case_and_the_whole_name_a_word_continues():
+    pool = ("gpt-4o", "gpt-4o-mini", "claude-3-haiku")
+    assert named_workers("a gpt-4o-based plan, then Gpt-4o solves", pool) == (0, 0)
+    assert named_workers("solve gpt-4o-mini-2", pool) == (1,)
+
+
+def test_bounded_formats_with_name_slots_fit_their_token_budget():
+    names = tuple(f"worker-with-a-long-name-{i}" for i in range(4))
+    for budget in (384, 512, 768, 1024):
+        fmt = WorkflowFormat.bounded(4, 5, budget, names=names, name_slots=True)
+        assert fmt.max_chars() + 1 <= budget

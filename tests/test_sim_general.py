@@ -233,3 +233,14 @@ def test_the_copy_data_check_names_what_differs_from_the_issue_scale(tmp_path, c
     with pytest.raises(SystemExit):
         copy_data.main(["examples/train_sim_general.toml", str(path)])
     assert "copy.per_pool: 4 != 48" in capsys.readouterr().err
+
+
+def test_a_general_conductor_over_generated_pools_refuses_a_pool_shown_by_ids_or_names():
+    from openconductor.train.config import TrainConfigError, load_train_config
+    from openconductor.train.sim_general import PromptShape
+
+    for show in ("ids", "names"):
+        cfg = load_train_config("examples/train_sim_general.toml", {"prompt.show": show, "prompt.ids_follow_names": False})
+        with pytest.raises(TrainConfigError, match="descriptions"):
+            PromptShape.of(cfg)
+    assert PromptShape.of(load_train_config("examples/train_sim_general_profile.toml")).show == "profile"

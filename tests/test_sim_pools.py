@@ -133,3 +133,13 @@ def test_a_profile_ranks_the_workers_per_area_by_measured_accuracy_and_the_pool_
     mixed = spec.model_copy(update={"workers": [spec.workers[0].model_copy(update={"profile": {"math": 0.99}}),
                                                 spec.workers[1].model_copy(update={"provider": "local_gguf", "profile": {}})]})
     assert ranking(mixed) == ["Measured accuracy alone, best first:", f"math: {spec.workers[0].name} 99"]
+
+
+@pytest.mark.parametrize("value", [84, -0.5, float("nan"), float("inf")])
+def test_a_profile_outside_0_to_1_is_refused_with_a_clear_error(value):
+    from pydantic import ValidationError
+
+    from openconductor.pool import WorkerSpec
+
+    with pytest.raises(ValidationError, match="accuracies from 0 to 1"):
+        WorkerSpec(name="w", provider="simulated", profile={"math": value})

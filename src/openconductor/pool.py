@@ -85,6 +85,14 @@ class WorkerSpec(BaseModel):
     # Provider-specific settings, checked against the provider's own ``Options`` model (see ``provider_options``).
     options: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("profile")
+    @classmethod
+    def _accuracies(cls, profile: dict[str, float]) -> dict[str, float]:
+        bad = {area: value for area, value in profile.items() if not 0.0 <= value <= 1.0}  # NaN fails too
+        if bad:
+            raise ValueError(f"profile holds accuracies from 0 to 1 (0.84 for 84 %); got {bad}")
+        return profile
+
     @field_validator("provider")
     @classmethod
     def _known_provider(cls, name: str) -> str:

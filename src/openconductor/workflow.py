@@ -213,6 +213,7 @@ class WorkflowFormat:
         gets up to a quarter of the room (at most ``REASON_CHARS``), the subtasks share the rest (at most
         ``SUBTASK_CHARS`` each). Raises ValueError when even short subtasks do not fit."""
         fixed = cls._fixed_chars(n_workers, max_steps, fine_grained)
+        fixed += max(map(len, names), default=0) if name_slots else 0  # a name begun at the line's bound is finished (max_chars)
         room = max_tokens - 1 - fixed
         reason = min(REASON_CHARS, max(8, room // 4))
         subtask = min(SUBTASK_CHARS, (room - reason) // max_steps)
@@ -468,12 +469,20 @@ _WORD = re.compile(r"[A-Za-z0-9][\w.+-]*")
 
 
 def _near_name(word: str, names: Sequence[str]) -> Optional[int]:
-    """The one worker a hyphenated word that is not its name most likely means: among the names with the word's
-    first part ("summit" of "summit-ultra-7"), the one sharing the longest start with it; None when no name has
-    that first part or two share it equally (a small conductor misspells a name; it must not bind a stranger)."""
+    """The one worker a hyphenated word that is not its name most likely means: the name in other case; else the
+    longest name the word continues with "-" ("gpt-4o" in "gpt-4o-based", "summit-ultra" in "summit-ultra-7");
+    else, among the names with the word's first part, the one sharing the longest start with it ("zenith-ultra-7"
+    for "zenith-ultr"); None when none or two equally (a small conductor misspells a name; it must not bind a stranger)."""
+    low = word.lower()
+    same = [i for i, n in enumerate(names) if n.lower() == low]
+    if len(same) == 1:
+        return same[0]
     if "-" not in word:
         return None
-    first = word.split("-")[0].lower()
+    within = sorted(((len(n), i) for i, n in enumerate(names) if low.startswith(n.lower() + "-")), reverse=True)
+    if within:
+        return within[0][1]
+    first = low.split("-")[0]
     shared = [(len(os.path.commonprefix([word.lower(), n.lower()])), i) for i, n in enumerate(names) if n.split("-")[0].lower() == first]
     if not shared:
         return None

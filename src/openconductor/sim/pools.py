@@ -186,7 +186,9 @@ def fresh_names(count: int, g: random.Random, avoid: frozenset[str] = frozenset(
 
 def renamed(spec, g: random.Random):
     """``spec`` (a PoolSpec) with every worker given a fresh name, its description saying the new one: a training
-    example whose names carry no memory of other pools. The workers' answers do not depend on their names."""
+    example's prompt whose names carry no memory of other pools. For prompts only: the training code runs each
+    plan on the pool's own workers, by id; run as it is, a renamed worker would answer differently (world v3
+    keys a worker's blind spots by its name), and references to old names (fallbacks, workflows) are not mapped."""
     new = fresh_names(len(spec.workers), g, avoid=frozenset(w.name for w in spec.workers))
     workers = [w.model_copy(update={"name": n, "description": (w.description or "").replace(w.name, n) or None})
                for w, n in zip(spec.workers, new)]

@@ -50,7 +50,12 @@ class PromptShape:
 
     @classmethod
     def of(cls, cfg) -> "PromptShape":
-        """The shape a TrainConfig asks for."""
+        """The shape a TrainConfig asks for (the pool described: ids or bare names say nothing across pools)."""
+        if cfg.prompt.show not in ("descriptions", "profile"):
+            from .config import TrainConfigError
+
+            raise TrainConfigError(f"a general conductor over generated pools needs prompt.show = \"descriptions\" or \"profile\" "
+                                   f"(got {cfg.prompt.show!r}): every generated pool numbers and names different workers")
         return cls(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples, cfg.data.rename_workers, cfg.prompt.show)
 
 
