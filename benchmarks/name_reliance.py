@@ -50,13 +50,15 @@ def main() -> int:
     new_name = renamed(spec, random.Random(0)).workers[top].name
     grades = w.description.split(". ")
     plain = ". ".join(s for s in grades if "at " in s or ": " in s or "Skill" in s) or w.description
+
+    def top_changed(**update) -> PoolSpec:  # the pool with only its favourite worker changed
+        return spec.model_copy(update={"workers": [x.model_copy(update=update) if i == top else x for i, x in enumerate(spec.workers)]})
+
     variants = [
         ("as generated", spec),
         (f"{w.name} moved to id 0", spec.model_copy(update={"workers": [w] + others})),
-        (f"{w.name} renamed {new_name}", spec.model_copy(update={"workers": [x if i != top else x.model_copy(update={
-            "name": new_name, "description": x.description.replace(w.name, new_name)}) for i, x in enumerate(spec.workers)]})),
-        (f"{w.name} with a plain description", spec.model_copy(update={"workers": [x if i != top else x.model_copy(update={
-            "description": plain}) for i, x in enumerate(spec.workers)]})),
+        (f"{w.name} renamed {new_name}", top_changed(name=new_name, description=w.description.replace(w.name, new_name))),
+        (f"{w.name} with a plain description", top_changed(description=plain)),
         (f"{w.name} removed", spec.model_copy(update={"workers": others})),
         ("every worker renamed", renamed(spec, random.Random(1))),
     ]

@@ -213,7 +213,7 @@ class WorkflowFormat:
         gets up to a quarter of the room (at most ``REASON_CHARS``), the subtasks share the rest (at most
         ``SUBTASK_CHARS`` each). Raises ValueError when even short subtasks do not fit."""
         fixed = cls._fixed_chars(n_workers, max_steps, fine_grained)
-        fixed += max(map(len, names), default=0) if name_slots else 0  # a name begun at the line's bound is finished (max_chars)
+        fixed += _finished_name_chars(names, name_slots)
         room = max_tokens - 1 - fixed
         reason = min(REASON_CHARS, max(8, room // 4))
         subtask = min(SUBTASK_CHARS, (room - reason) // max_steps)
@@ -226,8 +226,8 @@ class WorkflowFormat:
 
     def max_chars(self) -> int:
         """The length of the longest string of this language."""
-        finish_name = max(map(len, self.names), default=0) if self.name_slots else 0  # a name begun at the line's bound is finished
-        return self._fixed_chars(self.n_workers, self.max_steps, self.fine_grained) + self.reason_chars + finish_name + self.max_steps * self.subtask_chars
+        return (self._fixed_chars(self.n_workers, self.max_steps, self.fine_grained) + self.reason_chars
+                + _finished_name_chars(self.names, self.name_slots) + self.max_steps * self.subtask_chars)
 
     @staticmethod
     def _access_chars(k: int, fine_grained: bool) -> int:
@@ -438,6 +438,11 @@ NAME_SLOTS = ("solve", "plan", "implement", "check", "combine")  # words a worke
 _SLOT = re.compile(rf"(?:^|[\s,:;])(?:{'|'.join(NAME_SLOTS)}) ([^\s,]*)$")
 
 
+def _finished_name_chars(names: Sequence[str], name_slots: bool) -> int:
+    """How far past its bound a reasoning line may run: with name slots, a name begun at the bound is finished."""
+    return max(map(len, names), default=0) if name_slots else 0
+
+
 def _name_slot(line: str) -> Optional[str]:
     """What the line has written of the name after its last slot word ("plan atl" -> "atl"), or None when
     the line is not inside such a name."""
@@ -483,7 +488,7 @@ def _near_name(word: str, names: Sequence[str]) -> Optional[int]:
     if within:
         return within[0][1]
     first = low.split("-")[0]
-    shared = [(len(os.path.commonprefix([word.lower(), n.lower()])), i) for i, n in enumerate(names) if n.split("-")[0].lower() == first]
+    shared = [(len(os.path.commonprefix([low, n.lower()])), i) for i, n in enumerate(names) if n.lower().split("-")[0] == first]
     if not shared:
         return None
     shared.sort(reverse=True)

@@ -190,7 +190,7 @@ def renamed(spec, g: random.Random):
     plan on the pool's own workers, by id; run as it is, a renamed worker would answer differently (world v3
     keys a worker's blind spots by its name), and references to old names (fallbacks, workflows) are not mapped."""
     new = fresh_names(len(spec.workers), g, avoid=frozenset(w.name for w in spec.workers))
-    workers = [w.model_copy(update={"name": n, "description": (w.description or "").replace(w.name, n) or None})
+    workers = [w.model_copy(update={"name": n, "description": w.description.replace(w.name, n)})
                for w, n in zip(spec.workers, new)]
     strongest = dict(zip((w.name for w in spec.workers), new)).get(spec.strongest) if spec.strongest else None
     return spec.model_copy(update={"workers": workers, "strongest": strongest})
