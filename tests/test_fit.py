@@ -170,3 +170,15 @@ def test_fit_on_the_real_offline_pool_with_a_tiny_budget(tmp_path):
     assert result.stopped is None and (result.checkpoint / "conductor.gguf").exists()
     assert "lookup (per task)" in result.report and "single:qwen-coder" in result.report
     assert 0 < result.spend.calls <= estimate["total"]["calls"]
+
+
+def test_the_evaluation_questions_decide_only_the_evaluation():
+    from openconductor.train.data import Item
+    from openconductor.train.fitdata import FitQuestions
+
+    train = [Item(question="2+2?", reference="4", task="basic_arithmetic", domain="sums")]
+    few = FitQuestions(train, held_out=[Item(question="3+3?", reference="6", task="basic_arithmetic", domain="sums")])
+    more = FitQuestions(train, held_out=few.held_out + [Item(question="4+4?", reference="8", task="basic_arithmetic", domain="sums")])
+    # Another --eval-n keeps the training stages' digest (nothing is retrained) and changes the evaluation's.
+    assert few.digest() == more.digest() and few.eval_digest() != more.eval_digest()
+    assert FitQuestions(train + more.held_out[:1], held_out=[]).digest() != few.digest()

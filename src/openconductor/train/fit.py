@@ -309,7 +309,7 @@ async def evaluate_stage(ctx: FitContext, state: FitState, key: str, meter: Mete
     from .fitsearch import lookup_table
 
     out = ctx.out / "eval"
-    key = digest(key, ctx.settings.eval_n, ctx.settings.eval_tasks)
+    key = digest(key, ctx.questions.eval_digest())
     if state.done("evaluate", key) and (out / "report.md").exists():
         return (out / "report.md").read_text().rstrip()
     if state.stages.get("evaluate-started", {}).get("digest") != key:

@@ -45,9 +45,18 @@ class FitQuestions:
         return [item for item in self.train if item.domain == group]
 
     def digest(self) -> str:
-        """What decides every later stage: the questions' texts, groups and graders, in order."""
-        parts = [[i.question, i.domain, i.task] for i in self.train + self.held_out + self.unseen]
-        return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+        """What decides the training stages: the training questions' texts, groups and graders, in order.
+        The evaluation's questions are not in it, so a rerun with another ``--eval-n`` redoes only the evaluation."""
+        return _digest(self.train)
+
+    def eval_digest(self) -> str:
+        """What decides the evaluation's questions (held-out and unseen kinds)."""
+        return _digest(self.held_out + self.unseen)
+
+
+def _digest(items: list[Item]) -> str:
+    parts = [[i.question, i.domain, i.task] for i in items]
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
 def task_questions(tasks: list[str], per_task: int, eval_per_task: int, *, options: Optional[dict[str, dict[str, Any]]] = None,
