@@ -154,6 +154,34 @@ def test_a_slot_word_must_be_followed_by_a_whole_name_of_the_pool_even_past_the_
     assert free.advance(free.start(), "Reasoning: plan spico\n") is not None and free.max_chars() < fmt.max_chars()
 
 
+def test_the_slot_carried_in_the_state_reads_lines_as_the_slot_pattern_does():
+    """The automaton keeps the name begun after a slot word in its state; a line is admitted exactly when, at each
+    character, the text after the last slot word (found by the pattern over the whole line) is a start of a name."""
+    import random
+    import re
+
+    from openconductor.workflow import NAME_SLOTS
+
+    names = ("atlas-pro", "atlas-pro-2", "ember-1b", "plan")
+    slot = re.compile(rf"(?:^|[\s,:;])(?:{'|'.join(NAME_SLOTS)}) ([^\s,]*)$")
+
+    def admitted(line: str) -> bool:
+        for k in range(len(line)):
+            m = slot.search(line[:k])
+            if m and not any(n.startswith(m.group(1) + line[k]) for n in names):
+                if m.group(1) not in names or line[k] not in ", ":
+                    return False
+        return True
+
+    fmt = WorkflowFormat(4, 3, reason_chars=200, names=names, name_slots=True)
+    pieces = ["plan ", "check ", "solve", " ", ",", ":", "atlas-pro", "-2", "ember-1b", "x", "plan", "implement "]
+    rng = random.Random(0)
+    for _ in range(3000):
+        line = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 7))).lstrip()
+        state = fmt.advance(fmt.start(), "Reasoning: " + line)
+        assert (state is not None) == admitted(line), line
+
+
 def test_name_slots_without_ids_following_names_is_refused(tmp_path):
     from openconductor.train.config import TrainConfigError, load_train_config
 

@@ -315,18 +315,21 @@ class WorkflowFormat:
             if pos + 1 < len(literal):
                 return ("lit", literal, pos + 1, then, n)
             return self._enter(then, n)
-        if kind == "reason":  # ("reason", the line so far)
-            line = state[1]
-            slot = _name_slot(line) if self.names and self.name_slots else None
+        if kind == "reason":  # ("reason", the line so far, the name begun after a slot word or None)
+            _, line, slot = state
             if slot is not None:  # a name must follow: only a start of one, or the end of a whole one
                 if any(n.startswith(slot + ch) for n in self.names):
-                    return ("reason", line + ch)
+                    return ("reason", line + ch, slot + ch)
                 if slot not in self.names or ch not in ", \n":
                     return None
             if ch == "\n":
                 bound = named_workers(line, self.names) if self.names else ()
                 return ("lit", FORMAT_IDS, 0, "ids", bound) if line else None
-            return ("reason", line + ch) if _printable(ch) and len(line) < self.reason_chars else None
+            if not (_printable(ch) and len(line) < self.reason_chars):
+                return None
+            # The slot is carried in the state, so a slot word is looked for only where a space may open one.
+            opens = ch == " " and self.names and self.name_slots and _SLOT_OPENS.search(line[-_LONGEST_SLOT:] + ch)
+            return ("reason", line + ch, "" if opens else None)
         if kind == "id":  # ("id", steps so far, digits of this id, ids the reasoning bound)
             _, n, digits, bound = state
             want = str(bound[n]) if n < len(bound) else None
@@ -381,7 +384,7 @@ class WorkflowFormat:
 
     def _enter(self, part: str, n) -> tuple:
         if part == "reason":
-            return ("reason", "")
+            return ("reason", "", None)
         if part == "id":
             count, bound = n
             return ("id", count, "", bound)
@@ -435,19 +438,13 @@ class FormatGrammar(str):
 
 
 NAME_SLOTS = ("solve", "plan", "implement", "check", "combine")  # words a worker's name follows in a named line
-_SLOT = re.compile(rf"(?:^|[\s,:;])(?:{'|'.join(NAME_SLOTS)}) ([^\s,]*)$")
+_SLOT_OPENS = re.compile(rf"(?:^|[\s,:;])(?:{'|'.join(NAME_SLOTS)}) $")  # a line that now expects a name
+_LONGEST_SLOT = max(map(len, NAME_SLOTS)) + 1  # the tail of a line that decides whether a slot opens
 
 
 def _finished_name_chars(names: Sequence[str], name_slots: bool) -> int:
     """How far past its bound a reasoning line may run: with name slots, a name begun at the bound is finished."""
     return max(map(len, names), default=0) if name_slots else 0
-
-
-def _name_slot(line: str) -> Optional[str]:
-    """What the line has written of the name after its last slot word ("plan atl" -> "atl"), or None when
-    the line is not inside such a name."""
-    m = _SLOT.search(line)
-    return m.group(1) if m else None
 
 
 def named_workers(reasoning: str, names: Sequence[str]) -> tuple[int, ...]:
