@@ -51,6 +51,9 @@ def test_load_toml_and_yaml(tmp_path):
         ('[[workers]]\nname = "a"\nprovider = "simulated"\n[conductor]\nworker = "zz"', "unknown worker 'zz'"),
         ('[[workers]]\nname = "a"\nprovider = "simulated"\ntemprature = 0.1', "temprature"),
         ("workers = [", "not valid TOML"),
+        ('[[workers]]\nname = "a\\nb"\nprovider = "simulated"', "one line of printable text"),
+        ('[[workers]]\nname = " a"\nprovider = "simulated"', "without leading or trailing spaces"),
+        ('[[workers]]\nname = ""\nprovider = "simulated"', "one line of printable text"),
     ],
 )
 def test_bad_pool_files_name_the_problem(tmp_path, text, fragment):

@@ -85,6 +85,15 @@ class WorkerSpec(BaseModel):
     # Provider-specific settings, checked against the provider's own ``Options`` model (see ``provider_options``).
     options: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("name")
+    @classmethod
+    def _one_line_name(cls, name: str) -> str:
+        # A name is written into the conductor's one-line reasoning and matched there as a word: a line break,
+        # a control character or edge spaces in it would split that line or never match.
+        if not name or name != name.strip() or not name.isprintable():
+            raise ValueError(f"a worker's name is one line of printable text without leading or trailing spaces; got {name!r}")
+        return name
+
     @field_validator("profile")
     @classmethod
     def _accuracies(cls, profile: dict[str, float]) -> dict[str, float]:
