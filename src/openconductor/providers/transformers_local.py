@@ -227,7 +227,10 @@ def trained_workers(manifest: ConductorManifest) -> Optional[list[str]]:
 def check_pool_fits(manifest: ConductorManifest, spec: PoolSpec, path: Path) -> None:
     """Refuse a conductor that knows its workers by ordinal id on a pool whose workers are not the ones it
     was trained on: its ids would name other workers (stale ids). A conductor trained with the pool shown
-    by names or descriptions reads whichever pool it is given, and is prompted that way."""
+    by names or descriptions reads whichever pool it is given, and is prompted that way. One trained to read
+    each area's ranking by measured accuracy (show = "profile") is refused on a pool where nothing is measured."""
+    if manifest.prompt.show == "profile":
+        _check_profiles(spec, path)
     if (manifest.prompt.show or "ids") != "ids":
         return
     trained_on, here = trained_workers(manifest), [w.name for w in spec.workers]
@@ -236,6 +239,21 @@ def check_pool_fits(manifest: ConductorManifest, spec: PoolSpec, path: Path) -> 
             f"conductor {path} was trained on ordinal ids for the pool [{', '.join(trained_on)}]; pool {spec.name!r} has "
             f"[{', '.join(here)}], so its ids would name other workers. Use a conductor trained with the pool shown by descriptions "
             "(e.g. builtin:sim-general for simulated pools), retrain on this pool, or plan without it (--conductor none)")
+
+
+def _check_profiles(spec: PoolSpec, path: Path) -> None:
+    from ..policies.lm import _measured  # a simulated worker is measured in its world; others need a profile
+
+    workers = [w for w in spec.workers if w.provider != "conductor"]
+    unmeasured = [w.name for w in workers if not (w.profile or _measured(w))]
+    if len(unmeasured) == len(workers):
+        raise PoolConfigError(
+            f"conductor {path} was trained to pick workers from their measured accuracy per area (show = \"profile\"), "
+            f"and no worker of pool {spec.name!r} has a profile. Add profile = {{ math = 0.8, ... }} to each worker "
+            "(`conductor fit POOL` measures one), or use a conductor trained on descriptions")
+    if unmeasured:
+        log.warning("conductor %s reads each area's ranking by measured accuracy; pool %r's workers without a profile are "
+                    "left out of it: %s", path, spec.name, ", ".join(unmeasured))
 
 
 class TransformersOptions(BaseModel):
