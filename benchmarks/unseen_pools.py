@@ -7,7 +7,10 @@ draws from every family with at least one held out of training), N held-out ques
 them: the conductor (default builtin:sim-general; greedy, pool shown by descriptions), the pool's best single
 worker and oracle per-domain router (declared accuracies), MoA (7 proposers + random aggregator; tokens
 only matter here) and the per-pool search re-run (sim/plan_search.py, one plan per bucket, found on
-training-side questions: what a lookup reaches with its own search budget). Prints one row per pool and a
+training-side questions: what a lookup reaches with its own search budget), and the rank lookup: one plan per
+bucket over ranks ("plan with the best of the question's area, check with the second"), found across the 60
+generated training pools and the training pool (``sim_eval.rank_table``), the lookup a conductor that reads the
+measured ranking could reach on any pool without learning it. Prints one row per pool and a
 last line with the mean margins over pools and 95 % intervals (each pool's questions resampled); exits 1
 when a goal is missed: mean >= oracle router + 2, >= search re-run - 2, tokens <= 0.25x MoA's. ``--compare``:
 other conductors on the same pools and questions, a column each, and the conductor's paired margin over each.
@@ -18,13 +21,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 import tomllib
 
 from openconductor.pool import PoolSpec
 from openconductor.sim.plan_search import SearchSettings
 from openconductor.sim.pools import generate_pool, pool_toml
+from openconductor.train.sim_general import CopySettings, training_pools
 from openconductor.sim.world_v3 import make_questions
-from openconductor.train.sim_eval import conductor_plans, lookup_plans, moa_plans, pooled_bootstrap, run_plans, single_plans
+from openconductor.train.sim_eval import (conductor_plans, lookup_plans, moa_plans, pooled_bootstrap, rank_lookup_plans, rank_table, run_plans,
+                                          single_plans)
 
 BUCKET = "bucket (subtopic x level)"
 
@@ -37,6 +43,8 @@ def main() -> int:
     ap.add_argument("--held-out", choices=["alternate", "all", "none"], default="alternate")
     ap.add_argument("--eval-seed", type=int, default=1000)
     ap.add_argument("--compare", default="", help="comma-separated other conductors, scored on the same pools and questions")
+    ap.add_argument("--rank-questions", type=int, default=5, help="training-side questions per bucket and training pool for the rank lookup")
+    ap.add_argument("--training-pool", default="examples/pools/simulated_paper_v3.toml")
     args = ap.parse_args()
     from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
 
@@ -46,11 +54,16 @@ def main() -> int:
     questions = make_questions(args.n, args.eval_seed)
     settings = SearchSettings()
     search_questions = make_questions(48 * settings.questions, 5_000, exclude=frozenset(q.text for q in questions))
+    per_bucket: dict = {}
+    for q in search_questions:
+        per_bucket.setdefault(q.bucket, []).append(q)
+    rank_questions = [q for qs in per_bucket.values() for q in qs[: args.rank_questions]]
+    ranks = rank_table(training_pools(CopySettings(), Path(args.training_pool)), rank_questions, BUCKET)
     print("SIMULATED: world v3, generated pools never trained on; accuracy % on", args.n, "held-out questions per pool")
     extra = "".join(f" {c} |" for c in others)
-    print(f"| seed | held-out families | workers | conductor | best single | oracle router | search re-run | vs oracle | vs search | tokens vs MoA |{extra}")
-    print("|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(others))
-    pairs_single, pairs_router, pairs_search, ratios = [], [], [], []
+    print(f"| seed | held-out families | workers | conductor | best single | oracle router | search re-run | rank lookup | vs oracle | vs search | vs rank lookup | tokens vs MoA |{extra}")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(others))
+    pairs_single, pairs_router, pairs_search, pairs_rank, ratios, rank_ratios = [], [], [], [], [], []
     pairs_other: dict[str, list] = {c: [] for c in others}
     start = time.perf_counter()
     for i, seed in enumerate(seeds):
@@ -62,25 +75,34 @@ def main() -> int:
         singles = {k: run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()}
         best, router = list(singles.values())
         search = run_plans("search", spec, questions, lookup_plans(spec, questions, search_questions, [BUCKET], settings)[f"best lookup: one plan per {BUCKET}"])
+        rank = run_plans("rank lookup", spec, questions, rank_lookup_plans(spec, questions, ranks, BUCKET))
         moa = run_plans("MoA", spec, questions, moa_plans(spec, questions))
         pairs_single.append((conductor.correct, best.correct))
         pairs_router.append((conductor.correct, router.correct))
         pairs_search.append((conductor.correct, search.correct))
+        pairs_rank.append((conductor.correct, rank.correct))
         ratios.append(conductor.mean_tokens / moa.mean_tokens)
+        rank_ratios.append(rank.mean_tokens / moa.mean_tokens)
         compared = ""
         for c, m in others.items():
             other = run_plans(c, spec, questions, *conductor_plans(c, spec, questions, model=m))
             pairs_other[c].append((conductor.correct, other.correct))
             compared += f" {other.accuracy:.1f} |"
         families = ", ".join(sorted({f for f in pool.families if held and f in ("verifier", "quant")})) or "—"
-        print(f"| {seed} | {families} | {len(pool.workers)} | {conductor.accuracy:.1f} | {best.accuracy:.1f} | {router.accuracy:.1f} | {search.accuracy:.1f} | "
-              f"{conductor.accuracy - router.accuracy:+.1f} | {conductor.accuracy - search.accuracy:+.1f} | {ratios[-1]:.3f}x |{compared}", flush=True)
+        print(f"| {seed} | {families} | {len(pool.workers)} | {conductor.accuracy:.1f} | {best.accuracy:.1f} | {router.accuracy:.1f} | {search.accuracy:.1f} | {rank.accuracy:.1f} | "
+              f"{conductor.accuracy - router.accuracy:+.1f} | {conductor.accuracy - search.accuracy:+.1f} | {conductor.accuracy - rank.accuracy:+.1f} | "
+              f"{ratios[-1]:.3f}x |{compared}", flush=True)
     m_1, lo_1, hi_1 = pooled_bootstrap(pairs_single)
     m_r, lo_r, hi_r = pooled_bootstrap(pairs_router)
     m_s, lo_s, hi_s = pooled_bootstrap(pairs_search)
+    m_k, lo_k, hi_k = pooled_bootstrap(pairs_rank)
     ratio = sum(ratios) / len(ratios)
     print(f"\n{len(seeds)} pools, {time.perf_counter() - start:.0f} s. Mean over pools: conductor vs best single {m_1:+.1f} [{lo_1:+.1f}, {hi_1:+.1f}]; vs oracle router {m_r:+.1f} [{lo_r:+.1f}, {hi_r:+.1f}] "
           f"(goal >= +2); vs per-pool search re-run {m_s:+.1f} [{lo_s:+.1f}, {hi_s:+.1f}] (goal >= -2); tokens {ratio:.3f}x MoA (goal <= 0.25x)")
+    m_kr, lo_kr, hi_kr = pooled_bootstrap([(k, r) for (_, k), (_, r) in zip(pairs_rank, pairs_router)])
+    m_ks, lo_ks, hi_ks = pooled_bootstrap([(k, s) for (_, k), (_, s) in zip(pairs_rank, pairs_search)])
+    print(f"rank lookup: vs oracle router {m_kr:+.1f} [{lo_kr:+.1f}, {hi_kr:+.1f}]; vs per-pool search re-run {m_ks:+.1f} [{lo_ks:+.1f}, {hi_ks:+.1f}]; "
+          f"tokens {sum(rank_ratios) / len(rank_ratios):.3f}x MoA")
     for c, pairs in pairs_other.items():
         m_c, lo_c, hi_c = pooled_bootstrap(pairs)
         print(f"conductor vs {c}: {m_c:+.1f} [{lo_c:+.1f}, {hi_c:+.1f}]")

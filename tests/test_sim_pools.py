@@ -143,3 +143,31 @@ def test_a_profile_outside_0_to_1_is_refused_with_a_clear_error(value):
 
     with pytest.raises(ValidationError, match="accuracies from 0 to 1"):
         WorkerSpec(name="w", provider="simulated", profile={"math": value})
+
+
+def test_a_rank_table_names_no_worker_so_a_reordered_and_renamed_pool_gets_the_same_workers():
+    import random
+    import tomllib
+
+    from openconductor.pool import PoolSpec
+    from openconductor.sim.plan_search import RANKS, candidate_plans
+    from openconductor.sim.pools import area_ranking
+    from openconductor.train.sim_eval import rank_lookup_plans, rank_table
+
+    specs = [PoolSpec.model_validate(tomllib.loads(pool_toml(generate_pool(10_000 + i)))) for i in range(2)]
+    questions = make_questions(96, 5_000)
+    table = rank_table(specs, questions, "domain")
+    assert set(table) == {"math", "mmlu", "rlpr", "lcb"} and all(s.plan in candidate_plans(RANKS) for s in table.values())
+    assert all(max(step.worker for step in s.plan.steps) < RANKS and s.questions == 2 * 24 for s in table.values())
+    unseen = PoolSpec.model_validate(tomllib.loads(pool_toml(generate_pool(905))))
+    ranking = area_ranking(unseen)
+    math_scores = [w.profile["math"] for w in unseen.workers]
+    assert [math_scores[i] for i in ranking["math"]] == sorted(math_scores, reverse=True)
+    asked = make_questions(8, 1000)
+    plans = rank_lookup_plans(unseen, asked, table, "domain")
+    # Reordered and renamed, the pool gets the same workers (by what they are, not by id or name).
+    shuffled = renamed(unseen.model_copy(update={"workers": unseen.workers[::-1]}), random.Random(0))
+    again = rank_lookup_plans(shuffled, asked, table, "domain")
+    n = len(unseen.workers)
+    assert all([n - 1 - s.worker for s in b.steps] == [s.worker for s in a.steps] for a, b in zip(plans, again))
+    assert all(a.steps[0].worker == ranking[q.domain][table[q.domain].plan.steps[0].worker] for a, q in zip(plans, asked))

@@ -135,3 +135,41 @@ def search_pool(profiles: Sequence[Profile], questions: Sequence[Question], grou
 def lookup(tables: dict[Hashable, list[Scored]], group: Callable[[Question], Hashable]) -> Callable[[Question], Workflow]:
     """The lookup-table policy of a search: a question's group's best plan."""
     return lambda q: tables[group(q)][0].plan
+
+
+# ------------------------------------------------------------------ plans over ranks: one table for every pool
+
+RANKS = 3  # a rank plan's worker k is the k-th best worker of the question's area
+
+
+def at_ranks(plan: Workflow, order: Sequence[int]) -> Workflow:
+    """A plan over ranks made concrete for one pool: rank k becomes ``order[k]`` (the pool's k-th best in the
+    question's area; a pool with fewer workers repeats its last)."""
+    return Workflow(tuple(Step(order[min(s.worker, len(order) - 1)], s.subtask, s.access) for s in plan.steps), plan.reasoning)
+
+
+def rank_search(pools: Sequence[tuple[Sequence[Profile], dict[str, list[int]]]], questions: Sequence[Question],
+                group: Callable[[Question], Hashable], token_weight: float = SearchSettings.token_weight) -> dict[Hashable, Scored]:
+    """Per group, the plan over ranks (``candidate_plans(RANKS)``: the five shapes over the 1st-3rd best of the
+    question's area) with the best mean score over every pool's ``questions``. ``pools``: each pool's
+    profiles and its ``area_ranking``. The table names no worker, so it applies to any pool: what a
+    conductor that reads the ranking could reach without learning a single pool."""
+    plans = candidate_plans(RANKS)
+    totals: dict[Hashable, list[list[float]]] = defaultdict(lambda: [[0.0, 0.0, 0.0] for _ in plans])  # score, right, tokens
+    counts: dict[Hashable, int] = defaultdict(int)
+    for profiles, ranking in pools:
+        for q in questions:
+            key, order = group(q), ranking[q.domain]
+            for k, plan in enumerate(plans):
+                result = run_plan(q.text, _steps(at_ranks(plan, order)), profiles)
+                t = totals[key][k]
+                t[0] += result.correct - token_weight * result.tokens / 1000
+                t[1] += result.correct
+                t[2] += result.tokens
+            counts[key] += 1
+    out = {}
+    for key, per_plan in totals.items():
+        k = min(range(len(plans)), key=lambda i: (-per_plan[i][0], i))
+        n = counts[key]
+        out[key] = Scored(plans[k], per_plan[k][0] / n, per_plan[k][1] / n, per_plan[k][2] / n, n)
+    return out

@@ -276,6 +276,13 @@ def measured_profile(worker) -> dict[str, float]:
     return dict(_measured(json.dumps(worker.options, sort_keys=True), worker.name))
 
 
+def area_ranking(spec) -> dict[str, list[int]]:
+    """Per domain, the pool's worker ids best first by measured accuracy alone in that area (ties: pool order):
+    the ranking a ``show = "profile"`` conductor is shown (``policies.lm.ranking``), as ids."""
+    measured = [w.profile or (measured_profile(w) if w.provider == "simulated" else {}) for w in spec.workers]
+    return {d: sorted(range(len(measured)), key=lambda i: -measured[i].get(word, -1.0)) for d, word in _DOMAIN_WORD.items()}
+
+
 @functools.lru_cache(maxsize=4096)
 def _measured(options: str, name: str) -> tuple[tuple[str, float], ...]:
     from ..pool import WorkerSpec

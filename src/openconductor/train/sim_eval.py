@@ -22,7 +22,8 @@ from ..policies.base import PlanRequest, make_policy
 from ..policies.baselines import GivenWorkflow
 from ..policies.lm import conductor_messages
 from ..pool import Pool, PoolSpec
-from ..sim.plan_search import GROUPINGS, SOLVE, SearchSettings, search_pool
+from ..sim.plan_search import GROUPINGS, SOLVE, Scored, SearchSettings, at_ranks, rank_search, search_pool
+from ..sim.pools import area_ranking
 from ..sim.questions import DOMAINS, Question
 from ..sim.world import grade_simulated
 from ..sim.world_v3 import Profile
@@ -91,6 +92,18 @@ def lookup_plans(spec: PoolSpec, questions: Sequence[Question], search_questions
         tables = search_pool(declared(spec), search_questions, key, settings)
         out[f"best lookup: one plan per {label}"] = [tables[key(q)][0].plan for q in questions]
     return out
+
+
+def rank_table(specs: Sequence[PoolSpec], questions: Sequence[Question], label: str) -> dict[Hashable, Scored]:
+    """One plan over ranks per group (``GROUPINGS[label]``), found across ``specs`` (the training pools) on
+    training-side ``questions``: a lookup that names no worker, for pools it never saw."""
+    return rank_search([(declared(s), area_ranking(s)) for s in specs], questions, GROUPINGS[label])
+
+
+def rank_lookup_plans(spec: PoolSpec, questions: Sequence[Question], table: dict[Hashable, Scored], label: str) -> list[Workflow]:
+    """``rank_table``'s plans on one pool: each rank replaced by the worker of that rank in the question's area."""
+    ranking, key = area_ranking(spec), GROUPINGS[label]
+    return [at_ranks(table[key(q)].plan, ranking[q.domain]) for q in questions]
 
 
 def moa_plans(spec: PoolSpec, questions: Sequence[Question], seed: int = 0) -> list[Workflow]:
