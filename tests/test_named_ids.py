@@ -200,3 +200,80 @@ def test_bounded_formats_with_name_slots_fit_their_token_budget():
     for budget in (384, 512, 768, 1024):
         fmt = WorkflowFormat.bounded(4, 5, budget, names=names, name_slots=True)
         assert fmt.max_chars() + 1 <= budget
+
+
+def test_rank_aliases_name_the_workers_of_each_place_in_the_measured_ranking_and_bind_like_names():
+    import tomllib
+
+    from openconductor.policies.lm import area_keys, rank_aliases, ranking
+    from openconductor.pool import PoolSpec
+    from openconductor.sim.pools import generate_pool, pool_toml
+
+    spec = PoolSpec.model_validate(tomllib.loads(pool_toml(generate_pool(905))))
+    names = tuple(w.name for w in spec.workers)
+    aliases = dict(rank_aliases(spec))
+    assert {w.split("#")[0] for w in aliases} == {"math", "knowledge", "quantitative", "coding"}
+    # "math#1" is the first name of the ranking's math line, "coding#2" the second of its coding line
+    lines = {line.split(": ")[0]: [e.rsplit(" ", 1)[0] for e in line.split(": ")[1].split(", ")] for line in ranking(spec)[1:]}
+    assert names[aliases["math#1"]] == lines["math"][0] and names[aliases["coding#2"]] == lines["coding"][1]
+    assert area_keys(["quantitative reasoning", "quantitative finance", "math"]) == {
+        "quantitative reasoning": "quantitative-reasoning", "quantitative finance": "quantitative-finance", "math": "math"}
+    line = f"hard geometry: plan math#1, implement {names[4]}, check math#2"
+    assert named_workers(line, names, aliases) == (aliases["math#1"], 4, aliases["math#2"])
+    assert named_workers("math#10 and xmath#1 name nobody", names, aliases) == ()
+    text = f'Reasoning: {line}\nmodel_id = [0, 0, 0]\nsubtasks = ["a plan", "follow it", "check it"]\naccess_list = [[], ["all"], ["all"]]'
+    bound = parse_and_validate(text, len(names), max_steps=3, names=names, aliases=tuple(aliases.items()))
+    assert [s.worker for s in bound.steps] == [aliases["math#1"], 4, aliases["math#2"]]
+    # The automaton: the ids are forced to the aliased workers, and a slot word admits an alias, whole.
+    fmt = WorkflowFormat(len(names), 3, reason_chars=80, names=names, name_slots=True, aliases=tuple(aliases.items()))
+    at = fmt.advance(fmt.start(), f"Reasoning: {line}\nmodel_id = [")
+    assert fmt.advance(at, str(aliases["math#1"])) is not None
+    assert fmt.advance(at, str((aliases["math#1"] + 1) % len(names))) is None
+    slot = fmt.advance(fmt.start(), "Reasoning: easy algebra: solve ")
+    assert fmt.advance(slot, "coding#3\n") is not None and fmt.advance(slot, "coding#4") is None
+
+
+def test_rank_alias_targets_parse_back_to_the_searched_plan_on_a_renamed_pool():
+    import tomllib
+
+    from openconductor.policies.lm import rank_aliases
+    from openconductor.pool import PoolSpec
+    from openconductor.sim.plan_search import CHECK, PLAN, IMPLEMENT
+    from openconductor.sim.pools import area_ranking, generate_pool, pool_toml, renamed
+    from openconductor.sim.world_v3 import make_questions
+    from openconductor.train.sim_general import target
+    from openconductor.workflow import Step, Workflow
+
+    spec = renamed(PoolSpec.model_validate(tomllib.loads(pool_toml(generate_pool(10_003)))), random.Random(0))
+    names = tuple(w.name for w in spec.workers)
+    question = next(q for q in make_questions(48, 0) if q.domain == "math")
+    best, second = area_ranking(spec)["math"][:2]
+    outside = next(i for i in range(len(names)) if i not in area_ranking(spec)["math"][:3])
+    plan = Workflow((Step(best, PLAN, ()), Step(outside, IMPLEMENT, "all"), Step(second, CHECK, "all")))
+    text = target(plan, spec, question, rank_aliases=True)
+    assert "plan math#1" in text and f"implement {names[outside]}" in text and "check math#2" in text
+    assert target(plan, spec, question).count("#") == 0  # without the setting, names as before
+    again = parse_and_validate(text, len(names), max_steps=3, names=names, aliases=rank_aliases(spec))
+    assert [s.worker for s in again.steps] == [best, outside, second]
+
+
+def test_rank_aliases_need_the_profile_prompt_and_names_binding():
+    from openconductor.train.config import TrainConfigError, load_train_config
+
+    with pytest.raises(TrainConfigError, match="rank_aliases.*show = \"profile\""):
+        load_train_config("examples/train_sim_general.toml", {"prompt.rank_aliases": True})
+    cfg = load_train_config("examples/train_sim_general.toml", {"prompt.rank_aliases": True, "prompt.show": "profile"})
+    assert cfg.prompt.rank_aliases
+
+
+def test_a_conductors_manifest_decides_what_its_ids_are_bound_to():
+    from openconductor.manifest import PromptInfo
+    from openconductor.policies.lm import binding, rank_aliases
+    from openconductor.pool import load_pool
+
+    spec = load_pool("examples/pools/simulated_paper_v3.toml")
+    names = tuple(w.name for w in spec.workers)
+    assert binding(PromptInfo(show="ids", ids_follow_names=True), spec) == ((), ())
+    assert binding(PromptInfo(show="descriptions"), spec) == ((), ())
+    assert binding(PromptInfo(show="descriptions", ids_follow_names=True), spec) == (names, ())
+    assert binding(PromptInfo(show="profile", ids_follow_names=True, rank_aliases=True), spec) == (names, rank_aliases(spec))

@@ -34,6 +34,7 @@ class PromptInfo(BaseModel):
     style: Optional[Literal["paper", "compact"]] = None
     ids_follow_names: Optional[bool] = None  # each id is the worker its reasoning line names (workflow.WorkflowFormat.names)
     name_slots: Optional[bool] = None  # a slot word of that line is followed by a whole pool name (WorkflowFormat.name_slots)
+    rank_aliases: Optional[bool] = None  # "math#1" in that line names the best in math of the pool's ranking (policies.lm.rank_aliases)
 
 
 class PoolInfo(BaseModel):

@@ -13,6 +13,7 @@ bounds, the GBNF grammar (local decoders), the automaton (token-level decoding, 
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
@@ -174,7 +175,9 @@ class WorkflowFormat:
     this; GBNF cannot tie one part to another, so on grammar backends ``bind_named`` applies it after parsing.
     With ``name_slots`` too, ``advance()`` makes every word of ``NAME_SLOTS`` in the line ("solve", "check", ...)
     be followed by one of the names, whole (the line's bound gives way to finish it): a small conductor otherwise
-    writes a name-like word that no worker has, and the step it meant is left unbound.
+    writes a name-like word that no worker has, and the step it meant is left unbound. ``aliases`` are more words
+    that name a worker (``policies.lm.rank_aliases``: "math#1", the best worker of the pool's measured ranking
+    in math): bound, and admitted after a slot word, as names are.
     """
 
     n_workers: int
@@ -186,6 +189,7 @@ class WorkflowFormat:
     min_subtask_chars: int = 3
     names: tuple[str, ...] = ()
     name_slots: bool = False
+    aliases: tuple[tuple[str, int], ...] = ()  # (word, worker id)
 
     # ---- what the conductor's prompt says about the output
 
@@ -208,12 +212,13 @@ class WorkflowFormat:
 
     @classmethod
     def bounded(cls, n_workers: int, max_steps: int, max_tokens: int, *, fine_grained: bool = False,
-                allow_empty: bool = False, names: Sequence[str] = (), name_slots: bool = False) -> "WorkflowFormat":
+                allow_empty: bool = False, names: Sequence[str] = (), name_slots: bool = False,
+                aliases: Sequence[tuple[str, int]] = ()) -> "WorkflowFormat":
         """The format whose longest plan, plus the end-of-text token, fits in ``max_tokens``: the reasoning
         gets up to a quarter of the room (at most ``REASON_CHARS``), the subtasks share the rest (at most
         ``SUBTASK_CHARS`` each). Raises ValueError when even short subtasks do not fit."""
         fixed = cls._fixed_chars(n_workers, max_steps, fine_grained)
-        fixed += _finished_name_chars(names, name_slots)
+        fixed += _finished_name_chars([*names, *(word for word, _ in aliases)], name_slots)
         room = max_tokens - 1 - fixed
         reason = min(REASON_CHARS, max(8, room // 4))
         subtask = min(SUBTASK_CHARS, (room - reason) // max_steps)
@@ -222,12 +227,17 @@ class WorkflowFormat:
             raise ValueError(f"max_tokens = {max_tokens} is too small for {max_steps} steps over {n_workers} workers: "
                              f"raise it to at least {need}, or lower max_steps")
         return cls(n_workers, max_steps, fine_grained=fine_grained, allow_empty=allow_empty, reason_chars=reason, subtask_chars=subtask,
-                   names=tuple(names), name_slots=name_slots)
+                   names=tuple(names), name_slots=name_slots, aliases=tuple(aliases))
 
     def max_chars(self) -> int:
         """The length of the longest string of this language."""
         return (self._fixed_chars(self.n_workers, self.max_steps, self.fine_grained) + self.reason_chars
-                + _finished_name_chars(self.names, self.name_slots) + self.max_steps * self.subtask_chars)
+                + _finished_name_chars(self._words, self.name_slots) + self.max_steps * self.subtask_chars)
+
+    @functools.cached_property
+    def _words(self) -> tuple[str, ...]:
+        """Every word that names a worker: the names, then the aliases."""
+        return (*self.names, *(word for word, _ in self.aliases))
 
     @staticmethod
     def _access_chars(k: int, fine_grained: bool) -> int:
@@ -318,12 +328,12 @@ class WorkflowFormat:
         if kind == "reason":  # ("reason", the line so far, the name begun after a slot word or None)
             _, line, slot = state
             if slot is not None:  # a name must follow: only a start of one, or the end of a whole one
-                if any(n.startswith(slot + ch) for n in self.names):
+                if any(n.startswith(slot + ch) for n in self._words):
                     return ("reason", line + ch, slot + ch)
-                if slot not in self.names or ch not in ", \n":
+                if slot not in self._words or ch not in ", \n":
                     return None
             if ch == "\n":
-                bound = named_workers(line, self.names) if self.names else ()
+                bound = named_workers(line, self.names, dict(self.aliases)) if self.names else ()
                 return ("lit", FORMAT_IDS, 0, "ids", bound) if line else None
             if not (_printable(ch) and len(line) < self.reason_chars):
                 return None
@@ -447,14 +457,15 @@ def _finished_name_chars(names: Sequence[str], name_slots: bool) -> int:
     return max(map(len, names), default=0) if name_slots else 0
 
 
-def named_workers(reasoning: str, names: Sequence[str]) -> tuple[int, ...]:
+def named_workers(reasoning: str, names: Sequence[str], aliases: Optional[dict[str, int]] = None) -> tuple[int, ...]:
     """The ids of the workers a line of reasoning names, in the order it names them (repeats kept). A name
     counts as a whole word only ("gpt-5" is not read inside "gpt-5-mini"); where names overlap, the longest wins.
     A hyphenated word that is no worker's name but near one (``_near_name``: "summit-ultra-7" in a pool with
-    summit-ultra and zenith-ultra-7, or "zenith-ultr" cut by the line's length bound) names that worker."""
+    summit-ultra and zenith-ultra-7, or "zenith-ultr" cut by the line's length bound) names that worker.
+    ``aliases`` (word -> id) name workers too, whole words only."""
     if not names:
         return ()
-    ids = {name: i for i, name in enumerate(names)}
+    ids = {**(aliases or {}), **{name: i for i, name in enumerate(names)}}
     alternatives = "|".join(re.escape(n) for n in sorted(ids, key=len, reverse=True) if n)
     pattern = re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w-]|\.\w)")
     found = [(m.start(), m.end(), ids[m.group(0)]) for m in pattern.finditer(reasoning)]
@@ -494,10 +505,10 @@ def _near_name(word: str, names: Sequence[str]) -> Optional[int]:
     return shared[0][1]
 
 
-def bind_named(workflow: Workflow, names: Sequence[str]) -> Workflow:
+def bind_named(workflow: Workflow, names: Sequence[str], aliases: Optional[dict[str, int]] = None) -> Workflow:
     """The workflow with step k's worker replaced by the k-th worker its reasoning names (``WorkflowFormat.names``'
     rule, for plans decoded without the automaton: GBNF backends, other providers)."""
-    bound = named_workers(workflow.reasoning, names)
+    bound = named_workers(workflow.reasoning, names, aliases)
     if not bound:
         return workflow
     steps = tuple(replace(s, worker=bound[k]) if k < len(bound) else s for k, s in enumerate(workflow.steps))
@@ -766,8 +777,10 @@ def validate(workflow: Workflow, n_workers: int, *, max_steps: int = DEFAULT_MAX
 
 
 def parse_and_validate(text: str, n_workers: int, *, max_steps: int = DEFAULT_MAX_STEPS, allow_empty: bool = False,
-                       names: Sequence[str] = ()) -> Workflow:
+                       names: Sequence[str] = (), aliases: Sequence[tuple[str, int]] = ()) -> Workflow:
     """The workflow ``text`` writes, checked against a pool of ``n_workers`` (``names``: the shown workers' names,
-    for a conductor whose ids follow the workers its reasoning names; ``bind_named``)."""
+    for a conductor whose ids follow the workers its reasoning names, and ``aliases``, more words that name them;
+    ``bind_named``)."""
     workflow = parse(text, allow_empty=allow_empty)
-    return validate(bind_named(workflow, names) if names else workflow, n_workers, max_steps=max_steps, allow_empty=allow_empty)
+    bound = bind_named(workflow, names, dict(aliases)) if names else workflow
+    return validate(bound, n_workers, max_steps=max_steps, allow_empty=allow_empty)

@@ -95,15 +95,42 @@ RANKED = 3  # workers named per area: the choice is among the best few, and the 
 def ranking(spec: PoolSpec) -> list[str]:
     """Per area, the workers with the best measured accuracy first ("math: atlas-pro 86, euclid-14b 84, ..."):
     a small conductor copies a name from a list far more reliably than it compares prose across workers."""
-    profiles = {w.name: w.profile or _measured(w) for w in spec.workers if w.provider != "conductor"}
-    areas = list(dict.fromkeys(a for p in profiles.values() for a in p))
-    if not areas:
+    ranked = _ranked(spec)
+    if not ranked:
         return []
-    out = ["Measured accuracy alone, best first:"]
-    for area in areas:
-        ranked = sorted(((p[area], n) for n, p in profiles.items() if area in p), key=lambda t: -t[0])[:RANKED]
-        out.append(f"{area}: " + ", ".join(f"{n} {round(100 * a)}" for a, n in ranked))
-    return out
+    return ["Measured accuracy alone, best first:"] + [
+        f"{area}: " + ", ".join(f"{spec.workers[i].name} {round(100 * a)}" for a, i in best) for area, best in ranked.items()]
+
+
+def rank_aliases(spec: PoolSpec) -> tuple[tuple[str, int], ...]:
+    """Words that name a worker by its place in ``ranking`` ("math#1": the best in math, "quantitative#2"),
+    with the id each names: a conductor that writes them picks by what the pool measured, whatever its workers are called."""
+    ranked = _ranked(spec)
+    keys = area_keys(list(ranked))
+    return tuple((f"{keys[area]}#{k}", i) for area, best in ranked.items() for k, (_, i) in enumerate(best, 1))
+
+
+def area_keys(areas: list[str]) -> dict[str, str]:
+    """One word per area for ``rank_aliases``: its first word ("quantitative" for "quantitative reasoning"), or the
+    whole area hyphenated where two areas share a first word."""
+    firsts = [a.split()[0] if a.split() else a for a in areas]
+    return {a: f if firsts.count(f) == 1 else "-".join(a.split()) for a, f in zip(areas, firsts)}
+
+
+def _ranked(spec: PoolSpec) -> dict[str, list[tuple[float, int]]]:
+    """Per area (in the order the profiles name them), the ``RANKED`` best (accuracy, id), ties in pool order."""
+    profiles = [(i, w.profile or _measured(w)) for i, w in enumerate(spec.workers) if w.provider != "conductor"]
+    areas = dict.fromkeys(a for _, p in profiles for a in p)
+    return {area: sorted(((p[area], i) for i, p in profiles if area in p), key=lambda t: -t[0])[:RANKED] for area in areas}
+
+
+def binding(prompt, spec: PoolSpec) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
+    """The words a trained conductor's ids are bound to on ``spec`` (``prompt``: its ``PromptSettings`` or manifest
+    ``PromptInfo``): the workers' names when its ids follow the names its reasoning gives, and with
+    ``rank_aliases`` the ranking's words too; nothing for a conductor that writes ids."""
+    if not prompt.ids_follow_names or prompt.show == "ids":
+        return (), ()
+    return tuple(w.name for w in spec.workers), (rank_aliases(spec) if getattr(prompt, "rank_aliases", False) else ())
 
 
 def _measured(worker) -> dict[str, float]:
@@ -169,6 +196,7 @@ class LMConductor(Policy):
         recursive = request.previous is not None
         examples, style = self.examples, "paper"
         names: tuple[str, ...] = ()
+        aliases: tuple[tuple[str, int], ...] = ()
         name_slots = False
         if options.checkpoint:
             from ..providers.transformers_local import trained_prompt
@@ -176,8 +204,8 @@ class LMConductor(Policy):
             trained = trained_prompt(options.checkpoint)
             examples = (trained.examples is not False) if examples is None else examples
             style = trained.style or "paper"  # prompted exactly as it was trained
-            if trained.ids_follow_names and options.show != "ids":  # its ids follow the workers its reasoning names
-                names = tuple(w.name for w in spec.workers)
+            if options.show != "ids":  # its ids follow the workers its reasoning names (and the ranking's words)
+                names, aliases = binding(trained, spec)
                 name_slots = bool(trained.name_slots)
         messages = conductor_messages(
             request.question, spec, max_steps=request.max_steps, previous=request.previous, show=options.show,
@@ -188,7 +216,7 @@ class LMConductor(Policy):
             grammar = (
                 WorkflowFormat.bounded(
                     len(spec.workers), request.max_steps, options.max_tokens, allow_empty=recursive, fine_grained=options.fine_grained_access,
-                    names=names, name_slots=name_slots,
+                    names=names, name_slots=name_slots, aliases=aliases,
                 ).grammar()
                 if use_grammar
                 else None
@@ -226,7 +254,8 @@ class LMConductor(Policy):
             record.raw = completion.text
             try:
                 # names: a grammar backend cannot bind the ids to the names while decoding, so they are bound here
-                workflow = parse_and_validate(completion.text, len(spec.workers), max_steps=request.max_steps, allow_empty=recursive, names=names)
+                workflow = parse_and_validate(completion.text, len(spec.workers), max_steps=request.max_steps, allow_empty=recursive, names=names,
+                                               aliases=aliases)
             except WorkflowError as exc:
                 record.errors.append(f"{exc.code}: {exc}")
                 continue

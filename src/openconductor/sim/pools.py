@@ -240,7 +240,7 @@ def describe(w: SimWorker, g: random.Random, kind: Optional[str] = None) -> str:
     article = "an" if kind[0] in "aeiou" else "a"
     head = g.choice(_OPENINGS).format(kind=kind, kind_cap=kind[0].upper() + kind[1:], name=w.name, a_kind=f"{article.capitalize()} {kind}",
                                       a_kind_low=f"{article} {kind}")
-    parts = [(_DOMAIN_WORD[d], grade(d, w.skills[d])) for d in DOMAINS]
+    parts = [(DOMAIN_AREA[d], grade(d, w.skills[d])) for d in DOMAINS]
     g.shuffle(parts)
     sentences = [g.choice(_DOMAIN_LINES)(parts)]
     strong = [SUBTOPIC_NAMES[k.split(".")[1]] for k, v in w.subtopics.items() if v >= 0.5]
@@ -261,7 +261,8 @@ def describe(w: SimWorker, g: random.Random, kind: Optional[str] = None) -> str:
     return " ".join([head, *sentences, "(" + "; ".join(tail) + ")"])
 
 
-_DOMAIN_WORD = {"math": "math", "mmlu": "knowledge", "rlpr": "quantitative reasoning", "lcb": "coding"}
+DOMAIN_AREA = {  # the area a profile and a description name each domain by
+    "math": "math", "mmlu": "knowledge", "rlpr": "quantitative reasoning", "lcb": "coding"}
 
 
 # -------------------------------------------------------------------------------------- measured profiles
@@ -280,7 +281,7 @@ def area_ranking(spec) -> dict[str, list[int]]:
     """Per domain, the pool's worker ids best first by measured accuracy alone in that area (ties: pool order):
     the ranking a ``show = "profile"`` conductor is shown (``policies.lm.ranking``), as ids."""
     measured = [w.profile or (measured_profile(w) if w.provider == "simulated" else {}) for w in spec.workers]
-    return {d: sorted(range(len(measured)), key=lambda i: -measured[i].get(word, -1.0)) for d, word in _DOMAIN_WORD.items()}
+    return {d: sorted(range(len(measured)), key=lambda i: -measured[i].get(word, -1.0)) for d, word in DOMAIN_AREA.items()}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -293,7 +294,7 @@ def _measured(options: str, name: str) -> tuple[tuple[str, float], ...]:
     out = []
     for d in DOMAINS:
         asked = [q for q in questions if q.domain == d]
-        out.append((_DOMAIN_WORD[d], round(sum(solo_correct(q.text, profile) for q in asked) / len(asked), 2)))
+        out.append((DOMAIN_AREA[d], round(sum(solo_correct(q.text, profile) for q in asked) / len(asked), 2)))
     return tuple(out)
 
 

@@ -66,6 +66,10 @@ class PromptSettings:
     # With ids_follow_names: a word such as "plan" or "check" in the reasoning line must be followed by one of the
     # pool's names, whole, while decoding (workflow.WorkflowFormat.name_slots), so a name no worker has is never written.
     name_slots: bool = False
+    # With ids_follow_names and show = "profile": "math#1", "coding#2", ... in the reasoning line name the workers of
+    # that place in the pool's measured ranking (policies.lm.rank_aliases), so a plan learned on some pools means the
+    # same workers on any pool, whatever they are called. Names still bind.
+    rank_aliases: bool = False
 
 
 @dataclass(config=_STRICT)
@@ -281,11 +285,12 @@ class RolloutSettings:
     subtask_chars: int = 72
 
     def format(self, n_workers: int, max_steps: int, *, fine_grained: bool, recursive: bool = False, names: tuple[str, ...] = (),
-               name_slots: bool = False):
+               name_slots: bool = False, aliases: tuple[tuple[str, int], ...] = ()):
         from ..workflow import WorkflowFormat
 
         return WorkflowFormat(n_workers, max_steps, fine_grained=fine_grained, allow_empty=recursive,
-                              reason_chars=self.reason_chars, subtask_chars=self.subtask_chars, names=names, name_slots=name_slots)
+                              reason_chars=self.reason_chars, subtask_chars=self.subtask_chars, names=names, name_slots=name_slots,
+                              aliases=aliases)
 
 
 @dataclass(config=_STRICT)
@@ -350,6 +355,9 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     if cfg.prompt.name_slots and not cfg.prompt.ids_follow_names:
         raise TrainConfigError(f"{source}: prompt.name_slots constrains the names the reasoning gives to the ids, but prompt.ids_follow_names "
                                "is off: set it too, or leave name_slots out")
+    if cfg.prompt.rank_aliases and not (cfg.prompt.ids_follow_names and cfg.prompt.show == "profile"):
+        raise TrainConfigError(f"{source}: prompt.rank_aliases binds words of the measured ranking (\"math#1\") to the ids: it needs "
+                               "prompt.ids_follow_names = true and prompt.show = \"profile\" (the prompt that shows the ranking)")
     if cfg.prompt.ids_follow_names and cfg.prompt.show == "ids":
         raise TrainConfigError(f"{source}: prompt.ids_follow_names binds ids to the workers the reasoning names, but prompt.show = \"ids\" "
                                "shows no names: set show = \"names\" or \"descriptions\"")

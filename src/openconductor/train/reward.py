@@ -26,7 +26,7 @@ from ..pool import Pool, PoolSpec
 from ..records import Run
 from ..workflow import Workflow, WorkflowError, parse_and_validate
 from .config import PromptSettings, RewardSettings, TrainConfig
-from .data import decode_grading, shown_names
+from .data import decode_grading, shown_aliases, shown_names
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +96,15 @@ async def score_completion(
     seed: Optional[int] = None,
     grader_options: Optional[dict] = None,
     names: Sequence[str] = (),
+    aliases: Sequence[tuple[str, int]] = (),
 ) -> Sample:
     """Parse, execute and grade one completion (``previous``: a recursive round's earlier answer; ``names``:
-    the shown workers' names when ids follow the names the reasoning gives, ``workflow.bind_named``)."""
+    the shown workers' names when ids follow the names the reasoning gives, ``workflow.bind_named``; ``aliases``: more
+    words that name them, ``policies.lm.rank_aliases``)."""
     recursive = previous is not None
     try:
-        workflow = parse_and_validate(text, len(pool.spec.workers), max_steps=max_steps, allow_empty=recursive, names=names)
+        workflow = parse_and_validate(text, len(pool.spec.workers), max_steps=max_steps, allow_empty=recursive, names=names,
+                                       aliases=aliases)
     except WorkflowError as exc:
         return Sample(reward=settings.unparseable, parsed=False, error=exc.code)
     if recursive and workflow.is_accept:
@@ -287,13 +290,14 @@ class WorkflowReward:
         async def one(i: int) -> Sample:
             pool = full.view(list(workers[i])) if workers[i] is not None else full
             names = shown_names(shown[i], workers[i], self.pool_spec) if self.prompt.ids_follow_names else ()
+            aliases = shown_aliases(self.prompt, workers[i], self.pool_spec)
             async with limit:
                 reference, options = gradings[i]
                 sample = await score_completion(
                     completion_text(completions[i]),
                     question=questions[i], reference=reference, task=tasks[i], pool=pool,
                     settings=self.settings, max_steps=self.prompt.max_steps,
-                    previous=previous[i] if rounds[i] == 2 else None, grader_options=options, names=names,
+                    previous=previous[i] if rounds[i] == 2 else None, grader_options=options, names=names, aliases=aliases,
                 )
                 if rounds[i] == 1 and blend_flags[i] and sample.parsed and self.recursive_sampler is not None:
                     sample.reward = await self._blend_with_recursion(sample, questions[i], reference, tasks[i], pool, options)

@@ -20,7 +20,7 @@ from typing import Callable, Hashable, Optional, Sequence
 from ..executor import solve
 from ..policies.base import PlanRequest, make_policy
 from ..policies.baselines import GivenWorkflow
-from ..policies.lm import conductor_messages
+from ..policies.lm import binding, conductor_messages
 from ..pool import Pool, PoolSpec
 from ..sim.plan_search import GROUPINGS, SOLVE, Scored, SearchSettings, at_ranks, rank_search, search_pool
 from ..sim.pools import area_ranking
@@ -127,15 +127,15 @@ def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Questio
     steps, fine = prompt.max_steps or 3, bool(prompt.fine_grained)
     messages = [conductor_messages(q.text, spec, max_steps=steps, show=prompt.show or "descriptions", fine_grained=fine,
                                    examples=bool(prompt.examples), style=prompt.style or "compact") for q in questions]
-    names = tuple(w.name for w in spec.workers) if prompt.ids_follow_names else ()
+    names, aliases = binding(prompt, spec)
     fmt = WorkflowFormat(len(spec.workers), steps, fine_grained=fine, reason_chars=80, subtask_chars=96, names=names,
-                         name_slots=bool(prompt.name_slots))
+                         name_slots=bool(prompt.name_slots), aliases=aliases)
     texts = generate_batch(model, tokenizer, messages, max_new_tokens=192, temperature=0.0, seed=0, batch_size=batch_size,
                            formats=[fmt] * len(messages))
     plans: list[Optional[Workflow]] = []
     for text in texts:
         try:
-            plans.append(parse_and_validate(text, len(spec.workers), max_steps=steps, names=names))
+            plans.append(parse_and_validate(text, len(spec.workers), max_steps=steps, names=names, aliases=aliases))
         except WorkflowError:
             plans.append(None)
     own = [len(tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]) + len(tokenizer(t)["input_ids"])

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..policies.lm import conductor_messages
+from ..policies.lm import area_keys, conductor_messages
+from ..policies.lm import rank_aliases as ranking_words
 from ..pool import PoolSpec, load_pool
-from ..sim.pools import generate_pool, pool_toml, renamed
+from ..sim.pools import DOMAIN_AREA, generate_pool, pool_toml, renamed
 from ..sim.questions import Question
 from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Workflow
@@ -47,6 +48,7 @@ class PromptShape:
     examples: bool = False
     rename_workers: bool = False  # generated pools' workers get fresh names in every example (``DataSettings.rename_workers``)
     show: str = "descriptions"  # how the pool is shown: "descriptions", or "profile" (descriptions and the measured ranking)
+    rank_aliases: bool = False  # targets name a worker by its place in the ranking of the question's area ("math#1") where it has one
 
     @classmethod
     def of(cls, cfg) -> "PromptShape":
@@ -56,7 +58,7 @@ class PromptShape:
 
             raise TrainConfigError(f"a general conductor over generated pools needs prompt.show = \"descriptions\" or \"profile\" "
                                    f"(got {cfg.prompt.show!r}): every generated pool numbers and names different workers")
-        return cls(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples, cfg.data.rename_workers, cfg.prompt.show)
+        return cls(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples, cfg.data.rename_workers, cfg.prompt.show, cfg.prompt.rank_aliases)
 
 
 @dataclass
@@ -79,18 +81,23 @@ def training_pools(settings: CopySettings, training_pool: Path) -> list[PoolSpec
     return [load_pool(training_pool)] + [spec_of(pool_toml(generate_pool(settings.pool_seed + i))) for i in range(settings.pools)]
 
 
-def reasoning(plan: Workflow, spec: PoolSpec, question: Question) -> str:
-    """The target's one line: level, subtopic, and each step's role and worker name, within the grammar's bound."""
+def reasoning(plan: Workflow, spec: PoolSpec, question: Question, rank_aliases: bool = False) -> str:
+    """The target's one line: level, subtopic, and each step's role and worker name, within the grammar's bound.
+    With ``rank_aliases``, a worker among the best of the question's area is named by its place there ("math#1")."""
     head = f"{question.level} {_SHORT.get(question.subtopic, question.subtopic)}"
     names = [spec.workers[s.worker].name for s in plan.steps]
+    if rank_aliases:
+        area = area_keys(list(DOMAIN_AREA.values()))[DOMAIN_AREA[question.domain]] + "#"
+        place = {i: word for word, i in ranking_words(spec) if word.startswith(area)}
+        names = [place.get(s.worker, n) for s, n in zip(plan.steps, names)]
     for body in (", ".join(f"{_ROLE_WORDS.get(s.subtask, 'solve')} {n}" for s, n in zip(plan.steps, names)), ", ".join(names)):
         if len(head) + 2 + len(body) <= REASON_CHARS:
             return f"Reasoning: {head}: {body}"
     return f"Reasoning: {head}"
 
 
-def target(plan: Workflow, spec: PoolSpec, question: Question) -> str:
-    return Workflow(plan.steps, reasoning(plan, spec, question)).render()
+def target(plan: Workflow, spec: PoolSpec, question: Question, rank_aliases: bool = False) -> str:
+    return Workflow(plan.steps, reasoning(plan, spec, question, rank_aliases)).render()
 
 
 def search_tables(spec: PoolSpec, questions: list[Question], settings: SearchSettings) -> dict:
@@ -149,7 +156,7 @@ def examples(searched: list[Searched], prompt: PromptShape, seconds: float) -> C
         shown = [shown_pool(s.spec, p, i, prompt.rename_workers) for i in range(len(s.questions))]
         prompts = [conductor_messages(q.text, spec, max_steps=prompt.max_steps, show=prompt.show, fine_grained=False,
                                       examples=prompt.examples, style=prompt.style) for q, spec in zip(s.questions, shown)]
-        targets = [target(b.plan, spec, q) for b, q, spec in zip(s.best, s.questions, shown)]
+        targets = [target(b.plan, spec, q, prompt.rank_aliases) for b, q, spec in zip(s.best, s.questions, shown)]
         groups.append((prompts, targets))
         rows += [{"pool": s.spec.name, "bucket": list(q.bucket), "question": q.text, "target": t, "search_accuracy": round(b.accuracy, 4),
                   "search_tokens": round(b.tokens)} for q, t, b in zip(s.questions, targets, s.best)]

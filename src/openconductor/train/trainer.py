@@ -23,7 +23,7 @@ from ..pool import PoolSpec, load_pool
 from ..manifest import ConductorManifest, PoolInfo, PromptInfo, has_manifest
 from .config import TrainConfig, TrainConfigError
 from ..cache import ResponseCache
-from .data import Item, TrainRow, build_rows, load_items, shown_names, with_bare_questions
+from .data import Item, TrainRow, build_rows, load_items, shown_aliases, shown_names, with_bare_questions
 from .reward import WorkflowReward, replay_store
 from .search import warmup_targets
 
@@ -282,7 +282,7 @@ def row_format(cfg: TrainConfig, row: TrainRow, spec: PoolSpec):
     ``prompt.ids_follow_names``, the shown workers' names, to which the ids are bound)."""
     names = shown_names(row.names, row.workers, spec) if cfg.prompt.ids_follow_names else ()
     return cfg.rollout.format(len(row.workers), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, recursive=row.round == 2,
-                              names=names, name_slots=cfg.prompt.name_slots)
+                              names=names, name_slots=cfg.prompt.name_slots, aliases=shown_aliases(cfg.prompt, row.workers, spec))
 
 
 
