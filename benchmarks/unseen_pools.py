@@ -98,7 +98,8 @@ def main() -> int:
     m_k, lo_k, hi_k = pooled_bootstrap(pairs_rank)
     ratio = sum(ratios) / len(ratios)
     print(f"\n{len(seeds)} pools, {time.perf_counter() - start:.0f} s. Mean over pools: conductor vs best single {m_1:+.1f} [{lo_1:+.1f}, {hi_1:+.1f}]; vs oracle router {m_r:+.1f} [{lo_r:+.1f}, {hi_r:+.1f}] "
-          f"(goal >= +2); vs per-pool search re-run {m_s:+.1f} [{lo_s:+.1f}, {hi_s:+.1f}] (goal >= -2); tokens {ratio:.3f}x MoA (goal <= 0.25x)")
+          f"(goal >= +2); vs per-pool search re-run {m_s:+.1f} [{lo_s:+.1f}, {hi_s:+.1f}] (goal >= -2); vs rank lookup {m_k:+.1f} [{lo_k:+.1f}, {hi_k:+.1f}]; "
+          f"tokens {ratio:.3f}x MoA (goal <= 0.25x)")
     m_kr, lo_kr, hi_kr = pooled_bootstrap([(k, r) for (_, k), (_, r) in zip(pairs_rank, pairs_router)])
     m_ks, lo_ks, hi_ks = pooled_bootstrap([(k, s) for (_, k), (_, s) in zip(pairs_rank, pairs_search)])
     print(f"rank lookup: vs oracle router {m_kr:+.1f} [{lo_kr:+.1f}, {hi_kr:+.1f}]; vs per-pool search re-run {m_ks:+.1f} [{lo_ks:+.1f}, {hi_ks:+.1f}]; "
