@@ -95,7 +95,7 @@ RANKED = 3  # workers named per area: the choice is among the best few, and the 
 def ranking(spec: PoolSpec) -> list[str]:
     """Per area, the workers with the best measured accuracy first ("math: atlas-pro 86, euclid-14b 84, ..."):
     a small conductor copies a name from a list far more reliably than it compares prose across workers."""
-    ranked = _ranked(spec)
+    ranked = ranked_by_area(spec)
     if not ranked:
         return []
     return ["Measured accuracy alone, best first:"] + [
@@ -105,7 +105,7 @@ def ranking(spec: PoolSpec) -> list[str]:
 def rank_aliases(spec: PoolSpec) -> tuple[tuple[str, int], ...]:
     """Words that name a worker by its place in ``ranking`` ("math#1": the best in math, "quantitative#2"),
     with the id each names: a conductor that writes them picks by what the pool measured, whatever its workers are called."""
-    ranked = _ranked(spec)
+    ranked = ranked_by_area(spec)
     keys = area_keys(list(ranked))
     return tuple((f"{keys[area]}#{k}", i) for area, best in ranked.items() for k, (_, i) in enumerate(best, 1))
 
@@ -117,11 +117,12 @@ def area_keys(areas: list[str]) -> dict[str, str]:
     return {a: f if firsts.count(f) == 1 else "-".join(a.split()) for a, f in zip(areas, firsts)}
 
 
-def _ranked(spec: PoolSpec) -> dict[str, list[tuple[float, int]]]:
-    """Per area (in the order the profiles name them), the ``RANKED`` best (accuracy, id), ties in pool order."""
+def ranked_by_area(spec: PoolSpec, top: Optional[int] = RANKED) -> dict[str, list[tuple[float, int]]]:
+    """Per area (in the order the profiles name them), the ``top`` best (accuracy, id) (None: all), ties in pool order:
+    the one ranking rule behind the prompt's lines, the rank aliases and the simulated rank lookup (``sim.pools.area_ranking``)."""
     profiles = [(i, w.profile or _measured(w)) for i, w in enumerate(spec.workers) if w.provider != "conductor"]
     areas = dict.fromkeys(a for _, p in profiles for a in p)
-    return {area: sorted(((p[area], i) for i, p in profiles if area in p), key=lambda t: -t[0])[:RANKED] for area in areas}
+    return {area: sorted(((p[area], i) for i, p in profiles if area in p), key=lambda t: -t[0])[:top] for area in areas}
 
 
 def binding(prompt, spec: PoolSpec) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
@@ -130,7 +131,7 @@ def binding(prompt, spec: PoolSpec) -> tuple[tuple[str, ...], tuple[tuple[str, i
     ``rank_aliases`` the ranking's words too; nothing for a conductor that writes ids."""
     if not prompt.ids_follow_names or prompt.show == "ids":
         return (), ()
-    return tuple(w.name for w in spec.workers), (rank_aliases(spec) if getattr(prompt, "rank_aliases", False) else ())
+    return tuple(w.name for w in spec.workers), (rank_aliases(spec) if prompt.rank_aliases else ())
 
 
 def _measured(worker) -> dict[str, float]:

@@ -155,21 +155,16 @@ def rank_search(pools: Sequence[tuple[Sequence[Profile], dict[str, list[int]]]],
     profiles and its ``area_ranking``. The table names no worker, so it applies to any pool: what a
     conductor that reads the ranking could reach without learning a single pool."""
     plans = candidate_plans(RANKS)
-    totals: dict[Hashable, list[list[float]]] = defaultdict(lambda: [[0.0, 0.0, 0.0] for _ in plans])  # score, right, tokens
-    counts: dict[Hashable, int] = defaultdict(int)
-    for profiles, ranking in pools:
-        for q in questions:
-            key, order = group(q), ranking[q.domain]
-            for k, plan in enumerate(plans):
-                result = run_plan(q.text, _steps(at_ranks(plan, order)), profiles)
-                t = totals[key][k]
-                t[0] += result.correct - token_weight * result.tokens / 1000
-                t[1] += result.correct
-                t[2] += result.tokens
-            counts[key] += 1
+    members: dict[Hashable, list[Question]] = defaultdict(list)
+    for q in questions:
+        members[group(q)].append(q)
     out = {}
-    for key, per_plan in totals.items():
-        k = min(range(len(plans)), key=lambda i: (-per_plan[i][0], i))
-        n = counts[key]
-        out[key] = Scored(plans[k], per_plan[k][0] / n, per_plan[k][1] / n, per_plan[k][2] / n, n)
+    for key, asked in members.items():
+        domains = {q.domain for q in asked}
+        if len(domains) != 1:  # a rank is a place in one area's ranking
+            raise ValueError(f"group {key!r} mixes domains {sorted(domains)}: a plan over ranks needs one domain per group")
+        per_pool = [_score([at_ranks(p, ranking[asked[0].domain]) for p in plans], profiles, asked, token_weight) for profiles, ranking in pools]
+        mean = [[sum(getattr(scored[k], f) for scored in per_pool) / len(pools) for f in ("score", "accuracy", "tokens")] for k in range(len(plans))]
+        best = min(range(len(plans)), key=lambda k: (-mean[k][0], k))
+        out[key] = Scored(plans[best], *mean[best], len(asked) * len(pools))
     return out

@@ -280,8 +280,10 @@ def measured_profile(worker) -> dict[str, float]:
 def area_ranking(spec) -> dict[str, list[int]]:
     """Per domain, the pool's worker ids best first by measured accuracy alone in that area (ties: pool order):
     the ranking a ``show = "profile"`` conductor is shown (``policies.lm.ranking``), as ids."""
-    measured = [w.profile or (measured_profile(w) if w.provider == "simulated" else {}) for w in spec.workers]
-    return {d: sorted(range(len(measured)), key=lambda i: -measured[i].get(word, -1.0)) for d, word in DOMAIN_AREA.items()}
+    from ..policies.lm import ranked_by_area  # the same rule as the ranking the prompt shows
+
+    ranked = ranked_by_area(spec, top=None)
+    return {d: [i for _, i in ranked.get(area, [])] for d, area in DOMAIN_AREA.items()}
 
 
 @functools.lru_cache(maxsize=4096)
