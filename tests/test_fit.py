@@ -182,3 +182,21 @@ def test_the_evaluation_questions_decide_only_the_evaluation():
     # Another --eval-n keeps the training stages' digest (nothing is retrained) and changes the evaluation's.
     assert few.digest() == more.digest() and few.eval_digest() != more.eval_digest()
     assert FitQuestions(train + more.held_out[:1], held_out=[]).digest() != few.digest()
+
+
+def test_local_threads_change_speed_settings_only_and_keep_the_fit_and_eval_digests():
+    """The fit runs the pool's llama.cpp models on every core; that must not make finished stages or an
+    evaluation folder look as if they were made with another pool."""
+    from openconductor.evaluation.setup import eval_setup
+    from openconductor.budget import Limits
+    from openconductor.train.fit import pool_digest
+
+    spec = load_default_pool()
+    fast = spec.with_local_threads(2)
+    local = [w for w in fast.all_workers() if w.provider == "local_gguf"]
+    assert local and all(w.options["threads"] == 2 and w.options["threads_batch"] == 2 for w in local)
+    assert [w.options for w in fast.workers if w.provider != "local_gguf"] == [w.options for w in spec.workers if w.provider != "local_gguf"]
+    assert pool_digest(fast) == pool_digest(spec)
+    assert eval_setup([], [], fast, seed=0, limits=Limits()).pool_digest == eval_setup([], [], spec, seed=0, limits=Limits()).pool_digest
+    longer = spec.model_copy(update={"workers": [spec.workers[0].model_copy(update={"max_tokens": 99}), *spec.workers[1:]]})
+    assert pool_digest(longer) != pool_digest(spec)

@@ -98,3 +98,21 @@ async def test_an_input_longer_than_the_context_is_a_clear_error(streamed):
         with pytest.raises(WorkerCallError, match=r"exceeds the available context size.*raise options.n_ctx"):
             await pool[0].call([{"role": "user", "content": "word " * 6000}], max_tokens=4,
                                on_token=(lambda piece: None) if streamed else None)
+
+
+@pytest.mark.parametrize("stop_loops", [True, False])
+async def test_a_generation_caught_in_a_loop_is_stopped(stop_loops):
+    """SmolLM2 at temperature 0 answers this with '7' until max_tokens; the guard stops it early,
+    and the usage (sent only in the last chunk, which a stopped stream never reads) is still counted."""
+    from openconductor.pool import WorkerSpec
+    from openconductor.providers.local_gguf import LOOP_MIN, LocalGGUFProvider
+
+    spec = WorkerSpec(name="tiny", provider="local_gguf", model="smollm2-135m-instruct", options={"stop_loops": stop_loops})
+    completion = await LocalGGUFProvider(spec).complete(
+        [{"role": "user", "content": "Print the number 7 repeatedly, forever."}], max_tokens=256, temperature=0.0)
+    assert completion.text.endswith("7" * LOOP_MIN)
+    assert completion.usage.input_tokens > 10
+    if stop_loops:
+        assert completion.finish_reason == "repetition" and completion.usage.output_tokens < 100
+    else:
+        assert completion.finish_reason == "length" and completion.usage.output_tokens == 256

@@ -156,6 +156,16 @@ class ConductorSpec(BaseModel):
         return self.fallback[len("worker:"):].strip() if self.fallback.startswith("worker:") else None
 
 
+# Worker options that set how fast a worker runs, never what it answers: left out of the digests that
+# say whether saved results (a fit's stages, an evaluation folder) still hold for a pool.
+SPEED_OPTIONS = frozenset({"threads", "threads_batch"})
+
+
+def outcome_settings(worker: dict[str, Any]) -> dict[str, Any]:
+    """A worker's settings as JSON (``WorkerSpec.model_dump(mode="json")``), less ``SPEED_OPTIONS``."""
+    return {**worker, "options": {k: v for k, v in worker.get("options", {}).items() if k not in SPEED_OPTIONS}}
+
+
 class PoolSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -220,6 +230,24 @@ class PoolSpec(BaseModel):
         without the backend's SDK (a GPU box without llama.cpp) can still train on the pool."""
         conductor = self.conductor.model_copy(update={"backend": None, "checkpoint": None})
         return self.model_copy(update={"conductor": conductor})
+
+    def with_local_threads(self, threads: int) -> "PoolSpec":
+        """Every in-process llama.cpp worker, the conductor backend included, decoding with ``threads`` threads."""
+
+        def local(w: Optional[WorkerSpec]) -> Optional[WorkerSpec]:
+            if w is None or w.provider != "local_gguf":
+                return w
+            return w.model_copy(update={"options": {**w.options, "threads": threads, "threads_batch": threads}})
+
+        conductor = self.conductor.model_copy(update={"backend": local(self.conductor.backend)})
+        return self.model_copy(update={"workers": [local(w) for w in self.workers], "conductor": conductor})
+
+    def outcome_view(self, include: set[str]) -> dict[str, Any]:
+        """``include``'s fields as JSON, without the options that change only speed (``SPEED_OPTIONS``)."""
+        view = self.model_dump(mode="json", include=include)
+        if "workers" in view:
+            view["workers"] = [outcome_settings(w) for w in view["workers"]]
+        return view
 
     def all_workers(self) -> list[WorkerSpec]:
         """Every worker the pool runs: its members and, if declared apart, the conductor backend."""

@@ -41,7 +41,7 @@ class Setup(BaseModel):
 
 
 def eval_setup(tasks: list[Task], policies: list[tuple[str, Policy]], spec: PoolSpec, *, seed: int, limits: Limits) -> Setup:
-    workers = spec.model_dump(mode="json", include={"workers", "strongest"})
+    workers = spec.outcome_view({"workers", "strongest"})
     return Setup(
         pool=spec.name, pool_digest=_digest(workers), settings={"seed": seed, "limits": limits.model_dump()},
         policies={label: _digest(policy.fingerprint(spec)) for label, policy in policies},

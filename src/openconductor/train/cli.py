@@ -253,6 +253,7 @@ def fit_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls, tokens and cost the fit would spend, and stop (no worker is called)."),
     output_share: float = typer.Option(0.25, "--output-share", help="The dry run's output tokens per call, as a share of each worker's max_tokens (until a profile has measured them)."),
     seed: int = typer.Option(0, "--seed"),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads per local llama.cpp model (default: every core; use 1 on a machine busy with other jobs)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every workflow failure."),
 ):
     """Make a conductor for a pool: profile its workers, search plans per task, copy them into a small model
@@ -268,7 +269,7 @@ def fit_command(
         settings = FitSettings(pool=pool, out=out or Path("runs") / f"fit-{Path(pool).stem if pool != 'default' else 'local'}", tasks=task,
                                questions=questions, eval_tasks=eval_task, per_task=per_task, eval_n=eval_n, profile_n=profile_n,
                                screen_rounds=screen_rounds, finalists=finalists, grpo_steps=grpo_steps, recipe=recipe, max_calls=max_calls,
-                               max_cost=max_cost, output_share=output_share, seed=seed)
+                               max_cost=max_cost, output_share=output_share, seed=seed, threads=threads)
     except ValidationError as exc:
         fail(f"conductor fit: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
     from ..pool import PoolConfigError

@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -65,6 +66,9 @@ class FitSettings(BaseModel):
     max_calls: Optional[int] = Field(None, ge=1)
     max_cost: Optional[float] = Field(None, gt=0)
     output_share: float = Field(0.25, gt=0, le=1)  # the dry run's output tokens per call, as a share of max_tokens
+    # Threads per in-process llama.cpp model (None: every core this process may use). A fit is a long job
+    # that owns the machine: on an idle 2-core machine 2 threads decoded 1.9x faster than the pools' 1.
+    threads: Optional[int] = Field(None, ge=1)
 
     @property
     def pool_path(self) -> Path:
@@ -132,7 +136,7 @@ def search_reward(cfg: TrainConfig) -> RewardSettings:
 
 
 def pool_digest(spec: PoolSpec) -> str:
-    return digest(spec.model_dump(mode="json", include={"workers", "workflows", "strongest"}))
+    return digest(spec.outcome_view({"workers", "workflows", "strongest"}))
 
 
 @dataclasses.dataclass
@@ -149,8 +153,12 @@ class FitContext:
         return self.settings.out
 
 
+def local_threads(settings: FitSettings) -> int:
+    return settings.threads or len(os.sched_getaffinity(0))
+
+
 def context(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitContext:
-    spec = load_pool(settings.pool_path)
+    spec = load_pool(settings.pool_path).with_local_threads(local_threads(settings))
     cfg = recipe(settings, spec)
     q = fit_questions(tasks=settings.tasks, questions=settings.questions, per_task=settings.per_task, eval_per_task=settings.eval_n,
                       eval_tasks=settings.eval_tasks, seed=settings.seed)
@@ -325,7 +333,8 @@ async def evaluate_stage(ctx: FitContext, state: FitState, key: str, meter: Mete
     n_questions = sum(len(t.questions) for t in tasks)
     ctx.hooks.stage("evaluate", n_questions * (len(baselines) + len(conductors)))
     started, before = time.monotonic(), meter.spend.as_dict()
-    records = await evaluate_fit(ctx.spec, tasks, baselines, conductors, out, cache=meter, on_record=lambda r: ctx.hooks.advance(1))
+    records = await evaluate_fit(ctx.spec, tasks, baselines, conductors, out, cache=meter, on_record=lambda r: ctx.hooks.advance(1),
+                                 threads=local_threads(ctx.settings))
     text = report(records, list(conductors), [label for label, _ in baselines]).rstrip()
     (out / "report.md").write_text(text + "\n")
     state.finish("evaluate", key, time.monotonic() - started, spent_since(meter, before))

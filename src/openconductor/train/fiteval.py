@@ -55,11 +55,13 @@ def with_checkpoint(spec: PoolSpec, checkpoint: Path) -> tuple[PoolSpec, dict]:
 
 
 async def evaluate_fit(spec: PoolSpec, tasks: list[Task], baselines: list[tuple[str, Policy]], conductors: dict[str, Path], out: Path, *,
-                       cache, on_record=None, on_start=None) -> list[EvalRecord]:
-    """Baselines, then each conductor (label -> checkpoint), into the eval folder ``out``; all records."""
+                       cache, on_record=None, on_start=None, threads: Optional[int] = None) -> list[EvalRecord]:
+    """Baselines, then each conductor (label -> checkpoint), into the eval folder ``out``; all records.
+    ``threads``: for the conductor's llama.cpp copy, as the pool's local workers have them."""
     records = await run_eval(tasks, baselines, spec, out, cache=cache, on_record=on_record, on_start=on_start)
     for label, checkpoint in conductors.items():
         planned, options = with_checkpoint(spec, checkpoint)
+        planned = planned.with_local_threads(threads) if threads else planned
         records = await run_eval(tasks, [(label, make_policy("conductor", **options))], planned, out, cache=cache, on_record=on_record,
                                  on_start=on_start)
     wanted = {label for label, _ in baselines} | set(conductors)
