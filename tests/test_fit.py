@@ -198,5 +198,9 @@ def test_local_threads_change_speed_settings_only_and_keep_the_fit_and_eval_dige
     assert [w.options for w in fast.workers if w.provider != "local_gguf"] == [w.options for w in spec.workers if w.provider != "local_gguf"]
     assert pool_digest(fast) == pool_digest(spec)
     assert eval_setup([], [], fast, seed=0, limits=Limits()).pool_digest == eval_setup([], [], spec, seed=0, limits=Limits()).pool_digest
+    from openconductor.policies import make_policy
+
+    conductor = make_policy("conductor")
+    assert fast.conductor.backend.options["threads"] == 2 and conductor.fingerprint(fast) == conductor.fingerprint(spec)
     longer = spec.model_copy(update={"workers": [spec.workers[0].model_copy(update={"max_tokens": 99}), *spec.workers[1:]]})
     assert pool_digest(longer) != pool_digest(spec)

@@ -62,6 +62,7 @@ def eval_command(
         help="How a --conductor checkpoint plans: auto (its llama.cpp copy when it has one), llama.cpp, or transformers (the trained weights exactly).",
     ),
     against: Optional[str] = typer.Option(None, "--against", help="A policy label to compare every other policy with: accuracy difference with a paired-bootstrap 95% interval over the same questions."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads per local llama.cpp model, the conductor's included (default: the pool file's; every core is faster on a machine left to this run)."),
 ):
     """Evaluate policies on tasks over a pool: accuracy, tokens, calls, cost, steps, latency."""
     from .cache import ResponseCache
@@ -73,6 +74,7 @@ def eval_command(
     if conductor_engine not in ENGINES:
         fail(f"--conductor-engine must be {', '.join(ENGINES[:-1])} or {ENGINES[-1]}, got {conductor_engine!r}")
     spec, trained_options = load_pool_or_default(pool_file, conductor_dir, engine=conductor_engine)
+    spec = spec.with_local_threads(threads) if threads else spec
     if data is not None and len(task) != 1:
         fail("--data applies to one task; pass a single --task")
     options = _task_options(task_option)
