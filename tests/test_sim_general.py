@@ -80,6 +80,7 @@ def test_copy_targets_name_the_bucket_and_the_workers_and_parse(tmp_path):
 
 
 def test_grpo_rows_run_each_question_on_its_own_pool_inside_one_union_pool():
+    from openconductor.sim.world import Traits
     from openconductor.sim.world_v3 import solo_correct
     from openconductor.train.config import load_train_config
     from openconductor.train.sim_general import CopySettings, grpo_rows, training_pools, union_pool
@@ -92,9 +93,11 @@ def test_grpo_rows_run_each_question_on_its_own_pool_inside_one_union_pool():
     assert len(rows) == 6 * len(pools) and rows[0].workers != rows[1].workers  # pools in rotation
     for row in rows:
         spec = pools[indices.index(row.workers)]
-        assert [union.workers[i].options == w.options for i, w in zip(row.workers, spec.workers)] == [True] * len(spec.workers)
+        # The same worker: a name taken twice is renamed, but the world draws its luck from its own name.
+        assert [Traits.from_spec(union.workers[i]) == Traits.from_spec(w) for i, w in zip(row.workers, spec.workers)] == [True] * len(spec.workers)
         assert f"Model id 0: {spec.workers[0].name} — " in row.prompt[0]["content"]
         assert not all(solo_correct(row.question, Profile.from_spec(w)) for w in spec.workers)
+    assert any("~" in w.name for w in union.workers)  # some name was taken twice (the check above is not empty)
 
 
 def test_renamed_workers_show_fresh_names_in_prompts_targets_and_grpo_rows_but_run_the_same_workers():

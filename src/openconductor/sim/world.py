@@ -344,7 +344,9 @@ class Traits:
         unknown = set(apt) - {"plan", "check", "implement"}
         if unknown:
             raise ValueError(f"simulated worker {spec.name!r}: unknown aptitude(s) {sorted(unknown)}; use plan, check, implement")
-        return cls(spec.name, dict(o.get("skills", {})), float(apt.get("plan", 0.0)), float(apt.get("check", 0.0)),
+        # options.identity: the name the world draws this worker's luck from, when a pool renames it
+        # (training's union of pools): the same worker then answers as it does in its own pool.
+        return cls(str(o.get("identity") or spec.name), dict(o.get("skills", {})), float(apt.get("plan", 0.0)), float(apt.get("check", 0.0)),
                    float(apt.get("implement", 0.0)), int(o.get("words", 100)))
 
 

@@ -245,8 +245,9 @@ def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1
 
 
 def union_pool(pools: list[PoolSpec]) -> tuple[PoolSpec, list[list[int]]]:
-    """One pool holding every training pool's workers (a name taken twice gets a ``~k`` suffix: the reward
-    runs each row's plan on a view of it), and each pool's indices in it, in that pool's order."""
+    """One pool holding every training pool's workers (a name taken twice gets a ``~k`` suffix, and keeps its
+    own as ``options.identity`` so the simulated world answers as in its pool: the reward runs each row's
+    plan on a view of it), and each pool's indices in it, in that pool's order."""
     workers, indices, taken = [], [], set()
     for spec in pools:
         own = []
@@ -256,7 +257,8 @@ def union_pool(pools: list[PoolSpec]) -> tuple[PoolSpec, list[list[int]]]:
                 name, k = f"{w.name}~{k}", k + 1
             taken.add(name)
             own.append(len(workers))
-            workers.append(w.model_copy(update={"name": name}))
+            renamed = {"name": name, "options": {**w.options, "identity": w.options.get("identity") or w.name}} if name != w.name else {}
+            workers.append(w.model_copy(update=renamed))
         indices.append(own)
     union = pools[0].model_copy(update={"name": "sim-training-pools", "workers": workers, "strongest": None})
     return union.for_execution(), indices
