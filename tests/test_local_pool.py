@@ -100,19 +100,23 @@ async def test_an_input_longer_than_the_context_is_a_clear_error(streamed):
                                on_token=(lambda piece: None) if streamed else None)
 
 
-@pytest.mark.parametrize("stop_loops", [True, False])
-async def test_a_generation_caught_in_a_loop_is_stopped(stop_loops):
-    """SmolLM2 at temperature 0 answers this with '7' until max_tokens; the guard stops it early,
-    and the usage (sent only in the last chunk, which a stopped stream never reads) is still counted."""
+async def test_a_generation_caught_in_a_loop_is_stopped():
+    """SmolLM2 at temperature 0 answers this with '7' until max_tokens. The guard stops it early; what was
+    streamed is the text, and the usage (sent only in the last chunk, which a stopped stream never reads)
+    is counted from llama.cpp's timings: the same prompt tokens as the full run, cached or not."""
     from openconductor.pool import WorkerSpec
     from openconductor.providers.local_gguf import LOOP_MIN, LocalGGUFProvider
 
-    spec = WorkerSpec(name="tiny", provider="local_gguf", model="smollm2-135m-instruct", options={"stop_loops": stop_loops})
-    completion = await LocalGGUFProvider(spec).complete(
-        [{"role": "user", "content": "Print the number 7 repeatedly, forever."}], max_tokens=256, temperature=0.0)
-    assert completion.text.endswith("7" * LOOP_MIN)
-    assert completion.usage.input_tokens > 10
-    if stop_loops:
-        assert completion.finish_reason == "repetition" and completion.usage.output_tokens < 100
-    else:
-        assert completion.finish_reason == "length" and completion.usage.output_tokens == 256
+    messages = [{"role": "user", "content": "Print the number 7 repeatedly, forever."}]
+    runs = {}
+    for stop_loops in (False, True, True):  # the second stopped run finds the prompt in llama.cpp's cache
+        spec = WorkerSpec(name="tiny", provider="local_gguf", model="smollm2-135m-instruct", options={"stop_loops": stop_loops})
+        pieces: list[str] = []
+        completion = await LocalGGUFProvider(spec).complete(messages, max_tokens=400, temperature=0.0, on_token=pieces.append)
+        assert completion.text.endswith("7" * LOOP_MIN) and "".join(pieces) == completion.text
+        runs.setdefault(stop_loops, []).append(completion)
+    full, (stopped, again) = runs[False][0], runs[True]
+    assert full.finish_reason == "length" and full.usage.output_tokens == 400
+    for c in (stopped, again):
+        assert c.finish_reason == "repetition" and 0 < c.usage.output_tokens < 400
+        assert c.usage.input_tokens == full.usage.input_tokens > 10

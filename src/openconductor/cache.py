@@ -36,6 +36,7 @@ from typing import Any, Optional
 import platformdirs
 
 from . import worker_message
+from .pool import outcome_options
 from .records import Completion
 
 SCHEMA = """
@@ -75,7 +76,7 @@ def cache_key(spec: Any, messages: list[dict], *, max_tokens: int, temperature: 
         "provider": spec.provider,
         "model": model_identity(spec.model),
         "base_url": spec.base_url,
-        "options": spec.options,
+        "options": outcome_options(spec.options),
         "top_p": spec.top_p,
         "messages": messages,
         "max_tokens": max_tokens,
@@ -112,12 +113,12 @@ def context_key(
     tool_key = getattr(provider, "replay_key", None)
     own = tool_key(messages) if tool_key is not None else None
     if own is not None:  # a deterministic tool: its own inputs decide its output
-        return _digest({"provider": spec.provider, "options": spec.options, "tool": own})
+        return _digest({"provider": spec.provider, "options": outcome_options(spec.options), "tool": own})
     context = worker_context(messages)
     if context is None:
         return cache_key(spec, messages, max_tokens=max_tokens, temperature=temperature, grammar=grammar, seed=None if ignore_seed else seed)
     payload = {
-        "provider": spec.provider, "model": model_identity(spec.model), "base_url": spec.base_url, "options": spec.options,
+        "provider": spec.provider, "model": model_identity(spec.model), "base_url": spec.base_url, "options": outcome_options(spec.options),
         "top_p": spec.top_p, "context": context, "max_tokens": max_tokens, "temperature": temperature,
         "grammar": grammar, "seed": None if ignore_seed else seed,
     }  # fmt: skip

@@ -62,7 +62,7 @@ def eval_command(
         help="How a --conductor checkpoint plans: auto (its llama.cpp copy when it has one), llama.cpp, or transformers (the trained weights exactly).",
     ),
     against: Optional[str] = typer.Option(None, "--against", help="A policy label to compare every other policy with: accuracy difference with a paired-bootstrap 95% interval over the same questions."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads per local llama.cpp model, the conductor's included (default: the pool file's; every core is faster on a machine left to this run)."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads per in-process llama.cpp model, a trained conductor's llama.cpp copy included (default: the pool file's; all cores are faster on a machine left to this run)."),
 ):
     """Evaluate policies on tasks over a pool: accuracy, tokens, calls, cost, steps, latency."""
     from .cache import ResponseCache

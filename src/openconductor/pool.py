@@ -161,9 +161,14 @@ class ConductorSpec(BaseModel):
 SPEED_OPTIONS = frozenset({"threads", "threads_batch"})
 
 
+def outcome_options(options: dict[str, Any]) -> dict[str, Any]:
+    """A worker's options less ``SPEED_OPTIONS``: what digests and response-cache keys see."""
+    return {k: v for k, v in options.items() if k not in SPEED_OPTIONS}
+
+
 def outcome_settings(worker: dict[str, Any]) -> dict[str, Any]:
     """A worker's settings as JSON (``WorkerSpec.model_dump(mode="json")``), less ``SPEED_OPTIONS``."""
-    return {**worker, "options": {k: v for k, v in worker.get("options", {}).items() if k not in SPEED_OPTIONS}}
+    return {**worker, "options": outcome_options(worker.get("options", {}))}
 
 
 class PoolSpec(BaseModel):
@@ -232,21 +237,24 @@ class PoolSpec(BaseModel):
         return self.model_copy(update={"conductor": conductor})
 
     def with_local_threads(self, threads: int) -> "PoolSpec":
-        """Every in-process llama.cpp worker, the conductor backend included, decoding with ``threads`` threads."""
+        """Every in-process llama.cpp worker, the conductor backend included, decoding with ``threads`` threads
+        (and processing prompts with as many, unless its ``threads_batch`` says otherwise)."""
 
         def local(w: Optional[WorkerSpec]) -> Optional[WorkerSpec]:
             if w is None or w.provider != "local_gguf":
                 return w
-            return w.model_copy(update={"options": {**w.options, "threads": threads, "threads_batch": threads}})
+            return w.model_copy(update={"options": {"threads_batch": threads, **w.options, "threads": threads}})
 
         conductor = self.conductor.model_copy(update={"backend": local(self.conductor.backend)})
         return self.model_copy(update={"workers": [local(w) for w in self.workers], "conductor": conductor})
 
-    def outcome_view(self, include: set[str]) -> dict[str, Any]:
-        """``include``'s fields as JSON, without the options that change only speed (``SPEED_OPTIONS``)."""
+    def outcome_view(self, include: Optional[set[str]] = None) -> dict[str, Any]:
+        """``include``'s fields (default: all) as JSON, without the options that change only speed (``SPEED_OPTIONS``)."""
         view = self.model_dump(mode="json", include=include)
         if "workers" in view:
             view["workers"] = [outcome_settings(w) for w in view["workers"]]
+        if (view.get("conductor") or {}).get("backend"):
+            view["conductor"]["backend"] = outcome_settings(view["conductor"]["backend"])
         return view
 
     def all_workers(self) -> list[WorkerSpec]:

@@ -12,7 +12,7 @@ import time
 from typing import Optional
 
 from ..budget import LimitReached
-from ..pool import PoolConfigError, PoolSpec, WorkerCallError, outcome_settings
+from ..pool import PoolConfigError, PoolSpec, WorkerCallError
 from ..records import PlanRecord, Usage
 from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
 from .base import Plan, PlanRequest, Policy, PolicyOptions, Previous, register_policy
@@ -266,10 +266,7 @@ class LMConductor(Policy):
         return self._fallback(request, record)
 
     def fingerprint(self, pool: PoolSpec) -> dict:
-        conductor = pool.conductor.model_dump(mode="json")
-        if conductor.get("backend"):
-            conductor["backend"] = outcome_settings(conductor["backend"])
-        return {**super().fingerprint(pool), "conductor": conductor}
+        return {**super().fingerprint(pool), "conductor": pool.outcome_view({"conductor"})["conductor"]}
 
     def _fallback(self, request: PlanRequest, record: PlanRecord) -> Plan:
         spec = request.pool.spec

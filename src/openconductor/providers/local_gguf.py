@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib
+import logging
 import importlib.metadata as metadata
 import os
 import threading
@@ -26,6 +27,8 @@ from ..answer_format import AnswerFormat, content_schema
 from ..pool import PoolConfigError, WorkerSpec
 from ..records import Completion, Usage
 from .base import Provider, ProviderError, TokenCallback
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -159,11 +162,12 @@ def completion_prompt(messages: list[dict]) -> str:
 COMPLETION_STOP = ["\n\n", "<Subtask", "Your assigned subtask", "Question:"]
 
 
-# Small models fall into loops ("1111...", the same line again and again) and would run to max_tokens:
-# in a partial fit on the offline pool, 29 of 498 model calls did, about a fifth of all model time.
+# Small models fall into loops ("1111...", the same line again and again) and then run to max_tokens.
 # A generation is stopped once its last LOOP_MIN characters or more repeat one unit of at most
-# LOOP_MAX_PERIOD characters at least LOOP_REPEATS times; what it wrote so far is kept.
-LOOP_MIN, LOOP_MAX_PERIOD, LOOP_REPEATS = 64, 64, 4
+# LOOP_MAX_PERIOD characters at least LOOP_REPEATS times; what it wrote so far is kept. The bounds are
+# wide enough that a banner line, a table rule, a row of zeros or a few identical lines of code pass
+# (docs/providers.md, "Loops in small models").
+LOOP_MIN, LOOP_MAX_PERIOD, LOOP_REPEATS = 160, 64, 8
 LOOP_WINDOW = LOOP_MAX_PERIOD * LOOP_REPEATS  # pieces (tokens, each at least one character) that can hold a loop
 
 
@@ -309,6 +313,8 @@ class LocalGGUFProvider(Provider):
         usage = state["usage"]
         if not usage:  # stopped before the last chunk, which carries the usage: count from the timings
             t = state["timings"]
+            if not t:
+                log.warning("worker %r: llama.cpp sent no timings; its input tokens are not counted", self.spec.name)
             usage = {"prompt_tokens": t.get("prompt_n", 0) + t.get("cache_n", 0), "completion_tokens": t.get("predicted_n", len(pieces))}
         text = "".join(pieces)
         message = {"message": {"content": text}} if self.chat else {"text": text}

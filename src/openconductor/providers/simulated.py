@@ -120,7 +120,8 @@ class SimulatedProvider(Provider):
         self.calls = 0
 
     def _rng(self, messages: list[dict], seed: Optional[int]) -> random.Random:
-        key = f"{self.seed}|{seed}|{self.spec.name}|{messages!r}".encode()
+        identity = self.spec.options.get("identity") or self.spec.name  # as the world's luck (sim/world.py Traits)
+        key = f"{self.seed}|{seed}|{identity}|{messages!r}".encode()
         return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
 
     async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None,

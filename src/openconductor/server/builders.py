@@ -143,7 +143,8 @@ def finish_reason(run: Run, legacy_functions: bool = False) -> str:
     if run.tool_calls:
         return "function_call" if legacy_functions else "tool_calls"
     last = run.steps[-1] if run.steps else None
-    if run.status == "limit" or (last is not None and last.status == "ok" and last.finish_reason == "length"):
+    # A local model stopped in a loop ("repetition") was cut short too: OpenAI's word for that is "length".
+    if run.status == "limit" or (last is not None and last.status == "ok" and last.finish_reason in ("length", "repetition")):
         return "length"
     return "stop"
 

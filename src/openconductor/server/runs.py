@@ -58,7 +58,7 @@ class Preset:
 
 
 def fingerprint(preset: PresetSpec, pool_spec: PoolSpec) -> str:
-    blob = json.dumps({"preset": preset.model_dump(mode="json"), "pool": pool_spec.model_dump(mode="json")}, sort_keys=True)
+    blob = json.dumps({"preset": preset.model_dump(mode="json"), "pool": pool_spec.outcome_view()}, sort_keys=True)
     return "fp_" + hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 

@@ -67,7 +67,7 @@ class FitSettings(BaseModel):
     max_cost: Optional[float] = Field(None, gt=0)
     output_share: float = Field(0.25, gt=0, le=1)  # the dry run's output tokens per call, as a share of max_tokens
     # Threads per in-process llama.cpp model (None: every core this process may use). A fit is a long job
-    # that owns the machine: on an idle 2-core machine 2 threads decoded 1.9x faster than the pools' 1.
+    # that owns the machine, where all cores decode faster than the pools' default of 1 (docs/providers.md).
     threads: Optional[int] = Field(None, ge=1)
 
     @property
@@ -154,7 +154,7 @@ class FitContext:
 
 
 def local_threads(settings: FitSettings) -> int:
-    return settings.threads or len(os.sched_getaffinity(0))
+    return settings.threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def context(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitContext:
@@ -270,7 +270,7 @@ def grpo_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore) 
     cfg = dataclasses.replace(ctx.cfg, warmup_sft=dataclasses.replace(ctx.cfg.warmup_sft, examples=sum(map(len, ctx.rows.values()))),
                               grpo={**ctx.cfg.grpo, "max_steps": steps})
     started, before = time.monotonic(), meter.spend.as_dict()
-    train(cfg, resume=partial and any(run_dir.glob("checkpoint-*")), items=ctx.questions.train, cache=meter)
+    train(cfg, resume=partial and any(run_dir.glob("checkpoint-*")), items=ctx.questions.train, cache=meter, pool_spec=ctx.spec)
     state.finish("grpo", key, time.monotonic() - started, spent_since(meter, before))
     return final, key
 

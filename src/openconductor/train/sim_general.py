@@ -257,7 +257,9 @@ def union_pool(pools: list[PoolSpec]) -> tuple[PoolSpec, list[list[int]]]:
                 name, k = f"{w.name}~{k}", k + 1
             taken.add(name)
             own.append(len(workers))
-            renamed = {"name": name, "options": {**w.options, "identity": w.options.get("identity") or w.name}} if name != w.name else {}
+            renamed = {"name": name} if name != w.name else {}
+            if renamed and w.provider == "simulated":  # only the simulated world reads an identity
+                renamed["options"] = {**w.options, "identity": w.options.get("identity") or w.name}
             workers.append(w.model_copy(update=renamed))
         indices.append(own)
     union = pools[0].model_copy(update={"name": "sim-training-pools", "workers": workers, "strongest": None})

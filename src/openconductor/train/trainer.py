@@ -287,16 +287,16 @@ def row_format(cfg: TrainConfig, row: TrainRow, spec: PoolSpec):
 
 
 def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False, items: Optional[list[Item]] = None,
-          cache: Optional[ResponseCache] = None) -> Path:
+          cache: Optional[ResponseCache] = None, pool_spec: Optional[PoolSpec] = None) -> Path:
     """Run GRPO end to end; returns the exported model dir (``warmup_only``: stop after the warm-up,
-    returning RUN/warmup; a later run in the same dir starts GRPO from it). ``items`` and ``cache`` as for
-    ``build_trainer``."""
+    returning RUN/warmup; a later run in the same dir starts GRPO from it). ``items``, ``cache`` and
+    ``pool_spec`` as for ``build_trainer``."""
     if warmup_only:
         if not cfg.warmup_sft.examples:
             raise TrainConfigError("--warmup-only needs a warm-up: warmup_sft.examples = 0 turns it off")
         prepare(cfg, items=items)
         return cfg.output_dir / "warmup"
-    trainer, reward = build_trainer(cfg, items=items, cache=cache)
+    trainer, reward = build_trainer(cfg, items=items, cache=cache, pool_spec=pool_spec)
     last = _latest_checkpoint(cfg.output_dir) if resume else None
     if resume and last is None:
         log.warning("--resume: no checkpoint in %s; starting fresh", cfg.output_dir)
