@@ -27,7 +27,7 @@ import tomllib
 from openconductor.pool import PoolSpec
 from openconductor.sim.plan_search import SearchSettings
 from openconductor.sim.pools import generate_pool, pool_toml
-from openconductor.train.sim_general import CopySettings, training_pools
+from openconductor.train.sim_general import CopySettings, first_per_bucket, training_pools
 from openconductor.sim.world_v3 import make_questions
 from openconductor.train.sim_eval import (conductor_plans, lookup_plans, moa_plans, pooled_bootstrap, rank_lookup_plans, rank_table, run_plans,
                                           single_plans)
@@ -54,11 +54,7 @@ def main() -> int:
     questions = make_questions(args.n, args.eval_seed)
     settings = SearchSettings()
     search_questions = make_questions(48 * settings.questions, 5_000, exclude=frozenset(q.text for q in questions))
-    per_bucket: dict = {}
-    for q in search_questions:
-        per_bucket.setdefault(q.bucket, []).append(q)
-    rank_questions = [q for qs in per_bucket.values() for q in qs[: args.rank_questions]]
-    ranks = rank_table(training_pools(CopySettings(), Path(args.training_pool)), rank_questions, BUCKET)
+    ranks = rank_table(training_pools(CopySettings(), Path(args.training_pool)), first_per_bucket(search_questions, args.rank_questions), BUCKET)
     print("SIMULATED: world v3, generated pools never trained on; accuracy % on", args.n, "held-out questions per pool")
     extra = "".join(f" {c} |" for c in others)
     print(f"| seed | held-out families | workers | conductor | best single | oracle router | search re-run | rank lookup | vs oracle | vs search | vs rank lookup | tokens vs MoA |{extra}")

@@ -247,3 +247,26 @@ def test_a_general_conductor_over_generated_pools_refuses_a_pool_shown_by_ids_or
         with pytest.raises(TrainConfigError, match="descriptions"):
             PromptShape.of(cfg)
     assert PromptShape.of(load_train_config("examples/train_sim_general_profile.toml")).show == "profile"
+
+
+def test_rank_targets_give_every_pool_the_same_plan_over_ranks_per_bucket():
+    """``targets = "ranks"``: the copy imitates the rank lookup, so a bucket's target, read back as places in the
+    ranking of the question's area, is the same plan on every pool, however that pool numbers its workers."""
+    from pathlib import Path
+
+    from openconductor.sim.pools import area_ranking
+    from openconductor.train.sim_general import CopySettings, PromptShape, build
+
+    settings = CopySettings(pools=3, per_pool=48, training_pool_examples=48, targets="ranks", rank_questions=1,
+                            search=SearchSettings(screen=4, rank=4, top=1))
+    data = build(settings, Path(POOL), PromptShape())
+    over_ranks: dict = {}
+    for searched in data.searched:
+        ranking = area_ranking(searched.spec)
+        for q, best in zip(searched.questions, searched.best):
+            places = tuple((ranking[q.domain].index(s.worker), s.subtask, s.access) for s in best.plan.steps)
+            over_ranks.setdefault(q.bucket, set()).add(places)
+    shared = [b for b in over_ranks if sum(any(q.bucket == b for q in s.questions) for s in data.searched) > 1]
+    assert shared and all(len(over_ranks[b]) == 1 for b in shared)
+    with pytest.raises(ValueError, match="search.*ranks"):
+        CopySettings(targets="oracle")

@@ -37,7 +37,10 @@ class CopyDataError(ValueError):
 def data_key(settings: CopySettings, training_pool: Path, *, test_n: int, eval_seed: int) -> dict:
     """What the search's results depend on: its settings, the training pool file and the held-out questions it
     excluded (not the prompt's shape: prompts and targets are rebuilt when the data loads)."""
-    return {"copy": dataclasses.asdict(settings), "training_pool_sha256": hashlib.sha256(Path(training_pool).read_bytes()).hexdigest(),
+    copy = dataclasses.asdict(settings)
+    if copy["targets"] == "search":  # the targets' source as data written before it could be chosen recorded it: absent
+        del copy["targets"], copy["rank_questions"]
+    return {"copy": copy, "training_pool_sha256": hashlib.sha256(Path(training_pool).read_bytes()).hexdigest(),
             "test_n": test_n, "eval_seed": eval_seed}
 
 

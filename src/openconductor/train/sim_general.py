@@ -13,11 +13,13 @@ the prompt's pool list.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import random
 import time
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -25,11 +27,11 @@ from typing import Optional
 from ..policies.lm import area_keys, conductor_messages
 from ..policies.lm import rank_aliases as ranking_words
 from ..pool import PoolSpec, load_pool
-from ..sim.pools import DOMAIN_AREA, generate_pool, pool_toml, renamed
+from ..sim.pools import DOMAIN_AREA, area_ranking, generate_pool, pool_toml, renamed
 from ..sim.questions import Question
 from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Workflow
-from ..sim.plan_search import AGGREGATE, CHECK, IMPLEMENT, PLAN, SOLVE, Scored, SearchSettings, search_pool
+from ..sim.plan_search import AGGREGATE, CHECK, IMPLEMENT, PLAN, SOLVE, Scored, SearchSettings, at_ranks, rank_search, search_pool
 from .data import TrainRow
 from .prefix_sft import copy_plans
 
@@ -70,6 +72,14 @@ class CopySettings:
     question_seed: int = 0  # the examples' questions (training side)
     search_seed: int = 5_000  # the search's questions (training side, not the examples')
     search: SearchSettings = field(default_factory=SearchSettings)
+    # "search": each pool's own best plan per bucket; "ranks": the rank lookup's (one plan per bucket over the
+    # places in the question's area's ranking, found across all training pools, made concrete on each pool).
+    targets: str = "search"
+    rank_questions: int = 5  # "ranks": questions per bucket and pool the rank table is found on (unseen_pools.py's)
+
+    def __post_init__(self) -> None:
+        if self.targets not in ("search", "ranks"):
+            raise ValueError(f"copy targets must be \"search\" or \"ranks\", got {self.targets!r}")
 
 
 def spec_of(toml_text: str) -> PoolSpec:
@@ -131,14 +141,44 @@ def search(settings: CopySettings, training_pool: Path, *, exclude: frozenset[st
     taken = exclude | {q.text for q in searched}
     counts = [settings.training_pool_examples] + [settings.per_pool] * settings.pools
     asked = make_questions(sum(counts), settings.question_seed, exclude=taken)
+    ranks = rank_targets(pools, searched, settings) if settings.targets == "ranks" else None
     out, used = [], 0
     for p, (spec, count) in enumerate(zip(pools, counts)):
-        tables: dict = search_tables(spec, searched, settings.search)
         questions = asked[used : used + count]
         used += count
+        if ranks is not None:
+            out.append(Searched(spec, questions, [ranks(spec, q) for q in questions]))
+            continue
+        tables: dict = search_tables(spec, searched, settings.search)
         out.append(Searched(spec, questions, [tables[q.bucket][0] for q in questions]))
         log.info("pool %d/%d %s: searched %d buckets", p + 1, len(pools), spec.name, len(tables))
     return out, time.monotonic() - start
+
+
+def first_per_bucket(questions: list[Question], k: int) -> list[Question]:
+    """The first ``k`` questions of every bucket, in order."""
+    counts: Counter = Counter()
+    kept = []
+    for q in questions:
+        counts[q.bucket] += 1
+        if counts[q.bucket] <= k:
+            kept.append(q)
+    return kept
+
+
+def rank_targets(pools: list[PoolSpec], searched: list[Question], settings: CopySettings):
+    """For ``targets = "ranks"``: the rank table found across ``pools`` on the first ``rank_questions`` of
+    each bucket, as a function (pool, question) -> that bucket's plan on that pool's ranking, scored as in
+    the table (its mean over the pools)."""
+    table = rank_search([([Profile.from_spec(w) for w in spec.workers], area_ranking(spec)) for spec in pools],
+                        first_per_bucket(searched, settings.rank_questions), lambda q: q.bucket, settings.search.token_weight)
+    log.info("rank table: %d buckets across %d pools", len(table), len(pools))
+
+    def best(spec: PoolSpec, q: Question) -> Scored:
+        row = table[q.bucket]
+        return dataclasses.replace(row, plan=at_ranks(row.plan, area_ranking(spec)[q.domain]))
+
+    return best
 
 
 def shown_pool(spec: PoolSpec, pool_index: int, example: int, rename: bool) -> PoolSpec:
@@ -325,6 +365,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="search: the plan search alone, into RUN/copy_data.json.gz; copy: search (or --copy-data) then copy; "
                          "grpo: GRPO from RUN/warmup; both: copy then GRPO")
     ap.add_argument("--copy-data", default=None, help="the copy data a `--stage search` wrote: the copy loads it instead of searching")
+    ap.add_argument("--targets", choices=["search", "ranks"], default=CopySettings.targets,
+                    help="the copy's targets: each pool's own searched plans, or the rank lookup's plans made concrete on each pool")
     ap.add_argument("--grpo-per-pool", type=int, default=16)
     ap.add_argument("--set", action="append", default=[], help="override a config value, e.g. grpo.max_steps=20")
     args = ap.parse_args(argv)
@@ -344,7 +386,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.output_dir:
         overrides["run.output_dir"] = str(Path(args.output_dir).resolve())  # from here, not from the config's folder
     cfg = load_train_config(args.config, overrides)
-    settings = CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples)
+    settings = CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples, targets=args.targets)
     if args.stage == "search":
         print(search_run(cfg, settings))
     if args.stage in ("copy", "both"):
