@@ -204,3 +204,37 @@ def test_local_threads_change_speed_settings_only_and_keep_the_fit_and_eval_dige
     assert fast.conductor.backend.options["threads"] == 2 and conductor.fingerprint(fast) == conductor.fingerprint(spec)
     longer = spec.model_copy(update={"workers": [spec.workers[0].model_copy(update={"max_tokens": 99}), *spec.workers[1:]]})
     assert pool_digest(longer) != pool_digest(spec)
+
+
+def test_each_finished_stage_is_on_disk_before_the_next_starts(tmp_path, world):
+    """A fit killed mid-stage (SIGTERM, a lost machine) keeps the stages it finished: fit.json is written as
+    each one ends, not only when the fit does."""
+    from openconductor.train.fit import Hooks
+
+    out = tmp_path / "out"
+    on_disk: dict[str, set] = {}
+
+    class Watch(Hooks):
+        def stage(self, name, total):
+            path = out / "fit.json"
+            on_disk[name] = set(json.loads(path.read_text())["stages"]) if path.exists() else set()
+
+    run_fit(_settings(tmp_path), Watch())
+    assert on_disk["profile"] == set() and on_disk["search"] >= {"profile"} and on_disk["targets"] >= {"profile", "search"}
+    assert on_disk["evaluate"] >= {"profile", "search", "targets", "copy"}
+
+
+def test_the_fit_reports_each_stage_in_a_log_file(tmp_path, world):
+    """Without a terminal (output sent to a file) the live bars draw nothing: one line per stage instead."""
+    import io
+
+    from rich.console import Console
+
+    from openconductor.train.fitprogress import RichHooks
+
+    buffer = io.StringIO()
+    with RichHooks(Console(file=buffer, force_terminal=False)) as hooks:
+        run_fit(_settings(tmp_path), hooks)
+    log = buffer.getvalue()
+    for name in ("profile", "search", "targets", "evaluate"):
+        assert re.search(rf"\d\d:\d\d:\d\d {name}: started", log) and re.search(rf"{name}: [\d,]+ done in \d+ s", log)

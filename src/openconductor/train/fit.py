@@ -82,7 +82,8 @@ def digest(*parts: Any) -> str:
 class FitState:
     """``fit.json``: each finished stage's digest and spend, and the fit's total spend so far."""
 
-    def __init__(self, out: Path):
+    def __init__(self, out: Path, on_finish: Optional[Callable[[], None]] = None):
+        self.on_finish = on_finish  # written after every stage, so a killed fit keeps its finished stages
         self.path = out / STATE_FILE
         data = json.loads(self.path.read_text()) if self.path.exists() else {}
         self.stages: dict[str, dict] = data.get("stages", {})
@@ -94,6 +95,8 @@ class FitState:
 
     def finish(self, stage: str, key: str, seconds: float, spend: dict) -> None:
         self.stages[stage] = {"digest": key, "seconds": round(seconds, 1), "spend": spend}
+        if self.on_finish is not None:
+            self.on_finish()
 
     def save(self, settings: FitSettings, spend: Spend) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -362,6 +365,7 @@ def run_fit(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitResult:
     state = FitState(settings.out)
     meter = MeteredStore(settings.out / "replay.sqlite3", workers={w.name for w in ctx.spec.workers}, max_calls=settings.max_calls,
                          max_cost=settings.max_cost, spent_before=state.spend)
+    state.on_finish = lambda: state.save(settings, meter.total)
     grader = WorkflowReward(ctx.spec, search_reward(ctx.cfg), ctx.cfg.prompt, cache=meter, owns_cache=False)
     runner = Runner(grader, advance=ctx.hooks.advance, stopped=lambda: meter.refused)
     checkpoint, report = None, ""
