@@ -326,3 +326,29 @@ async def test_a_pair_talks_only_through_its_pipes():
     pair = await run_python_pair("print('done')", "import time\ntime.sleep(100)")
     assert pair.driver.stdout == "done\n" and pair.worker.status == "stopped"
     assert time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize("one_by_one", [False, True])
+def test_killing_a_run_ends_every_process_in_its_cgroup(one_by_one):
+    """What a stopped or timed-out run does besides killing its process group: a process bubblewrap left
+    behind (killed before it armed --die-with-parent) would otherwise hold the run's pipes open.
+    one_by_one: the path of cgroup v1 (and of v2 before Linux 5.14), tried on this machine's cgroup."""
+    import subprocess
+
+    from openconductor.sandbox_kernel import RunCgroup, memory_cgroups
+
+    cgroups, why = memory_cgroups()
+    if cgroups is None:
+        pytest.skip(f"no memory cgroups here: {why}")
+    run = cgroups.create(64 << 20)
+    try:
+        proc = subprocess.Popen(["sh", "-c", 'echo $$ > "$0" && exec sleep 60', str(run.procs)], start_new_session=True)
+        for _ in range(200):
+            if run.procs.read_text().split():
+                break
+            time.sleep(0.01)
+        assert str(proc.pid) in run.procs.read_text().split()
+        (RunCgroup(run.path, 1) if one_by_one else run).kill()
+        assert proc.wait(timeout=5) == -9
+    finally:
+        run.remove()

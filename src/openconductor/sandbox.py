@@ -29,6 +29,7 @@ Nothing runs unsandboxed unless the caller sets ``SandboxSettings(allow_unsandbo
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import shutil
@@ -42,7 +43,7 @@ import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Callable, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -583,11 +584,11 @@ async def _run(
             **command.kwargs,
         )
         command.close_fds()  # the child has them: a pipe's other end now sees EOF when the child dies
-        ended = await _wait(proc, limits, stdin, stop)
+        ended = await _wait(proc, limits, stdin, stop, functools.partial(_kill_run, proc, command))
         return _result(plan, limits, command, proc, ended, time.perf_counter() - started)
     finally:
         if proc is not None and proc.returncode is None:  # cancelled while it ran: leave nothing behind
-            _kill_group(proc)
+            _kill_run(proc, command)
             await proc.wait()
         command.close_fds()
         await asyncio.to_thread(command.cleanup)  # removing the cgroup may wait for the kernel to let go
@@ -621,9 +622,10 @@ class _Ended:
     stopped: bool
 
 
-async def _wait(proc: asyncio.subprocess.Process, limits: SandboxLimits, stdin: Stdio, stop: Optional[asyncio.Event]) -> _Ended:
-    """Feed and read the process until it exits, ``limits.wall_s`` passes or ``stop`` is set (then its
-    whole process group is killed)."""
+async def _wait(proc: asyncio.subprocess.Process, limits: SandboxLimits, stdin: Stdio, stop: Optional[asyncio.Event],
+                kill: Callable[[], None]) -> _Ended:
+    """Feed and read the process until it exits, ``limits.wall_s`` passes or ``stop`` is set (then ``kill``
+    ends the run: its process group and whatever else is in its cgroup)."""
     out: list[bytes] = []
     err: list[bytes] = []
     dropped = [False]
@@ -641,13 +643,19 @@ async def _wait(proc: asyncio.subprocess.Process, limits: SandboxLimits, stdin: 
         if task is not None and not task.done():
             task.cancel()
     if proc.returncode is None or timed_out or stopped:
-        _kill_group(proc)
+        kill()
     await proc.wait()
     for task in readers + feeder:
         if not task.done():
             task.cancel()
     await asyncio.gather(finished, *readers, *feeder, return_exceptions=True)
     return _Ended(out, err, dropped[0], timed_out, stopped)
+
+
+def _kill_run(proc: asyncio.subprocess.Process, command: "_Command") -> None:
+    _kill_group(proc)
+    if command.cgroup is not None:  # a process bubblewrap left behind is still in the run's cgroup
+        command.cgroup.kill()
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -22,6 +22,7 @@ import errno
 import itertools
 import os
 import re
+import signal
 import tempfile
 import time
 from dataclasses import dataclass
@@ -76,6 +77,30 @@ class RunCgroup:
         except OSError:
             return 0
         return int(found.group(1)) if found else 0
+
+    def kill(self) -> None:
+        """SIGKILL every process in the run. Needed when a process outlives bubblewrap: killed while it was
+        still setting up, bubblewrap never armed ``--die-with-parent`` for its child, which then kept the
+        run's pipes open (asyncio's ``Process.wait`` waits for them) until it ended by itself."""
+        if self.version == 2:
+            try:
+                (self.path / "cgroup.kill").write_text("1")
+                return
+            except OSError:
+                pass  # before Linux 5.14: no cgroup.kill
+        for _ in range(5):  # cgroup v1 (or v2 before Linux 5.14): one by one, until none is left
+            try:
+                pids = [int(line) for line in self.procs.read_text().split()]
+            except (OSError, ValueError):
+                return
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.005)
 
     def remove(self) -> None:
         # The run's processes are gone, but the kernel may still be tearing them down: retry briefly.
