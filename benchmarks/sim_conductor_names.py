@@ -17,13 +17,12 @@ import tomllib
 from pathlib import Path
 
 from openconductor.pool import PoolSpec, load_pool
-from openconductor.sim.plan_search import SearchSettings
+from openconductor.sim.plan_search import BUCKET, SearchSettings
 from openconductor.sim.pools import generate_pool, pool_toml
 from openconductor.sim.world_v3 import make_questions
 from openconductor.train.sim_eval import conductor_plans, lookup_plans
 
 ROOT = Path(__file__).resolve().parents[1]
-BUCKET = "bucket (subtopic x level)"
 
 
 def named(reasoning: str) -> list[str]:

@@ -25,14 +25,13 @@ from pathlib import Path
 import tomllib
 
 from openconductor.pool import PoolSpec
-from openconductor.sim.plan_search import SearchSettings
+from openconductor.sim.plan_search import BUCKET, SearchSettings
 from openconductor.sim.pools import generate_pool, pool_toml
 from openconductor.train.sim_general import CopySettings, first_per_bucket, training_pools
 from openconductor.sim.world_v3 import make_questions
 from openconductor.train.sim_eval import (conductor_plans, lookup_plans, moa_plans, pooled_bootstrap, rank_lookup_plans, rank_table, run_plans,
                                           single_plans)
 
-BUCKET = "bucket (subtopic x level)"
 
 
 def main() -> int:

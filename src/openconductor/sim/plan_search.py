@@ -28,11 +28,12 @@ PLAN = "Outline a plan: the key steps an expert would take for this task, withou
 IMPLEMENT = "Follow the plan from the previous agent to solve the task and give the final answer."
 AGGREGATE = "Synthesise the previous answers into one: weigh them critically and give the final answer."
 
+BUCKET = "bucket (subtopic x level)"  # the finest grouping: what a copy's targets and the rank lookup use
 GROUPINGS: dict[str, Callable[[Question], Hashable]] = {
     "domain": lambda q: q.domain,
     "domain x level": lambda q: (q.domain, q.level),
     "subtopic": lambda q: (q.domain, q.subtopic),
-    "bucket (subtopic x level)": lambda q: q.bucket,
+    BUCKET: lambda q: q.bucket,
 }
 
 

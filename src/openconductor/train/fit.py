@@ -82,8 +82,8 @@ def digest(*parts: Any) -> str:
 class FitState:
     """``fit.json``: each finished stage's digest and spend, and the fit's total spend so far."""
 
-    def __init__(self, out: Path, on_finish: Optional[Callable[[], None]] = None):
-        self.on_finish = on_finish  # written after every stage, so a killed fit keeps its finished stages
+    def __init__(self, out: Path):
+        self.on_finish: Optional[Callable[[], None]] = None  # run_fit saves after every stage: a killed fit keeps its finished stages
         self.path = out / STATE_FILE
         data = json.loads(self.path.read_text()) if self.path.exists() else {}
         self.stages: dict[str, dict] = data.get("stages", {})

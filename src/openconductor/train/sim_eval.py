@@ -94,10 +94,11 @@ def lookup_plans(spec: PoolSpec, questions: Sequence[Question], search_questions
     return out
 
 
-def rank_table(specs: Sequence[PoolSpec], questions: Sequence[Question], label: str) -> dict[Hashable, Scored]:
+def rank_table(specs: Sequence[PoolSpec], questions: Sequence[Question], label: str,
+               token_weight: float = SearchSettings.token_weight) -> dict[Hashable, Scored]:
     """One plan over ranks per group (``GROUPINGS[label]``), found across ``specs`` (the training pools) on
     training-side ``questions``: a lookup that names no worker, for pools it never saw."""
-    return rank_search([(declared(s), area_ranking(s)) for s in specs], questions, GROUPINGS[label])
+    return rank_search([(declared(s), area_ranking(s)) for s in specs], questions, GROUPINGS[label], token_weight)
 
 
 def rank_lookup_plans(spec: PoolSpec, questions: Sequence[Question], table: dict[Hashable, Scored], label: str) -> list[Workflow]:

@@ -27,11 +27,11 @@ from typing import Optional
 from ..policies.lm import area_keys, conductor_messages
 from ..policies.lm import rank_aliases as ranking_words
 from ..pool import PoolSpec, load_pool
-from ..sim.pools import DOMAIN_AREA, area_ranking, generate_pool, pool_toml, renamed
+from ..sim.pools import DOMAIN_AREA, generate_pool, pool_toml, renamed
 from ..sim.questions import Question
 from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Workflow
-from ..sim.plan_search import AGGREGATE, CHECK, IMPLEMENT, PLAN, SOLVE, Scored, SearchSettings, at_ranks, rank_search, search_pool
+from ..sim.plan_search import AGGREGATE, BUCKET, CHECK, IMPLEMENT, PLAN, SOLVE, Scored, SearchSettings, search_pool
 from .data import TrainRow
 from .prefix_sft import copy_plans
 
@@ -147,7 +147,7 @@ def search(settings: CopySettings, training_pool: Path, *, exclude: frozenset[st
         questions = asked[used : used + count]
         used += count
         if ranks is not None:
-            out.append(Searched(spec, questions, [ranks(spec, q) for q in questions]))
+            out.append(Searched(spec, questions, ranks(spec, questions)))
             continue
         tables: dict = search_tables(spec, searched, settings.search)
         out.append(Searched(spec, questions, [tables[q.bucket][0] for q in questions]))
@@ -167,16 +167,17 @@ def first_per_bucket(questions: list[Question], k: int) -> list[Question]:
 
 
 def rank_targets(pools: list[PoolSpec], searched: list[Question], settings: CopySettings):
-    """For ``targets = "ranks"``: the rank table found across ``pools`` on the first ``rank_questions`` of
-    each bucket, as a function (pool, question) -> that bucket's plan on that pool's ranking, scored as in
-    the table (its mean over the pools)."""
-    table = rank_search([([Profile.from_spec(w) for w in spec.workers], area_ranking(spec)) for spec in pools],
-                        first_per_bucket(searched, settings.rank_questions), lambda q: q.bucket, settings.search.token_weight)
+    """For ``targets = "ranks"``: the rank lookup (``sim_eval.rank_table``, found across ``pools`` on the first
+    ``rank_questions`` of each bucket: the table ``unseen_pools.py`` scores), as a function (pool, its
+    questions) -> each question's bucket plan on that pool's ranking, scored as in the table (its mean over the pools)."""
+    from .sim_eval import rank_lookup_plans, rank_table
+
+    table = rank_table(pools, first_per_bucket(searched, settings.rank_questions), BUCKET, settings.search.token_weight)
     log.info("rank table: %d buckets across %d pools", len(table), len(pools))
 
-    def best(spec: PoolSpec, q: Question) -> Scored:
-        row = table[q.bucket]
-        return dataclasses.replace(row, plan=at_ranks(row.plan, area_ranking(spec)[q.domain]))
+    def best(spec: PoolSpec, questions: list[Question]) -> list[Scored]:
+        plans = rank_lookup_plans(spec, questions, table, BUCKET)
+        return [dataclasses.replace(table[q.bucket], plan=plan) for q, plan in zip(questions, plans)]
 
     return best
 
