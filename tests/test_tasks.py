@@ -207,6 +207,26 @@ def test_reasoning_gym_generators_are_deterministic_and_graded_by_their_scorer()
     assert not grade(q, "").correct
 
 
+def test_an_answer_that_only_contains_the_reference_earns_nothing():
+    """reasoning-gym's base scorer pays len(reference)/len(answer) to any answer containing the reference;
+    a float format ("7.0" for "7") or a hedge ("7 or 8") scored up to 0.7 and ranked plans in the fit's
+    search above more accurate ones. Generators with their own scorer keep their closeness credit."""
+    import reasoning_gym
+
+    q = load_task("basic_arithmetic", limit=1, seed=3, min_terms=2, max_terms=2, max_digits=1, operators=["+"]).questions[0]
+    expected = q.reference["answer"]
+    padded = reasoning_gym.get_score_answer_fn("basic_arithmetic")(f"{expected}.0", q.reference)
+    assert 0 < padded < 1  # what reasoning-gym itself pays
+    for hedge in (f"{expected}.0", f"{expected} or {int(expected) + 1}", f"x = {expected}"):
+        got = grade(q, f"Final answer: {hedge}")
+        assert got.score == 0.0 and not got.correct and "only contains the reference" in got.reason
+    assert grade(q, f"Final answer: {expected}").score == 1.0
+    coin = load_task("rg:coin_flip", limit=1, seed=1).questions[0]
+    near = str(round(float(coin.reference["answer"]) * 1.1, 6))
+    own = reasoning_gym.get_score_answer_fn("coin_flip")(near, coin.reference)
+    assert 0 < own < 1 and grade(coin, f"Final answer: {near}").score == pytest.approx(own)
+
+
 def test_reasoning_gym_any_generator_and_bad_options():
     task = load_task("rg:chain_sum", limit=3)
     assert len(task) == 3 and task.questions[0].grader_options == {"dataset": "chain_sum"}

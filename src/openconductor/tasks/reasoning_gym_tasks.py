@@ -1,4 +1,5 @@
-"""reasoning-gym procedural generators as tasks, scored by each generator's own ``score_answer``.
+"""reasoning-gym procedural generators as tasks, scored by each generator's own ``score_answer``
+(except the base scorer's credit for an answer that merely contains the reference: see ``grade_reasoning_gym``).
 
 Registered: gsm_symbolic, basic_arithmetic, countdown, and ``rg:<any generator>``. Generator options
 (e.g. ``min_terms=2``) pass through ``load_task(name, **options)`` / ``conductor eval --task-option``.
@@ -8,6 +9,7 @@ else the last number, and handed to ``score_answer``.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -74,7 +76,25 @@ def grade_reasoning_gym(response: str, reference: Any, *, dataset: str) -> Grade
     if extracted is None:
         return Grade(0.0, None, "no answer found in the response")
     score = float(reasoning_gym.get_score_answer_fn(dataset)(extracted, reference))
+    if 0.0 < score < 1.0 and _pays_for_containing(dataset):
+        # The base scorer's partial credit is len(reference)/len(answer) for any answer that contains the
+        # reference: "-1462.0" for "-1462", or "12 or 13" for "12". That pays hedges and sloppy formats,
+        # and the fit's search and GRPO would learn them; only an exact answer is worth anything.
+        return Grade(0.0, extracted, f"{dataset}.score_answer = {score:g} for an answer that only contains the "
+                                     f"reference, scored 0 (answer by {how})")
     return Grade(min(max(score, 0.0), 1.0), extracted, f"{dataset}.score_answer = {score:g} (answer by {how})")
+
+
+@functools.cache
+def _pays_for_containing(dataset: str) -> bool:
+    """Whether the generator scores with reasoning-gym's base ``score_answer`` (exact, else the
+    containment credit); generators with their own scorer keep their partial credit (a near duration,
+    a probability off by a little), which measures closeness, not containment."""
+    from reasoning_gym.dataset import ProceduralDataset
+    from reasoning_gym.factory import DATASETS
+
+    entry = DATASETS.get(dataset)
+    return entry is not None and entry[0].score_answer is ProceduralDataset.score_answer
 
 
 def generate(name: str, *, limit: int | None, seed: int, options: dict) -> Task:
