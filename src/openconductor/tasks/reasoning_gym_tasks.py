@@ -76,7 +76,7 @@ def grade_reasoning_gym(response: str, reference: Any, *, dataset: str) -> Grade
     if extracted is None:
         return Grade(0.0, None, "no answer found in the response")
     score = float(reasoning_gym.get_score_answer_fn(dataset)(extracted, reference))
-    if 0.0 < score < 1.0 and _pays_for_containing(dataset):
+    if 0.0 < score < 1.0 and pays_for_containing(dataset):
         # The base scorer's partial credit is len(reference)/len(answer) for any answer that contains the
         # reference: "-1462.0" for "-1462", or "12 or 13" for "12". That pays hedges and sloppy formats,
         # and the fit's search and GRPO would learn them; only an exact answer is worth anything.
@@ -86,7 +86,7 @@ def grade_reasoning_gym(response: str, reference: Any, *, dataset: str) -> Grade
 
 
 @functools.cache
-def _pays_for_containing(dataset: str) -> bool:
+def pays_for_containing(dataset: str) -> bool:
     """Whether the generator scores with reasoning-gym's base ``score_answer`` (exact, else the
     containment credit); generators with their own scorer keep their partial credit (a near duration,
     a probability off by a little), which measures closeness, not containment."""
