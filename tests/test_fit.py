@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -238,3 +239,24 @@ def test_the_fit_reports_each_stage_in_a_log_file(tmp_path, world):
     log = buffer.getvalue()
     for name in ("profile", "search", "targets", "evaluate"):
         assert re.search(rf"\d\d:\d\d:\d\d {name}: started", log) and re.search(rf"{name}: [\d,]+ done in \d+ s", log)
+    assert re.search(r"copy: done in \d+ s", log)
+
+
+def test_a_stage_without_a_count_stops_its_clock_when_it_ends():
+    """The copy has no count of runs: its bar kept its clock running through the evaluation after it ended."""
+    import io
+
+    from rich.console import Console
+
+    from openconductor.train.fitprogress import RichHooks
+
+    with RichHooks(Console(file=io.StringIO(), force_terminal=False)) as hooks:
+        hooks.stage("copy", None)
+        hooks.stage("evaluate", 3)
+        hooks.advance(2)
+        copy, evaluate = hooks.progress.tasks
+        assert copy.finished and copy.stop_time is not None
+        frozen = copy.elapsed
+        time.sleep(0.05)
+        assert copy.elapsed == frozen
+    assert evaluate.completed == 2 and evaluate.total == 2 and evaluate.finished  # an ended count stage shows what it did

@@ -25,23 +25,29 @@ class RichHooks(Hooks):
 
     def __exit__(self, *exc) -> None:
         if self.current is not None:
-            self.progress.update(self.current, completed=self.progress.tasks[self.current].total or 0)
-            self._line(self.current)
+            self._end(self.current)
         self.progress.stop()
 
     def stage(self, name: str, total: Optional[int]) -> None:
         if self.current is not None:
-            task = self.progress.tasks[self.current]
-            self.progress.update(self.current, total=task.completed or task.total)
-            self._line(self.current)
+            self._end(self.current)
         self.current = self.progress.add_task(name, total=total)
         if not self.progress.console.is_terminal:  # no live bars in a log file: a line per stage instead
             self.note(f"{time.strftime('%H:%M:%S')} {name}: started" + (f" ({total:,} planned)" if total else ""))
 
-    def _line(self, index: int) -> None:
+    def _end(self, index: int) -> None:
+        """A finished stage's bar stops its clock (a stage without a count, the copy, kept counting through the
+        evaluation) and shows as full; without a terminal, its line."""
+        task = self.progress.tasks[index]
+        counted = task.total is not None
+        if counted:
+            self.progress.update(index, total=task.completed or task.total)
+        else:
+            self.progress.update(index, total=1, completed=1)
+        self.progress.stop_task(index)
         if not self.progress.console.is_terminal:
-            task = self.progress.tasks[index]
-            self.note(f"{time.strftime('%H:%M:%S')} {task.description}: {task.completed:,.0f} done in {task.elapsed or 0:.0f} s")
+            count = f"{task.completed:,.0f} done" if counted else "done"
+            self.note(f"{time.strftime('%H:%M:%S')} {task.description}: {count} in {task.elapsed or 0:.0f} s")
 
     def advance(self, n: int) -> None:
         if self.current is not None:
