@@ -130,6 +130,20 @@ def test_a_changed_setting_redoes_only_the_stages_it_decides(tmp_path, world):
     assert redone.stopped is None and redone.spend.calls == json.loads((tmp_path / "out" / "fit.json").read_text())["spend"]["calls"]
 
 
+def test_a_change_in_scoring_redoes_the_stages_from_the_store(tmp_path, world, monkeypatch):
+    """Stages ranked by score are redone when the graders score differently (graders.SCORING_VERSION), replayed
+    from the store: an upgrade never keeps a ranking the old scores made, and pays nothing again."""
+    from openconductor import graders
+
+    first = run_fit(_settings(tmp_path))
+    before = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
+    monkeypatch.setattr(graders, "SCORING_VERSION", graders.SCORING_VERSION + 1)
+    again = run_fit(_settings(tmp_path))
+    after = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
+    assert all(after[s]["digest"] != before[s]["digest"] for s in ("profile", "search", "targets", "copy"))
+    assert again.spend.calls == first.spend.calls  # every worker call replayed
+
+
 def test_the_candidates_come_from_the_pool():
     spec = load_default_pool()
     names = [c.name for c in candidate_set(spec, 3)]

@@ -5,7 +5,7 @@
 ``@register_grader("name")`` in one file. See docs/graders-and-sandbox.md.
 """
 
-from .base import MAX_RESPONSE_CHARS, Grade, GraderError, agrade, grade, grader_kinds, register_grader
+from .base import MAX_RESPONSE_CHARS, SCORING_VERSION, Grade, GraderError, agrade, grade, grader_kinds, register_grader
 
 # Importing the modules registers their graders.
 from . import choice as _choice  # noqa: F401,E402
@@ -14,4 +14,4 @@ from . import exact as _exact  # noqa: F401,E402
 from . import math_grade as _math  # noqa: F401,E402
 from . import numeric as _numeric  # noqa: F401,E402
 
-__all__ = ["Grade", "GraderError", "MAX_RESPONSE_CHARS", "grade", "agrade", "register_grader", "grader_kinds"]
+__all__ = ["Grade", "GraderError", "MAX_RESPONSE_CHARS", "SCORING_VERSION", "grade", "agrade", "register_grader", "grader_kinds"]

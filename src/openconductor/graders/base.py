@@ -19,7 +19,7 @@ from ._workers import WorkerTimeout
 
 __all__ = [
     "Grade", "GraderError", "MAX_RESPONSE_CHARS", "register_grader", "grade", "agrade", "grader_kinds",
-    "in_grading_process",
+    "in_grading_process", "SCORING_VERSION",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -28,6 +28,11 @@ log = logging.getLogger(__name__)
 # ~100k tokens: beyond the max_tokens of any worker, reasoning models included. A longer reply is not
 # read at all: one regex scan over it would hold the GIL too long.
 MAX_RESPONSE_CHARS = 400_000
+
+# Bumped whenever a grader scores some answer differently. Results ranked by score and kept on disk (the fit's
+# stages) record it, so a rerun after an upgrade re-ranks from its stored calls instead of keeping a ranking the
+# old scores made. 2: no credit for an answer that only contains a reasoning-gym reference.
+SCORING_VERSION = 2
 
 
 class GraderError(ValueError):

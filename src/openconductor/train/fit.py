@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import graders
 from ..pool import PoolSpec, default_pool_path, load_pool
 from .candidates import Candidate, candidate_set
 from .config import RewardSettings, TrainConfig, load_train_config
@@ -184,7 +185,7 @@ def candidates_for(ctx: FitContext, accuracy: Optional[dict[str, float]]) -> lis
 async def pool_stages(ctx: FitContext, runner: Runner, state: Optional[FitState], meter: Optional[MeteredStore]) -> dict[str, Any]:
     """Profile, search and targets (each skipped when done with the same digest); returns their results."""
     s = ctx.settings
-    key = digest(pool_digest(ctx.spec), ctx.questions.digest(), s.profile_n, s.seed)
+    key = digest(pool_digest(ctx.spec), ctx.questions.digest(), s.profile_n, s.seed, graders.SCORING_VERSION)
     got: dict[str, Any] = {}
 
     async def stage(name: str, key: str, total: int, work: Callable[[], Any]) -> Any:
