@@ -12,10 +12,11 @@ answers, the wrong ones, those paid for containment, their mean payment, and a f
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from collections import defaultdict
+from pathlib import Path
 
+from openconductor.evaluation import load_records
 from openconductor.tasks.reasoning_gym_tasks import pays_for_containing
 
 REASON = re.compile(r"^(\w+)\.score_answer = ([-+0-9.e]+)")
@@ -23,18 +24,17 @@ REASON = re.compile(r"^(\w+)\.score_answer = ([-+0-9.e]+)")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", nargs="+", help="results.jsonl files of conductor eval folders")
+    parser.add_argument("results", nargs="+", type=Path, help="results.jsonl files of conductor eval folders")
     args = parser.parse_args()
     seen: set[tuple[str, str]] = set()
     answers, wrong, paid = defaultdict(int), defaultdict(int), defaultdict(list)
     examples: dict[str, list[str]] = defaultdict(list)
     for path in args.results:
-        for line in open(path, encoding="utf-8"):
-            record = json.loads(line)
-            match = REASON.match(record.get("reason") or "")
+        for record in load_records(path):
+            match = REASON.match(record.reason)
             if not match or not pays_for_containing(match.group(1)):
                 continue
-            key = (record["question"], record.get("final_answer") or "")
+            key = (record.question, record.final_answer)
             if key in seen:
                 continue
             seen.add(key)
@@ -45,7 +45,7 @@ def main() -> None:
             if 0 < score < 1:
                 paid[dataset].append(score)
                 if len(examples[dataset]) < 3:
-                    examples[dataset].append(f"{(record.get('extracted') or '')[:24]!r}: {score:.2f}")
+                    examples[dataset].append(f"{(record.extracted or '')[:24]!r}: {score:.2f}")
     print(f"{'generator':24s} {'answers':>8s} {'wrong':>6s} {'paid':>5s} {'mean paid':>9s}  examples")
     for dataset in sorted(answers):
         got = paid[dataset]

@@ -33,7 +33,6 @@ from openconductor.train.sim_eval import (conductor_plans, lookup_plans, moa_pla
                                           single_plans)
 
 
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", required=True, help="comma-separated pool seeds")
