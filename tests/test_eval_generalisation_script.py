@@ -24,6 +24,9 @@ def test_groups_baselines_and_the_lookup_bound(tmp_path):
         rows += [_record("lcm", qid, "single:qwen", False, 50), _record("lcm", qid, "fixed:code", True, 300), _record("lcm", qid, "conductor", True)]
         rows += [_record("coin_flip", qid, "single:qwen", True, 50), _record("coin_flip", qid, "fixed:code", False, 300),
                  _record("coin_flip", qid, "conductor", qid == "0")]
+    # aiw: qwen right on one question, code on the other: a per-kind lookup gets 1 of 2, a per-question chooser 2.
+    rows += [_record("aiw", "0", "single:qwen", True, 50), _record("aiw", "0", "fixed:code", False, 300), _record("aiw", "0", "conductor", False)]
+    rows += [_record("aiw", "1", "single:qwen", False, 50), _record("aiw", "1", "fixed:code", True, 300), _record("aiw", "1", "conductor", False)]
     rows += [_record("everyday", "everyday-001", p, p == "single:qwen") for p in ("single:qwen", "fixed:code", "conductor")]
     rows.append(_record("lcm", "2", "single:qwen", True))  # answered by one policy only: left out
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -32,11 +35,11 @@ def test_groups_baselines_and_the_lookup_bound(tmp_path):
                           capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "5 question(s) answered by all of" in out and "### held-out kinds: 4 questions" in out and "### everyday (test split): 1 questions" in out
+    assert "7 question(s) answered by all of" in out and "### held-out kinds: 6 questions" in out and "### everyday (test split): 1 questions" in out
     held = out.split("### held-out kinds")[1].split("###")[0]
-    assert "| lookup (oracle) | 100.0 | — |" in held
-    assert "| conductor | 75.0 | 100 |" in held and "| fixed:code | 50.0 | 300 |" in held
-    # The lookup takes code on lcm and qwen on coin_flip: +50 over the best fixed workflow.
+    assert "| lookup (oracle) | 83.3 | — |" in held and "| any baseline (oracle) | 100.0 | — |" in held
+    assert "| conductor | 50.0 | 100 |" in held and "| fixed:code | 50.0 | 300 |" in held
+    # The lookup takes code on lcm and qwen on coin_flip (aiw: a tie, the first listed): +33.3 over the best fixed workflow.
     assert "vs best fixed (fixed:code)" in held
     lookup_line = next(line for line in held.splitlines() if line.startswith("| lookup"))
-    assert "+50.0 [" in lookup_line
+    assert "+33.3 [" in lookup_line
