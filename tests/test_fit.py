@@ -249,8 +249,9 @@ def test_the_fit_reports_each_stage_in_a_log_file(tmp_path, world):
 
     buffer = io.StringIO()
     with RichHooks(Console(file=buffer, force_terminal=False)) as hooks:
-        run_fit(_settings(tmp_path), hooks)
+        run_fit(_settings(tmp_path, grpo_steps=2), hooks)
     log = buffer.getvalue()
+    assert re.search(r"grpo: 2 done in \d+ s", log)  # GRPO's steps count (it said "0 done" after 40 steps)
     for name in ("profile", "search", "targets", "evaluate"):
         assert re.search(rf"\d\d:\d\d:\d\d {name}: started", log) and re.search(rf"{name}: [\d,]+ done in \d+ s", log)
     assert re.search(r"copy: done in \d+ s", log)

@@ -21,6 +21,20 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+class OnStep(TrainerCallback):
+    """Calls ``advance(1)`` after every optimizer step: a caller's own progress (the fit's GRPO bar)."""
+
+    def __init__(self, advance):
+        self.advance = advance
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step:  # resumed from a checkpoint: those steps are done
+            self.advance(state.global_step)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.advance(1)
+
+
 class MetricsWriter(TrainerCallback):
     """Every logged step → metrics.jsonl and metrics.csv (columns grow as new metrics appear)."""
 

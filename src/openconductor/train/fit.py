@@ -274,7 +274,8 @@ def grpo_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore) 
     cfg = dataclasses.replace(ctx.cfg, warmup_sft=dataclasses.replace(ctx.cfg.warmup_sft, examples=sum(map(len, ctx.rows.values()))),
                               grpo={**ctx.cfg.grpo, "max_steps": steps})
     started, before = time.monotonic(), meter.spend.as_dict()
-    train(cfg, resume=partial and any(run_dir.glob("checkpoint-*")), items=ctx.questions.train, cache=meter, pool_spec=ctx.spec)
+    train(cfg, resume=partial and any(run_dir.glob("checkpoint-*")), items=ctx.questions.train, cache=meter, pool_spec=ctx.spec,
+          on_step=ctx.hooks.advance)
     state.finish("grpo", key, time.monotonic() - started, spent_since(meter, before))
     return final, key
 

@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..model_files import resolve_model
 from ..pool import PoolSpec, load_pool
@@ -287,16 +287,21 @@ def row_format(cfg: TrainConfig, row: TrainRow, spec: PoolSpec):
 
 
 def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False, items: Optional[list[Item]] = None,
-          cache: Optional[ResponseCache] = None, pool_spec: Optional[PoolSpec] = None) -> Path:
+          cache: Optional[ResponseCache] = None, pool_spec: Optional[PoolSpec] = None,
+          on_step: Optional[Callable[[int], None]] = None) -> Path:
     """Run GRPO end to end; returns the exported model dir (``warmup_only``: stop after the warm-up,
     returning RUN/warmup; a later run in the same dir starts GRPO from it). ``items``, ``cache`` and
-    ``pool_spec`` as for ``build_trainer``."""
+    ``pool_spec`` as for ``build_trainer``; ``on_step(1)`` is called after each GRPO step."""
     if warmup_only:
         if not cfg.warmup_sft.examples:
             raise TrainConfigError("--warmup-only needs a warm-up: warmup_sft.examples = 0 turns it off")
         prepare(cfg, items=items)
         return cfg.output_dir / "warmup"
     trainer, reward = build_trainer(cfg, items=items, cache=cache, pool_spec=pool_spec)
+    if on_step is not None:
+        from .callbacks import OnStep
+
+        trainer.add_callback(OnStep(on_step))
     last = _latest_checkpoint(cfg.output_dir) if resume else None
     if resume and last is None:
         log.warning("--resume: no checkpoint in %s; starting fresh", cfg.output_dir)
