@@ -59,3 +59,15 @@ def test_eval_specs_check_fixed_workflows_up_front(tmp_path):
     bad.write_text("steps = []\n")
     with pytest.raises(FixedWorkflowError, match="not a workflow file"):
         make_policy("fixed", workflow=str(bad))
+
+
+@pytest.mark.parametrize("name", ["facts-then-code", "plain-code"])
+def test_the_example_workflow_files_resolve_on_the_offline_pool(name):
+    """examples/workflows/*.toml (the plan shapes docs/fit.md probed) name the default pool's workers."""
+    from pathlib import Path
+
+    from openconductor.pool import load_default_pool
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "workflows" / f"{name}.toml"
+    workflow = make_policy("fixed", workflow=str(path)).resolve(load_default_pool())
+    assert [s.worker for s in workflow.steps][-1] == 2 and len(workflow.steps) in (2, 3)  # python (id 2) runs the program last
