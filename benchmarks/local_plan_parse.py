@@ -1,6 +1,6 @@
 """How often the grammar-constrained conductor of the offline local pool writes a plan that does not parse.
-The pool's own conductor: its shipped trained one (``builtin:local-tools``), or with ``--untrained`` the
-prompted SmolLM2 backend.
+The pool's own conductor: its shipped trained one (``builtin:local-tools``), another trained one with
+``--conductor DIR`` (e.g. a ``conductor fit`` output), or with ``--untrained`` the prompted SmolLM2 backend.
 
 Plans only (no worker runs): the LM conductor on the packaged local pool (SmolLM2-135M under a GBNF
 grammar) plans N reasoning-gym basic_arithmetic questions with the pool's own settings (max_tokens,
@@ -27,8 +27,10 @@ from openconductor.providers.transformers_local import trained_conductor
 from openconductor.tasks import load_task
 
 
-async def main(n: int, seed: int, timeout: float, untrained: bool) -> None:
+async def main(n: int, seed: int, timeout: float, untrained: bool, conductor: str | None = None) -> None:
     spec = load_default_pool()
+    if conductor:
+        spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"checkpoint": conductor})})
     if untrained:
         spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"checkpoint": None})})
     elif spec.conductor.checkpoint is not None:
@@ -69,5 +71,6 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=0, help="task generator seed; question i plans with seed + i")
     parser.add_argument("--timeout", type=float, default=3600.0, help="the conductor backend's timeout_s (the pool's: 300)")
     parser.add_argument("--untrained", action="store_true", help="plan with the prompted backend, not the shipped trained conductor")
+    parser.add_argument("--conductor", help="a trained conductor's folder to plan with instead of the shipped one")
     args = parser.parse_args()
-    asyncio.run(main(args.n, args.seed, args.timeout, args.untrained))
+    asyncio.run(main(args.n, args.seed, args.timeout, args.untrained, args.conductor))
