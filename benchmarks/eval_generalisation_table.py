@@ -29,9 +29,14 @@ def complete_questions(records, policies):
     return sorted(q for q, seen in answered.items() if seen >= set(policies))
 
 
+def baselines(policies):
+    """The single workers and fixed workflows among ``policies``."""
+    return [p for p in policies if p.startswith(BASELINE_PREFIXES)]
+
+
 def lookup_row(correct, policies, questions, kind_of):
     """Per question, the baseline that scored best on its kind (ties: the first listed)."""
-    bases = [p for p in policies if p.startswith(BASELINE_PREFIXES)]
+    bases = baselines(policies)
     by_kind = defaultdict(list)
     for q in questions:
         by_kind[kind_of(q)].append(q)
@@ -44,7 +49,7 @@ def lookup_row(correct, policies, questions, kind_of):
 
 def any_baseline_row(correct, policies, questions):
     """Per question, 1 when any single worker or fixed workflow answered it right."""
-    bases = [p for p in policies if p.startswith(BASELINE_PREFIXES)]
+    bases = baselines(policies)
     return {q: int(any(correct[p][q] for p in bases)) for q in questions}
 
 

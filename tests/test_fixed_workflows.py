@@ -69,5 +69,6 @@ def test_the_example_workflow_files_resolve_on_the_offline_pool(name):
     from openconductor.pool import load_default_pool
 
     path = Path(__file__).resolve().parents[1] / "examples" / "workflows" / f"{name}.toml"
-    workflow = make_policy("fixed", workflow=str(path)).resolve(load_default_pool())
-    assert [s.worker for s in workflow.steps][-1] == 2 and len(workflow.steps) in (2, 3)  # python (id 2) runs the program last
+    spec = load_default_pool()
+    workflow = make_policy("fixed", workflow=str(path)).resolve(spec)
+    assert workflow.steps[-1].worker == spec.index("python") and len(workflow.steps) in (2, 3)  # python runs the program last

@@ -291,7 +291,8 @@ def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False, 
           on_step: Optional[Callable[[int], None]] = None) -> Path:
     """Run GRPO end to end; returns the exported model dir (``warmup_only``: stop after the warm-up,
     returning RUN/warmup; a later run in the same dir starts GRPO from it). ``items``, ``cache`` and
-    ``pool_spec`` as for ``build_trainer``; ``on_step(1)`` is called after each GRPO step."""
+    ``pool_spec`` as for ``build_trainer``; ``on_step(n)`` counts GRPO steps as they finish (1 after each; a resumed
+    run first reports the steps its checkpoint had done)."""
     if warmup_only:
         if not cfg.warmup_sft.examples:
             raise TrainConfigError("--warmup-only needs a warm-up: warmup_sft.examples = 0 turns it off")
