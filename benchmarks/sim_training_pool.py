@@ -5,7 +5,9 @@ baseline, on held-out questions. Every number is SIMULATED.
 
 Rows: each conductor (greedy, pool shown by descriptions), the best single worker, the oracle per-domain
 router, MoA, and the best lookup tables found by the plan search (sim/plan_search.py) on training-side
-questions: one plan per domain, per subtopic and per bucket (subtopic x level). Intervals: paired bootstrap
+questions: one plan per domain, per subtopic and per bucket (subtopic x level), and the rank lookup (one plan over
+the places in the question's area's ranking per bucket, found across every training pool: the table that
+``--targets ranks`` copies and ``unseen_pools.py`` scores on pools never seen). Intervals: paired bootstrap
 over the questions against the per-domain and the per-subtopic lookups (and against the first conductor
 when several are given: what GRPO adds over its warm-up). Exits 1 when the first conductor
 misses a goal: >= per-domain lookup + 3 and >= per-subtopic lookup.
@@ -18,9 +20,10 @@ import sys
 from pathlib import Path
 
 from openconductor.pool import load_pool
-from openconductor.sim.plan_search import SearchSettings
+from openconductor.sim.plan_search import BUCKET, SearchSettings
 from openconductor.sim.world_v3 import make_questions
-from openconductor.train.sim_eval import conductor_plans, lookup_plans, moa_plans, run_plans, single_plans, table
+from openconductor.train.sim_eval import conductor_plans, lookup_plans, moa_plans, rank_lookup_plans, run_plans, single_plans, table
+from openconductor.train.sim_general import rank_lookup_table
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ["domain", "subtopic", "bucket (subtopic x level)"]
@@ -45,6 +48,8 @@ def main() -> int:
     results += [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
     results.append(run_plans("MoA (7 proposers + random aggregator)", spec, questions, moa_plans(spec, questions)))
     results += [run_plans(k, spec, questions, v) for k, v in lookup_plans(spec, questions, search_questions, LABELS, settings).items()]
+    ranks = rank_lookup_table(args.pool, frozenset(q.text for q in questions))
+    results.append(run_plans("rank lookup (per bucket, over ranks)", spec, questions, rank_lookup_plans(spec, questions, ranks, BUCKET)))
     print(f"SIMULATED: world v3, pool {spec.name}, {args.n} held-out questions (eval seed {args.eval_seed})")
     against = ["best lookup: one plan per domain", "best lookup: one plan per subtopic", "oracle per-domain router"]
     # With several conductors (e.g. RUN/warmup then RUN/final) the others are also compared with the first.

@@ -27,9 +27,9 @@ import tomllib
 from openconductor.pool import PoolSpec
 from openconductor.sim.plan_search import BUCKET, SearchSettings
 from openconductor.sim.pools import generate_pool, pool_toml
-from openconductor.train.sim_general import CopySettings, first_per_bucket, training_pools
+from openconductor.train.sim_general import CopySettings, rank_lookup_table
 from openconductor.sim.world_v3 import make_questions
-from openconductor.train.sim_eval import (conductor_plans, lookup_plans, moa_plans, pooled_bootstrap, rank_lookup_plans, rank_table, run_plans,
+from openconductor.train.sim_eval import (conductor_plans, lookup_plans, moa_plans, pooled_bootstrap, rank_lookup_plans, run_plans,
                                           single_plans)
 
 
@@ -52,7 +52,7 @@ def main() -> int:
     questions = make_questions(args.n, args.eval_seed)
     settings = SearchSettings()
     search_questions = make_questions(48 * settings.questions, 5_000, exclude=frozenset(q.text for q in questions))
-    ranks = rank_table(training_pools(CopySettings(), Path(args.training_pool)), first_per_bucket(search_questions, args.rank_questions), BUCKET)
+    ranks = rank_lookup_table(Path(args.training_pool), frozenset(q.text for q in questions), CopySettings(rank_questions=args.rank_questions))
     print("SIMULATED: world v3, generated pools never trained on; accuracy % on", args.n, "held-out questions per pool")
     extra = "".join(f" {c} |" for c in others)
     print(f"| seed | held-out families | workers | conductor | best single | oracle router | search re-run | rank lookup | vs oracle | vs search | vs rank lookup | tokens vs MoA |{extra}")

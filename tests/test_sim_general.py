@@ -254,8 +254,10 @@ def test_rank_targets_give_every_pool_the_same_plan_over_ranks_per_bucket():
     ranking of the question's area, is the same plan on every pool, however that pool numbers its workers."""
     from pathlib import Path
 
+    from openconductor.sim.plan_search import BUCKET
     from openconductor.sim.pools import area_ranking
-    from openconductor.train.sim_general import CopySettings, PromptShape, build
+    from openconductor.train.sim_eval import rank_lookup_plans
+    from openconductor.train.sim_general import CopySettings, PromptShape, build, rank_lookup_table
 
     settings = CopySettings(pools=3, per_pool=48, training_pool_examples=48, targets="ranks", rank_questions=1,
                             search=SearchSettings(screen=4, rank=4, top=1))
@@ -268,5 +270,24 @@ def test_rank_targets_give_every_pool_the_same_plan_over_ranks_per_bucket():
             over_ranks.setdefault(q.bucket, set()).add(places)
     shared = [b for b in over_ranks if sum(any(q.bucket == b for q in s.questions) for s in data.searched) > 1]
     assert shared and all(len(over_ranks[b]) == 1 for b in shared)
+    # The benchmarks' rank lookup row is the very table the copy imitates.
+    table = rank_lookup_table(Path(POOL), frozenset(), settings)
+    for searched in data.searched:
+        assert rank_lookup_plans(searched.spec, searched.questions, table, BUCKET) == [b.plan for b in searched.best]
     with pytest.raises(ValueError, match="search.*ranks"):
         CopySettings(targets="oracle")
+
+
+def test_mixed_targets_copy_the_training_pools_own_search_and_the_rank_lookup_elsewhere():
+    """``targets = "mixed"``: on the training pool (seen, so its own lookup is the bar there) each example's target
+    is that pool's searched bucket plan, as with ``"search"``; on generated pools it is the rank lookup's, as with
+    ``"ranks"``."""
+    from pathlib import Path
+
+    from openconductor.train.sim_general import CopySettings, PromptShape, build
+
+    small = dict(pools=2, per_pool=48, training_pool_examples=48, rank_questions=1, search=SearchSettings(screen=4, rank=4, top=1))
+    built = {t: build(CopySettings(targets=t, **small), Path(POOL), PromptShape()) for t in ("search", "ranks", "mixed")}
+    plans = {t: [[b.plan for b in s.best] for s in d.searched] for t, d in built.items()}
+    assert plans["mixed"][0] == plans["search"][0] and plans["mixed"][1:] == plans["ranks"][1:]
+    assert plans["search"][0] != plans["ranks"][0]  # else the first check could not tell the two apart

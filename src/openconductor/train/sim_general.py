@@ -63,6 +63,9 @@ class PromptShape:
         return cls(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples, cfg.data.rename_workers, cfg.prompt.show, cfg.prompt.rank_aliases)
 
 
+TARGETS = ("search", "ranks", "mixed")
+
+
 @dataclass
 class CopySettings:
     pools: int = 60  # generated training pools, besides the training pool
@@ -73,13 +76,14 @@ class CopySettings:
     search_seed: int = 5_000  # the search's questions (training side, not the examples')
     search: SearchSettings = field(default_factory=SearchSettings)
     # "search": each pool's own best plan per bucket; "ranks": the rank lookup's (one plan per bucket over the
-    # places in the question's area's ranking, found across all training pools, made concrete on each pool).
+    # places in the question's area's ranking, found across all training pools, made concrete on each pool);
+    # "mixed": the training pool's own (it is seen, so its lookup is the bar there), the rank lookup's elsewhere.
     targets: str = "search"
     rank_questions: int = 5  # "ranks": questions per bucket and pool the rank table is found on (unseen_pools.py's)
 
     def __post_init__(self) -> None:
-        if self.targets not in ("search", "ranks"):
-            raise ValueError(f"copy targets must be \"search\" or \"ranks\", got {self.targets!r}")
+        if self.targets not in TARGETS:
+            raise ValueError(f"copy targets must be one of {', '.join(TARGETS)}, got {self.targets!r}")
 
 
 def spec_of(toml_text: str) -> PoolSpec:
@@ -141,12 +145,12 @@ def search(settings: CopySettings, training_pool: Path, *, exclude: frozenset[st
     taken = exclude | {q.text for q in searched}
     counts = [settings.training_pool_examples] + [settings.per_pool] * settings.pools
     asked = make_questions(sum(counts), settings.question_seed, exclude=taken)
-    ranks = rank_targets(pools, searched, settings) if settings.targets == "ranks" else None
+    ranks = rank_targets(rank_lookup_table(training_pool, exclude, settings)) if settings.targets != "search" else None
     out, used = [], 0
     for p, (spec, count) in enumerate(zip(pools, counts)):
         questions = asked[used : used + count]
         used += count
-        if ranks is not None:
+        if ranks is not None and not (settings.targets == "mixed" and p == 0):  # pool 0: the training pool
             out.append(Searched(spec, questions, ranks(spec, questions)))
             continue
         tables: dict = search_tables(spec, searched, settings.search)
@@ -166,14 +170,25 @@ def first_per_bucket(questions: list[Question], k: int) -> list[Question]:
     return kept
 
 
-def rank_targets(pools: list[PoolSpec], searched: list[Question], settings: CopySettings):
-    """For ``targets = "ranks"``: the rank lookup (``sim_eval.rank_table``, found across ``pools`` on the first
-    ``rank_questions`` of each bucket: the table ``unseen_pools.py`` scores), as a function (pool, its
-    questions) -> each question's bucket plan on that pool's ranking, scored as in the table (its mean over the pools)."""
-    from .sim_eval import rank_lookup_plans, rank_table
+def rank_lookup_table(training_pool: Path, exclude: frozenset[str], settings: Optional[CopySettings] = None) -> dict:
+    """The rank lookup as ``--targets ranks`` finds it (across every training pool, on the first
+    ``settings.rank_questions`` search questions of each bucket; ``exclude``: held-out question texts): the
+    table the benchmarks score beside a conductor, on the training pool and on unseen pools."""
+    from .sim_eval import rank_table
 
-    table = rank_table(pools, first_per_bucket(searched, settings.rank_questions), BUCKET, settings.search.token_weight)
-    log.info("rank table: %d buckets across %d pools", len(table), len(pools))
+    settings = settings or CopySettings()
+    searched = make_questions(48 * settings.search.questions, settings.search_seed, exclude=exclude)
+    return rank_table(training_pools(settings, training_pool), first_per_bucket(searched, settings.rank_questions), BUCKET,
+                      settings.search.token_weight)
+
+
+def rank_targets(table: dict):
+    """For ``targets = "ranks"``: the rank lookup ``table`` (``rank_lookup_table``, the one ``unseen_pools.py``
+    scores) as a function (pool, its questions) -> each question's bucket plan on that pool's ranking, scored as
+    in the table (its mean over the pools)."""
+    from .sim_eval import rank_lookup_plans
+
+    log.info("rank table: %d buckets", len(table))
 
     def best(spec: PoolSpec, questions: list[Question]) -> list[Scored]:
         plans = rank_lookup_plans(spec, questions, table, BUCKET)
@@ -366,8 +381,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="search: the plan search alone, into RUN/copy_data.json.gz; copy: search (or --copy-data) then copy; "
                          "grpo: GRPO from RUN/warmup; both: copy then GRPO")
     ap.add_argument("--copy-data", default=None, help="the copy data a `--stage search` wrote: the copy loads it instead of searching")
-    ap.add_argument("--targets", choices=["search", "ranks"], default=CopySettings.targets,
-                    help="the copy's targets: each pool's own searched plans, or the rank lookup's plans made concrete on each pool")
+    ap.add_argument("--targets", choices=TARGETS, default=CopySettings.targets,
+                    help="the copy's targets: each pool's own searched plans; the rank lookup's plans made concrete on each pool; "
+                         "or mixed: the training pool's own, the rank lookup's on generated pools")
     ap.add_argument("--grpo-per-pool", type=int, default=16)
     ap.add_argument("--set", action="append", default=[], help="override a config value, e.g. grpo.max_steps=20")
     args = ap.parse_args(argv)
