@@ -8,7 +8,7 @@
 #   CHECK_ONLY=1 OUT=/path bash scripts/gpu_sim_general.sh          # only install the wheels and check the imports
 #   SMOKE=1 OUT=/tmp/gpu-smoke bash scripts/gpu_sim_general.sh      # toy scale on a CPU: 2 copy batches, 1 GRPO step of 2 x 4
 # Carried (git ignores them): .gpu/wheels (packages the box lacks), .gpu/m1, .gpu/m2 (the base model's GGUF in
-# parts), .gpu/data/copy_data.json.gz. Env: PY (python3), SITE (/tmp/site), BUDGET_S, COPY_EPOCHS, COPY_MAX_MIN, GRPO_MAX_STEPS,
+# parts), .gpu/data/copy_data.json.gz. Env: PY (python3), CONFIG, TARGETS, SITE (/tmp/site), BUDGET_S, COPY_EPOCHS, COPY_MAX_MIN, GRPO_MAX_STEPS,
 # GRPO_MICRO, THREADS (torch threads: 1 where other jobs share the CPUs, since oversubscribed OpenMP threads crawl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +23,7 @@ MODEL_DIR=${MODEL_DIR:-/tmp/oc-model}
 MODEL=$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf  # the stem names its de-quantised cache dir
 RUN=${RUN_DIR:-/tmp/oc-run}
 CONFIG=${CONFIG:-examples/train_sim_general.toml}  # CONFIG=examples/train_sim_general_profile.toml: the third run
+TARGETS=${TARGETS:-search}  # the copy data's target source (--stage search --targets ...): search, ranks or mixed
 if [ "$SMOKE" = 1 ]; then
   BUDGET_S=${BUDGET_S:-1800}; COPY_EPOCHS=${COPY_EPOCHS:-1}; COPY_MAX_MIN=${COPY_MAX_MIN:-30}; GRPO_MAX_STEPS=${GRPO_MAX_STEPS:-1}
   SIZE=(--pools 1 --per-pool 4 --training-pool-examples 4)
@@ -94,7 +95,7 @@ model() {
 
 stage() {  # stage copy|grpo EXTRA...: one run of sim_general on the carried model
   local which=$1; shift
-  "$PY" -m openconductor.train.sim_general "$CONFIG" --stage "$which" --output-dir "$RUN" "${SIZE[@]}" \
+  "$PY" -m openconductor.train.sim_general "$CONFIG" --stage "$which" --targets "$TARGETS" --output-dir "$RUN" "${SIZE[@]}" \
     --set "model.name=gguf:$MODEL" --set run.gguf=false --set run.torch_threads=$THREADS "$@"
 }
 
