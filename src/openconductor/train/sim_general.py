@@ -140,17 +140,17 @@ def search(settings: CopySettings, training_pool: Path, *, exclude: frozenset[st
     bucket's best plan (``exclude``: held-out question texts). Returns them and the seconds taken."""
     start = time.monotonic()
     pools = training_pools(settings, training_pool)
-    per_search = 48 * settings.search.questions
-    searched = make_questions(per_search, settings.search_seed, exclude=exclude)
+    searched = search_questions(settings, exclude)
     taken = exclude | {q.text for q in searched}
     counts = [settings.training_pool_examples] + [settings.per_pool] * settings.pools
     asked = make_questions(sum(counts), settings.question_seed, exclude=taken)
-    ranks = rank_targets(rank_lookup_table(training_pool, exclude, settings)) if settings.targets != "search" else None
+    ranks = rank_targets(rank_table_of(pools, searched, settings)) if settings.targets != "search" else None
     out, used = [], 0
     for p, (spec, count) in enumerate(zip(pools, counts)):
         questions = asked[used : used + count]
         used += count
-        if ranks is not None and not (settings.targets == "mixed" and p == 0):  # pool 0: the training pool
+        own_plans = settings.targets == "search" or (settings.targets == "mixed" and p == 0)  # pool 0: the training pool
+        if ranks is not None and not own_plans:
             out.append(Searched(spec, questions, ranks(spec, questions)))
             continue
         tables: dict = search_tables(spec, searched, settings.search)
@@ -170,16 +170,24 @@ def first_per_bucket(questions: list[Question], k: int) -> list[Question]:
     return kept
 
 
-def rank_lookup_table(training_pool: Path, exclude: frozenset[str], settings: Optional[CopySettings] = None) -> dict:
-    """The rank lookup as ``--targets ranks`` finds it (across every training pool, on the first
-    ``settings.rank_questions`` search questions of each bucket; ``exclude``: held-out question texts): the
-    table the benchmarks score beside a conductor, on the training pool and on unseen pools."""
+def search_questions(settings: CopySettings, exclude: frozenset[str]) -> list[Question]:
+    """The training-side questions the plan search (and the rank lookup) scores plans on."""
+    return make_questions(48 * settings.search.questions, settings.search_seed, exclude=exclude)
+
+
+def rank_table_of(pools: list[PoolSpec], searched: list[Question], settings: CopySettings) -> dict:
+    """The rank lookup across ``pools``, on the first ``settings.rank_questions`` of each bucket of ``searched``."""
     from .sim_eval import rank_table
 
+    return rank_table(pools, first_per_bucket(searched, settings.rank_questions), BUCKET, settings.search.token_weight)
+
+
+def rank_lookup_table(training_pool: Path, exclude: frozenset[str], settings: Optional[CopySettings] = None) -> dict:
+    """The rank lookup as ``--targets ranks`` finds it (across every training pool, on the search's questions;
+    ``exclude``: held-out question texts): the table the benchmarks score beside a conductor, on the training
+    pool and on unseen pools."""
     settings = settings or CopySettings()
-    searched = make_questions(48 * settings.search.questions, settings.search_seed, exclude=exclude)
-    return rank_table(training_pools(settings, training_pool), first_per_bucket(searched, settings.rank_questions), BUCKET,
-                      settings.search.token_weight)
+    return rank_table_of(training_pools(settings, training_pool), search_questions(settings, exclude), settings)
 
 
 def rank_targets(table: dict):
