@@ -7,9 +7,9 @@
 #   OUT=/path bash scripts/gpu_sim_general.sh                       # on the GPU box, from the repo root
 #   CHECK_ONLY=1 OUT=/path bash scripts/gpu_sim_general.sh          # only install the wheels and check the imports
 #   SMOKE=1 OUT=/tmp/gpu-smoke bash scripts/gpu_sim_general.sh      # toy scale on a CPU: 2 copy batches, 1 GRPO step of 2 x 4
-# Carried (git ignores them): .gpu/wheels (packages the box lacks), .gpu/m1, .gpu/m2 (the base model's GGUF in
-# parts), .gpu/data/copy_data.json.gz. Env: PY (python3), CONFIG, TARGETS, SITE (/tmp/site), BUDGET_S, COPY_EPOCHS, COPY_MAX_MIN, GRPO_MAX_STEPS,
-# GRPO_MICRO, THREADS (torch threads: 1 where other jobs share the CPUs, since oversubscribed OpenMP threads crawl).
+# Carried (git ignores them): .gpu/wheels (packages the box lacks), .gpu/m1, .gpu/m2, .gpu/m3 (the base model's GGUF
+# in MODEL_PARTS parts), .gpu/data/copy_data.json.gz. Env: PY (python3), CONFIG, TARGETS, TRAINING_POOL_EXAMPLES, SITE (/tmp/site), BUDGET_S, COPY_EPOCHS, COPY_MAX_MIN, GRPO_MAX_STEPS,
+# GRPO_SET, GRPO_MICRO, THREADS (torch threads: 1 where other jobs share the CPUs, since oversubscribed OpenMP threads crawl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT: the folder the results go to}"
@@ -32,7 +32,7 @@ if [ "$SMOKE" = 1 ]; then
   THREADS=${THREADS:-2}
 else
   BUDGET_S=${BUDGET_S:-510}; COPY_EPOCHS=${COPY_EPOCHS:-3}; COPY_MAX_MIN=${COPY_MAX_MIN:-2.5}; GRPO_MAX_STEPS=${GRPO_MAX_STEPS:-40}
-  SIZE=()
+  SIZE=(${TRAINING_POOL_EXAMPLES:+--training-pool-examples "$TRAINING_POOL_EXAMPLES"})  # as the search was run with
   COPY=(--batch-size 16)
   # 4 questions x 64 rollouts = 256 completions an optimizer step, its loss in micro-batches of GRPO_MICRO rows
   # (64 x 4 accumulated, as the earlier H200 run of this trainer: a quarter of the logits in GPU memory at once;
@@ -82,8 +82,8 @@ EOF
 
 model() {
   local parts=("$GPU"/m[0-9]/SmolLM2-135M-Instruct.Q4_1.gguf.part[0-9])  # the glob's order: m1/part1, m2/part2
-  if [ "${#parts[@]}" -ne "${MODEL_PARTS:-2}" ] || [ ! -f "${parts[0]}" ]; then
-    echo "the base model's parts are not all here (found: ${parts[*]}): carry .gpu/m1 and .gpu/m2 to this machine" \
+  if [ "${#parts[@]}" -ne "${MODEL_PARTS:-3}" ] || [ ! -f "${parts[0]}" ]; then
+    echo "the base model's parts are not all here (found: ${parts[*]}): carry .gpu/m1, .gpu/m2, ... to this machine" \
       "while it is warm (a machine given back between calls loses what earlier calls carried)" >&2
     exit 3
   fi
@@ -105,17 +105,17 @@ pack() {  # pack NAME: RUN/NAME as OUT/NAME.tar, its manifest naming the base as
   say "$OUT/$1.tar: $(du -b "$OUT/$1.tar" | cut -f1) bytes"
 }
 
-# Carrying .gpu/m2 in the second call removes what the first carried under .gpu/ on the device (seen on an H100,
-# 2026-11-26), so the first call keeps its parts outside the tree and the second puts them back.
+# Carrying a path in a later call removes what earlier calls carried under .gpu/ (seen on an H100, 2026-11-26), and
+# the carried files do not fit one call (64 MiB with the tree): every call first puts back what earlier calls kept
+# outside the tree, then keeps what it carried, so the parts can come over as many calls as they need.
 KEEP=${KEEP:-/tmp/oc-keep}
-if [ "${CHECK_ONLY:-0}" = 1 ]; then  # the first device call: keep the carried parts, install the wheels, check the imports
-  mkdir -p "$KEEP" && for d in "$GPU"/m[0-9] "$GPU/wheels"; do [ -d "$d" ] && cp -r "$d" "$KEEP/"; done
+mkdir -p "$KEEP"
+for d in "$KEEP"/*; do [ -e "$d" ] && { [ -e "$GPU/$(basename "$d")" ] || { mkdir -p "$GPU"; cp -r "$d" "$GPU/"; }; }; done
+for d in "$GPU"/m[0-9] "$GPU/wheels" "$GPU/data"; do [ -d "$d" ] && [ ! -e "$KEEP/$(basename "$d")" ] && cp -r "$d" "$KEEP/"; done
+if [ "${CHECK_ONLY:-0}" = 1 ]; then  # the calls before the last: keep the carried parts, install the wheels, check the imports
   export PYTHONPATH=$SITE:src${PYTHONPATH:+:$PYTHONPATH}
   timed install install
   exit 0
-fi
-if [ -d "$KEEP" ]; then  # what the first call kept, where this call did not carry it again
-  for d in "$KEEP"/*; do [ -e "$GPU/$(basename "$d")" ] || cp -r "$d" "$GPU/"; done
 fi
 rm -rf "$RUN"  # a rerun on the same warm machine must not append to an earlier run's metrics
 timed model model
@@ -133,7 +133,11 @@ if [ "$LEFT" -lt 60 ]; then
 fi
 MINUTES=$(awk "BEGIN{printf \"%.2f\", $LEFT / 60}")
 say "GRPO time box: $MINUTES min"
-timed grpo stage grpo "${GROUP[@]}" --set "grpo.max_steps=$GRPO_MAX_STEPS" \
+# GRPO_SET: more settings for GRPO alone, space-separated, e.g. "grpo.temperature=1.5" (a copy trained to a
+# near-zero loss samples one plan per group at temperature 1: no advantage, no gradient; docs/simulation.md).
+EXTRA=()
+for kv in ${GRPO_SET:-}; do EXTRA+=(--set "$kv"); done
+timed grpo stage grpo "${GROUP[@]}" "${EXTRA[@]}" --set "grpo.max_steps=$GRPO_MAX_STEPS" \
   --set "run.max_minutes=$MINUTES" --set run.save_steps=100000 --set run.save_total_limit=1
 pack final
 cp "$RUN/metrics.jsonl" "$OUT/metrics.jsonl"

@@ -1,6 +1,7 @@
 """The shipped general conductor for SIMULATED pools (``builtin:sim-general``, issue 29) on a pool it never saw:
-a real SmolLM2 with the shipped adapter plans every question by the workers' descriptions, each step's id is
-the worker its reasoning names, and `conductor eval` runs it from a pool file that names it."""
+a real SmolLM2 with the shipped adapter plans every question from the pool as its manifest shows it (the
+measured ranking per area), each step's id is the worker its reasoning names, by a name or a ranking word
+("math#1"), and `conductor eval` runs it from a pool file that names it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import json
 from typer.testing import CliRunner
 
 from openconductor.cli import app
+from openconductor.policies.lm import binding
+from openconductor.providers.transformers_local import checkpoint_path, read_manifest
 from openconductor.sim.pools import generate_pool, pool_toml
 from openconductor.sim.world_v3 import make_questions
 from openconductor.train.sim_eval import conductor_plans
@@ -18,12 +21,13 @@ from openconductor.workflow import named_workers
 
 def test_the_shipped_general_conductor_plans_an_unseen_pool_by_the_names_it_gives():
     spec = spec_of(pool_toml(generate_pool(951, held_out=True)))  # a held-out family, a seed no table uses
-    names = [w.name for w in spec.workers]
+    names, aliases = binding(read_manifest(checkpoint_path("builtin:sim-general")).prompt, spec)
+    assert names == tuple(w.name for w in spec.workers)
     plans, own_tokens = conductor_plans("builtin:sim-general", spec, make_questions(6, 4242), batch_size=6)
     assert all(p is not None for p in plans) and all(t > 0 for t in own_tokens)
     for plan in plans:
-        said = named_workers(plan.reasoning, names)
-        assert said, plan.reasoning  # it says whom it picks, by a name this pool has
+        said = named_workers(plan.reasoning, names, dict(aliases))
+        assert said, plan.reasoning  # it says whom it picks, by a name or a ranking word this pool has
         assert [s.worker for s in plan.steps][: len(said)] == list(said[: len(plan.steps)])
 
 

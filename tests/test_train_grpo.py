@@ -190,6 +190,36 @@ def test_plot_writes_png(tmp_path, monkeypatch):
     assert {"lcb: first-step worker share (moving avg 10)", "lcb: final-step worker share (moving avg 10)"} <= set(titles)
 
 
+def test_plot_legend_names_the_largest_shares_when_a_run_logs_many_workers(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    from openconductor.train.plot import LEGEND_MAX, legend_keys, plot_run
+
+    # A run over generated pools logs a share for every worker it met, each in a few steps only.
+    rows = [{"step": i, "reward": 0.5, **{f"worker_share/w{j:02d}": (j + 1) / 100 for j in range(i % 7, 40, 3)}}
+            for i in range(1, 13)]
+    keys = sorted({k for r in rows for k in r if k.startswith("worker_share/")})
+    top = legend_keys(keys, rows, default=0.0)
+    assert len(top) == LEGEND_MAX and top[0] == "worker_share/w39" and "worker_share/w00" not in top
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    legends: dict[str, list[str]] = {}
+    save = Figure.savefig
+
+    def record(fig, *args, **kwargs):
+        for ax in fig.axes:
+            if ax.get_legend() is not None:
+                legends[ax.get_title()] = [t.get_text() for t in ax.get_legend().get_texts()]
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    plot_run(run)
+    (title, names), = [(t, n) for t, n in legends.items() if t.startswith("worker share")]
+    assert f"top {LEGEND_MAX} of {len(keys)}" in title
+    assert names == [k.split("/", 1)[1] for k in sorted(top)]  # lines are drawn in key order; only the top named
+
+
 def test_paper_config_builds_grpo_arguments_without_gpu():
     from openconductor.train.config import load_train_config
     from openconductor.train.trainer import grpo_args

@@ -33,6 +33,19 @@ def _smooth(values: list[float], window: int) -> list[float]:
     return out
 
 
+LEGEND_MAX = 10
+
+
+def legend_keys(keys: list[str], rows: list[dict], default: Optional[float] = None, limit: int = LEGEND_MAX) -> list[str]:
+    """The ``limit`` keys with the largest mean over ``rows`` (``default`` for a row that lacks one): the lines a
+    legend names, so that a panel of many workers stays readable."""
+    def mean(key: str) -> float:
+        vals = [r.get(key, default) for r in rows]
+        nums = [v for v in vals if isinstance(v, (int, float))]
+        return sum(nums) / len(nums) if nums else float("-inf")
+    return sorted(keys, key=mean, reverse=True)[:limit]
+
+
 def plot_run(run_dir: Path, out: Optional[Path] = None, *, window: int = 10) -> Path:
     import matplotlib
 
@@ -67,12 +80,16 @@ def plot_run(run_dir: Path, out: Optional[Path] = None, *, window: int = 10) -> 
     def lines(ax, keys, label, title, default=None, among=rows):
         """Moving averages over the rows (of ``among``) that logged each key (a domain appears only in some
         steps); ``default`` stands in for a key a row lacks."""
+        named = set(legend_keys(keys, among, default))
         for key in keys:
             pts = [(r["step"], r[key] if key in r else default) for r in among]
             pts = [(s, v) for s, v in pts if v is not None]
             if pts:
                 xs, vals = zip(*pts)
-                ax.plot(xs, _smooth(list(vals), window), lw=1.5, label=label(key))
+                # "_"-prefixed labels stay out of the legend: a run over many generated pools logs dozens of workers
+                ax.plot(xs, _smooth(list(vals), window), lw=1.5, label=label(key) if key in named else f"_{key}")
+        if len(named) < len(keys):
+            title += f"; legend: top {len(named)} of {len(keys)}"
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
         if ax.lines:
