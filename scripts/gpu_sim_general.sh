@@ -107,11 +107,14 @@ pack() {  # pack NAME: RUN/NAME as OUT/NAME.tar, its manifest naming the base as
 
 # Carrying a path in a later call removes what earlier calls carried under .gpu/ (seen on an H100, 2026-11-26), and
 # the carried files do not fit one call (64 MiB with the tree): every call first puts back what earlier calls kept
-# outside the tree, then keeps what it carried, so the parts can come over as many calls as they need.
+# outside the tree, then keeps what it carried, so the parts can come over as many calls as they need. What this call
+# carried replaces the kept copy (new .gpu/data on a warm machine is not undone by a later call that does not carry it).
 KEEP=${KEEP:-/tmp/oc-keep}
 mkdir -p "$KEEP"
+CARRIED=()
+for d in "$GPU"/m[0-9] "$GPU/wheels" "$GPU/data"; do [ -d "$d" ] && CARRIED+=("$d"); done
 for d in "$KEEP"/*; do [ -e "$d" ] && { [ -e "$GPU/$(basename "$d")" ] || { mkdir -p "$GPU"; cp -r "$d" "$GPU/"; }; }; done
-for d in "$GPU"/m[0-9] "$GPU/wheels" "$GPU/data"; do [ -d "$d" ] && [ ! -e "$KEEP/$(basename "$d")" ] && cp -r "$d" "$KEEP/"; done
+for d in "${CARRIED[@]}"; do rm -rf "${KEEP:?}/$(basename "$d")"; cp -r "$d" "$KEEP/"; done
 if [ "${CHECK_ONLY:-0}" = 1 ]; then  # the calls before the last: keep the carried parts, install the wheels, check the imports
   export PYTHONPATH=$SITE:src${PYTHONPATH:+:$PYTHONPATH}
   timed install install

@@ -31,6 +31,19 @@ def test_the_shipped_general_conductor_plans_an_unseen_pool_by_the_names_it_give
         assert [s.worker for s in plan.steps][: len(said)] == list(said[: len(plan.steps)])
 
 
+def test_sampling_the_shipped_conductor_as_grpo_does_gives_a_group_of_parsed_and_varied_plans():
+    # benchmarks/sim_grpo_signal.py reads GRPO's groups this way: one question asked 12 times at temperature 2.
+    spec = spec_of(pool_toml(generate_pool(951, held_out=True)))
+    question = make_questions(1, 4243)
+    greedy, _ = conductor_plans("builtin:sim-general", spec, question * 3, batch_size=3)
+    assert len({p.steps for p in greedy}) == 1  # greedy decoding repeats itself
+    sampled, _ = conductor_plans("builtin:sim-general", spec, question * 12, batch_size=12, temperature=2.0, seed=7)
+    assert all(p is not None for p in sampled)  # the grammar holds at any temperature
+    assert len({(p.reasoning, p.steps) for p in sampled}) > 1
+    again, _ = conductor_plans("builtin:sim-general", spec, question * 12, batch_size=12, temperature=2.0, seed=7)
+    assert again == sampled  # a seed repeats its samples
+
+
 def test_conductor_eval_runs_the_shipped_conductor_from_a_generated_pool_file(tmp_path):
     pool = tmp_path / "sim-952.toml"
     pool.write_text(pool_toml(generate_pool(952), checkpoint="builtin:sim-general"))

@@ -111,6 +111,28 @@ async def test_a_program_error_is_returned_marked_with_the_traceback():
     assert "[stdout]\nbefore" in step.output and "ValueError: boom" in step.output
 
 
+async def test_auto_import_lets_a_program_use_math_unimported_and_its_own_names_come_first():
+    program = "def lcm(a, b):\n    return a * b // math.gcd(a, b)\nprint(lcm(4, 6))"
+    run, step = await run_code(program)  # the small coder's slip: math.gcd without `import math`
+    assert step.detail["status"] == "error" and "NameError: name 'math' is not defined" in step.output
+    run, step = await run_code(program, auto_import=["math", "itertools"])
+    assert step.detail["status"] == "ok" and run.final_answer == "12"
+    # A name the program binds itself is its own; only names it leaves free come from the list.
+    run, step = await run_code("math = 'mine'\nprint(math, __name__, itertools.__name__)", auto_import=["math", "itertools"])
+    assert step.output == "mine __main__ itertools"
+    # Errors keep the program's own line numbers.
+    run, step = await run_code("x = 1\nprint(math.sqrt(-1))", auto_import=["math"])
+    assert 'File "/sandbox/program.py", line 2' in step.output and "ValueError: math domain error" in step.output
+
+
+def test_auto_import_is_part_of_the_replay_key_only_when_set():
+    from openconductor.providers.python_tool import PythonToolProvider
+
+    messages = [{"role": "user", "content": "```python\nprint(math.pi)\n```"}]
+    assert PythonToolProvider(python_spec()).replay_key(messages) == {"code": "print(math.pi)\n"}
+    assert PythonToolProvider(python_spec(auto_import=["math"])).replay_key(messages) == {"code": "print(math.pi)\n", "auto_import": ["math"]}
+
+
 async def test_no_code_anywhere_fails_the_step_with_a_message():
     spec = PoolSpec(name="t", workers=[python_spec()])
     async with Pool(spec) as pool:
@@ -200,6 +222,8 @@ def test_bad_python_options_are_a_pool_config_error():
         WorkerSpec(name="py", provider="python", options={"wall_s": 0})
     with pytest.raises(ValueError, match="shell: Extra inputs are not permitted"):
         WorkerSpec(name="py", provider="python", options={"shell": True})
+    with pytest.raises(ValueError, match=r"auto_import names standard-library modules only .*not \['numpy', '_thread'\]"):
+        WorkerSpec(name="py", provider="python", options={"auto_import": ["math", "numpy", "_thread"]})
     with pytest.raises(PoolConfigError, match="sandbox settings file .* does not exist"):
         make_provider(WorkerSpec(name="py", provider="python", options={"sandbox": "/nonexistent/sandbox.toml"}))
 

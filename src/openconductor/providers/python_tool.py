@@ -30,7 +30,7 @@ import re
 import time
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import worker_message
 from ..pool import PoolConfigError, WorkerSpec
@@ -49,6 +49,21 @@ class PythonToolOptions(BaseModel):
     processes: int = Field(16, ge=4, le=256, description="processes + threads inside the sandbox")
     max_output_chars: int = Field(2000, ge=100, le=200_000, description="stdout (and stderr tail) kept in the output")
     sandbox: Optional[str] = Field(None, description="a TOML file with [sandbox] settings (interpreter, bwrap path, ...)")
+    auto_import: list[str] = Field(
+        default_factory=list,
+        description="standard-library modules a program may use without importing them (e.g. math): a small coder "
+                    "often writes math.gcd and forgets the import; the program's own names still come first",
+    )
+
+    @field_validator("auto_import")
+    @classmethod
+    def _standard_library_only(cls, names: list[str]) -> list[str]:
+        import sys
+
+        unknown = [n for n in names if n not in sys.stdlib_module_names or n.startswith("_")]
+        if unknown:
+            raise ValueError(f"auto_import names standard-library modules only (e.g. math, itertools); not {unknown}")
+        return names
 
 
 # ------------------------------------------------------------------------------------ finding the code
@@ -95,6 +110,10 @@ def find_code(question: str, earlier: list[str], subtask: str) -> tuple[Optional
 # measured even when a limit kills it), its output in files on the sandbox's tmpfs, one JSON report.
 RUNNER = r"""
 import ast, json, os, signal, subprocess, sys, time
+BOOT = ("import builtins, importlib, json, sys\n"
+        "for m in json.loads(sys.argv[1]): setattr(builtins, m, importlib.import_module(m))\n"
+        "p = sys.argv[0] = '/sandbox/program.py'; del sys.argv[1:]\n"
+        "exec(compile(open(p).read(), p, 'exec'), {'__name__': '__main__', '__file__': p, '__builtins__': builtins})\n")
 source = sys.stdin.read()
 cap, deadline = int(sys.argv[1]), time.monotonic() + float(sys.argv[2])
 try:
@@ -110,8 +129,16 @@ except (SyntaxError, ValueError, MemoryError, RecursionError):
     pass  # the interpreter reports it, with the original line numbers
 with open("/sandbox/program.py", "w") as f:
     f.write(source)
+# auto_import: the modules the program names are put among the builtins, so they resolve only where the program
+# binds no such name itself; its own line numbers are kept (one extra "<string>" frame in a traceback).
+try:
+    named = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+except (SyntaxError, ValueError, MemoryError, RecursionError):
+    named = set()
+preload = [m for m in json.loads(sys.argv[3]) if m in named] if len(sys.argv) > 3 else []
+program = ["/sandbox/program.py"] if not preload else ["-c", BOOT, json.dumps(preload)]
 out, err = open("/sandbox/.stdout", "wb"), open("/sandbox/.stderr", "wb")
-proc = subprocess.Popen([sys.executable, "-I", "-B", "-X", "utf8", "/sandbox/program.py"], stdin=subprocess.DEVNULL,
+proc = subprocess.Popen([sys.executable, "-I", "-B", "-X", "utf8", *program], stdin=subprocess.DEVNULL,
                         stdout=out, stderr=err, cwd="/sandbox", start_new_session=True)
 timed_out = False
 while True:
@@ -226,9 +253,12 @@ class PythonToolProvider(Provider):
         return find_code(context.question, [response for _, _, response in context.earlier], context.subtask)
 
     def replay_key(self, messages: list[dict]) -> Optional[dict]:
-        """The replay store's key: the program decides the output (sampling settings do not)."""
+        """The replay store's key: the program decides the output (sampling settings do not), and so do the
+        modules it may use unimported (left out when there are none, so older stores still answer)."""
         code, _ = self.code(messages)
-        return None if code is None else {"code": code}
+        if code is None:
+            return None
+        return {"code": code, "auto_import": self.options.auto_import} if self.options.auto_import else {"code": code}
 
     async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None,
                        answer=None) -> Completion:  # a tool has no answer format: its output is what it ran or found
@@ -244,7 +274,7 @@ class PythonToolProvider(Provider):
         try:
             result = await run_python(
                 RUNNER, stdin=code, limits=self.limits, settings=self.settings,
-                args=[str(self.options.max_output_chars * 4), str(self.options.wall_s)],
+                args=[str(self.options.max_output_chars * 4), str(self.options.wall_s), json.dumps(self.options.auto_import)],
             )  # fmt: skip
         except SandboxError as exc:  # includes SandboxUnavailable: not retryable, the message says what to install
             raise ProviderError(f"worker {self.spec.name!r}: {exc}") from None

@@ -133,6 +133,19 @@ def search_pool(profiles: Sequence[Profile], questions: Sequence[Question], grou
     return {key: search_group(profiles, qs, settings) for key, qs in members.items()}
 
 
+def exhaustive_group(profiles: Sequence[Profile], questions: Sequence[Question], *, screen: int = 60, keep: int = 24,
+                     token_weight: float = SearchSettings.token_weight) -> Scored:
+    """The best of *every* candidate plan (``candidate_plans``' five shapes over the whole pool, no finalists)
+    for one group: all of them scored on the first ``screen`` questions, the ``keep`` best re-scored on all
+    of ``questions``. Given many questions, this is the ceiling of a per-group lookup whose search budget
+    is unlimited (``benchmarks/sim_headroom.py``); ``search_group`` is the budgeted search."""
+    plans = candidate_plans(len(profiles))
+    screened = _score(plans, profiles, questions[:screen], token_weight)
+    kept = [plans[i] for i in _best(screened, keep)]
+    ranked = _score(kept, profiles, questions, token_weight)
+    return ranked[_best(ranked, 1)[0]]
+
+
 def lookup(tables: dict[Hashable, list[Scored]], group: Callable[[Question], Hashable]) -> Callable[[Question], Workflow]:
     """The lookup-table policy of a search: a question's group's best plan."""
     return lambda q: tables[group(q)][0].plan

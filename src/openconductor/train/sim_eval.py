@@ -117,9 +117,10 @@ def moa_plans(spec: PoolSpec, questions: Sequence[Question], seed: int = 0) -> l
 
 
 def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Question], *, batch_size: int = 32,
-                    model=None) -> tuple[list[Optional[Workflow]], list[int]]:
-    """(plan or None when it does not parse, the conductor's own tokens) per question, greedy under the
-    runtime grammar, prompted as the checkpoint's manifest says (``model``: (model, tokenizer) loaded already)."""
+                    model=None, temperature: float = 0.0, seed: int = 0) -> tuple[list[Optional[Workflow]], list[int]]:
+    """(plan or None when it does not parse, the conductor's own tokens) per question, greedy (or sampled at
+    ``temperature``, as GRPO's rollouts are) under the runtime grammar, prompted as the checkpoint's manifest
+    says (``model``: (model, tokenizer) loaded already)."""
     from ..decoding import generate_batch
     from ..providers.transformers_local import checkpoint_path, load_checkpoint, read_manifest
 
@@ -131,7 +132,7 @@ def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Questio
     names, aliases = binding(prompt, spec)
     fmt = WorkflowFormat(len(spec.workers), steps, fine_grained=fine, reason_chars=80, subtask_chars=96, names=names,
                          name_slots=bool(prompt.name_slots), aliases=aliases)
-    texts = generate_batch(model, tokenizer, messages, max_new_tokens=192, temperature=0.0, seed=0, batch_size=batch_size,
+    texts = generate_batch(model, tokenizer, messages, max_new_tokens=192, temperature=temperature, seed=seed, batch_size=batch_size,
                            formats=[fmt] * len(messages))
     plans: list[Optional[Workflow]] = []
     for text in texts:
