@@ -123,14 +123,34 @@ async def test_auto_import_lets_a_program_use_math_unimported_and_its_own_names_
     # Errors keep the program's own line numbers.
     run, step = await run_code("x = 1\nprint(math.sqrt(-1))", auto_import=["math"])
     assert 'File "/sandbox/program.py", line 2' in step.output and "ValueError: math domain error" in step.output
+    # The program runs in the real __main__: pickle and unittest find what it defines, as without the option.
+    checks = ("import pickle, sys, unittest\ndef f(x):\n    return x\n"
+              "class T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(math.gcd(4, 6), 2)\n"
+              "print(pickle.loads(pickle.dumps(f))(7), __spec__, sys.modules['__main__'].f is f)\n"
+              "result = unittest.main(argv=['t'], exit=False).result\nprint(result.testsRun, len(result.failures))")
+    run, step = await run_code(checks, auto_import=["math"])
+    assert step.detail["status"] == "ok" and step.output == "7 None True\n1 0"
 
 
-def test_auto_import_is_part_of_the_replay_key_only_when_set():
+def test_a_program_that_imports_what_it_uses_runs_as_without_auto_import():
+    from openconductor.providers.python_tool import modules_to_preload
+
+    assert modules_to_preload("import math\nprint(math.pi)", ["math"]) == []
+    assert modules_to_preload("from math import gcd\nprint(gcd(4, 6), math.pi)", ["math", "re"]) == ["math"]
+    assert modules_to_preload("print(math.pi, itertools.count)", ["re", "math", "itertools"]) == ["itertools", "math"]
+    assert modules_to_preload("print(math.pi", ["math"]) == []  # does not parse: the interpreter reports it
+
+
+def test_the_replay_key_names_the_modules_preloaded_and_nothing_when_there_are_none():
     from openconductor.providers.python_tool import PythonToolProvider
 
-    messages = [{"role": "user", "content": "```python\nprint(math.pi)\n```"}]
-    assert PythonToolProvider(python_spec()).replay_key(messages) == {"code": "print(math.pi)\n"}
-    assert PythonToolProvider(python_spec(auto_import=["math"])).replay_key(messages) == {"code": "print(math.pi)\n", "auto_import": ["math"]}
+    def key(code, **options):
+        return PythonToolProvider(python_spec(**options)).replay_key([{"role": "user", "content": f"```python\n{code}\n```"}])
+
+    assert key("print(math.pi)") == {"code": "print(math.pi)\n"}
+    assert key("print(math.pi)", auto_import=["re", "math"]) == {"code": "print(math.pi)\n", "auto_import": ["math"]}
+    # A program that needs nothing preloaded keeps the key it had without the option: older stores still answer.
+    assert key("import math\nprint(math.pi)", auto_import=["math"]) == {"code": "import math\nprint(math.pi)\n"}
 
 
 async def test_no_code_anywhere_fails_the_step_with_a_message():
@@ -222,8 +242,8 @@ def test_bad_python_options_are_a_pool_config_error():
         WorkerSpec(name="py", provider="python", options={"wall_s": 0})
     with pytest.raises(ValueError, match="shell: Extra inputs are not permitted"):
         WorkerSpec(name="py", provider="python", options={"shell": True})
-    with pytest.raises(ValueError, match=r"auto_import names standard-library modules only .*not \['numpy', '_thread'\]"):
-        WorkerSpec(name="py", provider="python", options={"auto_import": ["math", "numpy", "_thread"]})
+    with pytest.raises(ValueError, match=r"auto_import names standard-library modules .*not \['numpy', '_thread', 'this', 'winreg'\]"):
+        WorkerSpec(name="py", provider="python", options={"auto_import": ["math", "numpy", "_thread", "this", "winreg"]})
     with pytest.raises(PoolConfigError, match="sandbox settings file .* does not exist"):
         make_provider(WorkerSpec(name="py", provider="python", options={"sandbox": "/nonexistent/sandbox.toml"}))
 

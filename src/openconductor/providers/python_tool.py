@@ -25,6 +25,7 @@ or a limit it starts with a ``[python: ...]`` line and carries the tail of stder
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import time
@@ -58,12 +59,29 @@ class PythonToolOptions(BaseModel):
     @field_validator("auto_import")
     @classmethod
     def _standard_library_only(cls, names: list[str]) -> list[str]:
+        import importlib.util
         import sys
 
-        unknown = [n for n in names if n not in sys.stdlib_module_names or n.startswith("_")]
+        # `this` prints the Zen of Python on import and `antigravity` opens a browser: never an answer's help.
+        unknown = [n for n in names if n not in sys.stdlib_module_names or n.startswith("_") or n in ("this", "antigravity")
+                   or importlib.util.find_spec(n) is None]  # e.g. winreg on Linux
         if unknown:
-            raise ValueError(f"auto_import names standard-library modules only (e.g. math, itertools); not {unknown}")
+            raise ValueError(f"auto_import names standard-library modules that exist here only (e.g. math, itertools); not {unknown}")
         return names
+
+
+def modules_to_preload(code: str, auto_import: list[str]) -> list[str]:
+    """The ``auto_import`` modules that ``code`` names but never imports (sorted; none for code that does not
+    parse): a program that imports what it uses runs exactly as without the option."""
+    if not auto_import:
+        return []
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return []
+    named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    return sorted(m for m in set(auto_import) if m in named and m not in imported)
 
 
 # ------------------------------------------------------------------------------------ finding the code
@@ -110,10 +128,28 @@ def find_code(question: str, earlier: list[str], subtask: str) -> tuple[Optional
 # measured even when a limit kills it), its output in files on the sandbox's tmpfs, one JSON report.
 RUNNER = r"""
 import ast, json, os, signal, subprocess, sys, time
-BOOT = ("import builtins, importlib, json, sys\n"
-        "for m in json.loads(sys.argv[1]): setattr(builtins, m, importlib.import_module(m))\n"
-        "p = sys.argv[0] = '/sandbox/program.py'; del sys.argv[1:]\n"
-        "exec(compile(open(p).read(), p, 'exec'), {'__name__': '__main__', '__file__': p, '__builtins__': builtins})\n")
+# auto_import: the modules are put among the builtins, so they resolve only where the program binds no such name
+# itself; the program then runs in the real __main__ (pickle, multiprocessing, unittest and inspect find its
+# definitions there), keeps its own line numbers, and a traceback gains one "<string>" frame.
+BOOT = '''
+def _boot():
+    import builtins, importlib, json, sys
+    for m in json.loads(sys.argv[1]):
+        try:
+            setattr(builtins, m, importlib.import_module(m))
+        except ImportError:
+            pass
+    path = sys.argv[0] = "/sandbox/program.py"
+    del sys.argv[1:]
+    with open(path, "rb") as f:
+        code = compile(f.read(), path, "exec")
+    main = sys.modules["__main__"].__dict__
+    main.clear()
+    main.update(__name__="__main__", __doc__=None, __package__=None, __loader__=None, __spec__=None, __file__=path,
+                __cached__=None, __builtins__=builtins)
+    return code, main
+exec(*_boot())
+'''
 source = sys.stdin.read()
 cap, deadline = int(sys.argv[1]), time.monotonic() + float(sys.argv[2])
 try:
@@ -129,13 +165,7 @@ except (SyntaxError, ValueError, MemoryError, RecursionError):
     pass  # the interpreter reports it, with the original line numbers
 with open("/sandbox/program.py", "w") as f:
     f.write(source)
-# auto_import: the modules the program names are put among the builtins, so they resolve only where the program
-# binds no such name itself; its own line numbers are kept (one extra "<string>" frame in a traceback).
-try:
-    named = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
-except (SyntaxError, ValueError, MemoryError, RecursionError):
-    named = set()
-preload = [m for m in json.loads(sys.argv[3]) if m in named] if len(sys.argv) > 3 else []
+preload = json.loads(sys.argv[3]) if len(sys.argv) > 3 else []  # modules_to_preload(), chosen on the host
 program = ["/sandbox/program.py"] if not preload else ["-c", BOOT, json.dumps(preload)]
 out, err = open("/sandbox/.stdout", "wb"), open("/sandbox/.stderr", "wb")
 proc = subprocess.Popen([sys.executable, "-I", "-B", "-X", "utf8", *program], stdin=subprocess.DEVNULL,
@@ -254,11 +284,12 @@ class PythonToolProvider(Provider):
 
     def replay_key(self, messages: list[dict]) -> Optional[dict]:
         """The replay store's key: the program decides the output (sampling settings do not), and so do the
-        modules it may use unimported (left out when there are none, so older stores still answer)."""
+        modules preloaded for it (left out when there are none: it runs as it would without the option)."""
         code, _ = self.code(messages)
         if code is None:
             return None
-        return {"code": code, "auto_import": self.options.auto_import} if self.options.auto_import else {"code": code}
+        preload = modules_to_preload(code, self.options.auto_import)
+        return {"code": code, "auto_import": preload} if preload else {"code": code}
 
     async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None,
                        answer=None) -> Completion:  # a tool has no answer format: its output is what it ran or found
@@ -274,7 +305,7 @@ class PythonToolProvider(Provider):
         try:
             result = await run_python(
                 RUNNER, stdin=code, limits=self.limits, settings=self.settings,
-                args=[str(self.options.max_output_chars * 4), str(self.options.wall_s), json.dumps(self.options.auto_import)],
+                args=[str(self.options.max_output_chars * 4), str(self.options.wall_s), json.dumps(modules_to_preload(code, self.options.auto_import))],
             )  # fmt: skip
         except SandboxError as exc:  # includes SandboxUnavailable: not retryable, the message says what to install
             raise ProviderError(f"worker {self.spec.name!r}: {exc}") from None
