@@ -29,16 +29,13 @@ from statistics import mean
 from typing import Optional, Sequence
 
 from openconductor.pool import load_pool
+from openconductor.sim.plan_search import steps_of
 from openconductor.sim.questions import Question
 from openconductor.sim.world_v3 import Profile, make_questions, run_plan
 from openconductor.train.sim_eval import conductor_plans, declared
 from openconductor.workflow import Workflow
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def steps_of(plan: Workflow) -> tuple:
-    return tuple((s.worker, s.subtask, s.access) for s in plan.steps)
 
 
 def value(plan: Optional[Workflow], questions: Sequence[Question], profiles: Sequence[Profile]) -> float:
@@ -73,7 +70,7 @@ def main() -> int:
     greedy_value = [value(p, pool_of_bucket[q.bucket], profiles) for p, q in zip(greedy, asked)]
     print(f"SIMULATED: world v3, pool {spec.name}, conductor {args.conductor}; {len(asked)} training-side questions "
           f"(one a bucket), {args.group} samples each; a plan's value: its accuracy on {args.value_questions} questions of the bucket")
-    print(f"greedy: value {100 * mean(greedy_value):.1f} %, {len({steps_of(p) for p in greedy if p})} distinct plans over {len(asked)} buckets\n")
+    print(f"greedy: value {100 * mean(greedy_value):.1f} %, {len({p.steps for p in greedy if p})} distinct plans over {len(asked)} buckets\n")
     print("| temperature | parsed | plans/group | spread | reward | sample - greedy | best - greedy | uphill / downhill |\n|---|---|---|---|---|---|---|---|")
     for t in (float(x) for x in args.temperatures.split(",")):
         repeated = [q for q in asked for _ in range(args.group)]
@@ -83,9 +80,9 @@ def main() -> int:
         for i, q in enumerate(asked):
             group = plans[i * args.group : (i + 1) * args.group]
             parsed += sum(p is not None for p in group)
-            distinct += len({steps_of(p) for p in group if p is not None})
+            distinct += len({p.steps for p in group if p is not None})
             cache: dict = {}
-            values = [cache.setdefault(steps_of(p) if p else None, value(p, pool_of_bucket[q.bucket], profiles)) for p in group]
+            values = [cache.setdefault(p.steps if p else None, value(p, pool_of_bucket[q.bucket], profiles)) for p in group]
             reward = [float(run_plan(q.text, steps_of(p), profiles).correct) if p else 0.0 for p in group]
             rewards += reward
             cost.append(mean(values) - greedy_value[i])

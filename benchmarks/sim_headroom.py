@@ -24,19 +24,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import tomllib
 from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 
 from openconductor.pool import PoolSpec, load_pool
-from openconductor.sim.plan_search import BUCKET, SearchSettings, candidate_plans, exhaustive_group
+from openconductor.sim.plan_search import BUCKET, SearchSettings, candidate_plans, exhaustive_group, steps_of
 from openconductor.sim.pools import generate_pool, pool_toml
 from openconductor.sim.questions import Question
 from openconductor.sim.world_v3 import make_questions, run_plan
 from openconductor.train.sim_eval import (Result, conductor_plans, declared, lookup_plans, pooled_bootstrap, rank_lookup_plans,
                                           run_plans)
-from openconductor.train.sim_general import CopySettings, rank_lookup_table
+from openconductor.train.sim_general import CopySettings, rank_lookup_table, spec_of
 from openconductor.workflow import Workflow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,14 +47,15 @@ def ceiling_plans(spec: PoolSpec, questions: Sequence[Question], training_side: 
     members: dict = defaultdict(list)
     for q in training_side:
         members[q.bucket].append(q)
-    best = {b: exhaustive_group(declared(spec), qs).plan for b, qs in members.items()}
+    profiles = declared(spec)
+    best = {b: exhaustive_group(profiles, qs).plan for b, qs in members.items()}
     return [best[q.bucket] for q in questions]
 
 
 def unreachable(spec: PoolSpec, questions: Sequence[Question]) -> tuple[float, float]:
     """(best plan per bucket picked on ``questions`` themselves, per-question oracle over every plan), in %."""
     profiles, plans = declared(spec), candidate_plans(len(spec.workers))
-    steps = [[(s.worker, s.subtask, s.access) for s in p.steps] for p in plans]
+    steps = [steps_of(p) for p in plans]
     right = [[run_plan(q.text, s, profiles).correct for s in steps] for q in questions]
     members: dict = defaultdict(list)
     for i, q in enumerate(questions):
@@ -112,7 +112,7 @@ def unseen_pools(args) -> None:
     start = time.perf_counter()
     for i, seed in enumerate(seeds):
         pool = generate_pool(seed, held_out=i % 2 == 1)  # unseen_pools.py's default: every other pool from held-out families
-        spec = PoolSpec.model_validate(tomllib.loads(pool_toml(pool)))
+        spec = spec_of(pool_toml(pool))
         rank = run_plans("rank", spec, questions, rank_lookup_plans(spec, questions, ranks, BUCKET))
         search = run_plans("search", spec, questions, lookup_plans(spec, questions, search_questions, [BUCKET], settings)[f"best lookup: one plan per {BUCKET}"])
         ceiling = run_plans("ceiling", spec, questions, ceiling_plans(spec, questions, ceiling_questions))

@@ -165,7 +165,7 @@ except (SyntaxError, ValueError, MemoryError, RecursionError):
     pass  # the interpreter reports it, with the original line numbers
 with open("/sandbox/program.py", "w") as f:
     f.write(source)
-preload = json.loads(sys.argv[3]) if len(sys.argv) > 3 else []  # modules_to_preload(), chosen on the host
+preload = json.loads(sys.argv[3])  # modules_to_preload(), chosen on the host
 program = ["/sandbox/program.py"] if not preload else ["-c", BOOT, json.dumps(preload)]
 out, err = open("/sandbox/.stdout", "wb"), open("/sandbox/.stderr", "wb")
 proc = subprocess.Popen([sys.executable, "-I", "-B", "-X", "utf8", *program], stdin=subprocess.DEVNULL,

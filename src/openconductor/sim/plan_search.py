@@ -74,14 +74,15 @@ class Scored:
     questions: int
 
 
-def _steps(plan: Workflow) -> list[tuple[int, str, object]]:
+def steps_of(plan: Workflow) -> list[tuple[int, str, object]]:
+    """A plan as the steps ``run_plan`` takes: (worker, subtask, access) each."""
     return [(s.worker, s.subtask, s.access) for s in plan.steps]
 
 
 def _score(plans: Sequence[Workflow], profiles: Sequence[Profile], questions: Sequence[Question], token_weight: float) -> list[Scored]:
     out = []
     for plan in plans:
-        steps, right, tokens = _steps(plan), 0, 0
+        steps, right, tokens = steps_of(plan), 0, 0
         for q in questions:
             result = run_plan(q.text, steps, profiles)
             right += result.correct
