@@ -352,7 +352,8 @@ def grpo_rows(cfg, pools: list[PoolSpec], indices: list[list[int]], per_pool: in
 
 
 def grpo_run(cfg, settings: CopySettings, *, per_pool: int = 16, test_n: int = 1000) -> Path:
-    """GRPO across the training pools from RUN/warmup (``copy_run``), paid for accuracy alone; exports RUN/final."""
+    """GRPO across the training pools from RUN/warmup (``copy_run``), paid by ``cfg.reward`` (accuracy alone in the
+    shipped recipes; ``reward.token_weight`` prices tokens too); exports RUN/final."""
     from .trainer import build_trainer, export, load_model, load_weights
 
     pools = training_pools(settings, cfg.pool_path)
