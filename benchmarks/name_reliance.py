@@ -17,10 +17,9 @@ import argparse
 import collections
 import random
 import sys
-import tomllib
 
 from openconductor.pool import PoolSpec
-from openconductor.sim.pools import generate_pool, pool_toml, renamed
+from openconductor.sim.pools import generate_pool, pool_spec, renamed
 from openconductor.sim.world_v3 import make_questions
 from openconductor.train.sim_eval import conductor_plans
 
@@ -42,7 +41,7 @@ def main() -> int:
 
     model = load_checkpoint(checkpoint_path(args.conductor))
     questions = make_questions(args.n, args.eval_seed)
-    spec = PoolSpec.model_validate(tomllib.loads(pool_toml(generate_pool(args.seed))))
+    spec = pool_spec(generate_pool(args.seed))
     counts, _ = firsts(args.conductor, spec, questions, model)
     top = spec.index(counts.most_common(1)[0][0])
     w = spec.workers[top]

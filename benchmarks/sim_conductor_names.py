@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import collections
 import sys
-import tomllib
 from pathlib import Path
 
-from openconductor.pool import PoolSpec, load_pool
+from openconductor.pool import load_pool
 from openconductor.sim.plan_search import BUCKET, SearchSettings
-from openconductor.sim.pools import generate_pool, pool_toml
+from openconductor.sim.pools import generate_pool, pool_spec
 from openconductor.sim.world_v3 import make_questions
 from openconductor.train.sim_eval import conductor_plans, lookup_plans
 
@@ -45,7 +44,7 @@ def main() -> int:
     questions = make_questions(args.n, args.eval_seed)
     search_questions = make_questions(48 * SearchSettings().questions, 5_000, exclude=frozenset(q.text for q in questions))
     pools = [("training pool", load_pool(ROOT / "examples" / "pools" / "simulated_paper_v3.toml"))]
-    pools += [(f"pool {s}", PoolSpec.model_validate(tomllib.loads(pool_toml(generate_pool(int(s)))))) for s in args.seeds.split(",") if s.strip()]
+    pools += [(f"pool {s}", pool_spec(generate_pool(int(s)))) for s in args.seeds.split(",") if s.strip()]
     print(f"SIMULATED: world v3, {args.n} held-out questions per pool, conductor {args.conductor}")
     for label, spec in pools:
         plans, _ = conductor_plans(args.conductor, spec, questions, model=model)

@@ -30,12 +30,12 @@ from typing import Sequence
 
 from openconductor.pool import PoolSpec, load_pool
 from openconductor.sim.plan_search import BUCKET, SearchSettings, candidate_plans, exhaustive_group, steps_of
-from openconductor.sim.pools import generate_pool, pool_toml
+from openconductor.sim.pools import generate_pool, pool_spec
 from openconductor.sim.questions import Question
 from openconductor.sim.world_v3 import make_questions, run_plan
 from openconductor.train.sim_eval import (Result, conductor_plans, declared, lookup_plans, pooled_bootstrap, rank_lookup_plans,
                                           run_plans)
-from openconductor.train.sim_general import CopySettings, rank_lookup_table, spec_of
+from openconductor.train.sim_general import CopySettings, rank_lookup_table
 from openconductor.workflow import Workflow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def unseen_pools(args) -> None:
     start = time.perf_counter()
     for i, seed in enumerate(seeds):
         pool = generate_pool(seed, held_out=i % 2 == 1)  # unseen_pools.py's default: every other pool from held-out families
-        spec = spec_of(pool_toml(pool))
+        spec = pool_spec(pool)
         rank = run_plans("rank", spec, questions, rank_lookup_plans(spec, questions, ranks, BUCKET))
         search = run_plans("search", spec, questions, lookup_plans(spec, questions, search_questions, [BUCKET], settings)[f"best lookup: one plan per {BUCKET}"])
         ceiling = run_plans("ceiling", spec, questions, ceiling_plans(spec, questions, ceiling_questions))

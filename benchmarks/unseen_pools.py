@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from openconductor.sim.plan_search import BUCKET, SearchSettings
-from openconductor.sim.pools import generate_pool, pool_toml
-from openconductor.train.sim_general import CopySettings, rank_lookup_table, spec_of
+from openconductor.sim.pools import generate_pool, pool_spec
+from openconductor.train.sim_general import CopySettings, rank_lookup_table
 from openconductor.sim.world_v3 import make_questions
 from openconductor.train.sim_eval import (conductor_plans, lookup_plans, moa_plans, pooled_bootstrap, rank_lookup_plans, run_plans,
                                           single_plans)
@@ -61,7 +61,7 @@ def main() -> int:
     for i, seed in enumerate(seeds):
         held = args.held_out == "all" or (args.held_out == "alternate" and i % 2 == 1)
         pool = generate_pool(seed, held_out=held)
-        spec = spec_of(pool_toml(pool))
+        spec = pool_spec(pool)
         plans, own = conductor_plans(args.conductor, spec, questions, model=model)
         conductor = run_plans("conductor", spec, questions, plans, own)
         singles = {k: run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()}

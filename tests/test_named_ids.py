@@ -203,13 +203,10 @@ def test_bounded_formats_with_name_slots_fit_their_token_budget():
 
 
 def test_rank_aliases_name_the_workers_of_each_place_in_the_measured_ranking_and_bind_like_names():
-    import tomllib
-
     from openconductor.policies.lm import area_keys, rank_aliases, ranking
-    from openconductor.pool import PoolSpec
-    from openconductor.sim.pools import generate_pool, pool_toml
+    from openconductor.sim.pools import generate_pool, pool_spec
 
-    spec = PoolSpec.model_validate(tomllib.loads(pool_toml(generate_pool(905))))
+    spec = pool_spec(generate_pool(905))
     names = tuple(w.name for w in spec.workers)
     aliases = dict(rank_aliases(spec))
     assert {w.split("#")[0] for w in aliases} == {"math", "knowledge", "quantitative", "coding"}
@@ -234,17 +231,14 @@ def test_rank_aliases_name_the_workers_of_each_place_in_the_measured_ranking_and
 
 
 def test_rank_alias_targets_parse_back_to_the_searched_plan_on_a_renamed_pool():
-    import tomllib
-
     from openconductor.policies.lm import rank_aliases
-    from openconductor.pool import PoolSpec
     from openconductor.sim.plan_search import CHECK, PLAN, IMPLEMENT
-    from openconductor.sim.pools import area_ranking, generate_pool, pool_toml, renamed
+    from openconductor.sim.pools import area_ranking, generate_pool, pool_spec, renamed
     from openconductor.sim.world_v3 import make_questions
     from openconductor.train.sim_general import target
     from openconductor.workflow import Step, Workflow
 
-    spec = renamed(PoolSpec.model_validate(tomllib.loads(pool_toml(generate_pool(10_003)))), random.Random(0))
+    spec = renamed(pool_spec(generate_pool(10_003)), random.Random(0))
     names = tuple(w.name for w in spec.workers)
     question = next(q for q in make_questions(48, 0) if q.domain == "math")
     best, second = area_ranking(spec)["math"][:2]

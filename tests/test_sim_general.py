@@ -4,13 +4,12 @@ and search-and-copy targets across generated pools. No model download: a tiny ra
 from __future__ import annotations
 
 import re
-import tomllib
 
 import pytest
 
-from openconductor.pool import PoolSpec, load_pool
+from openconductor.pool import load_pool
 from openconductor.sim.plan_search import SearchSettings, _score, candidate_plans, exhaustive_group, search_group
-from openconductor.sim.pools import generate_pool, pool_toml
+from openconductor.sim.pools import generate_pool, pool_spec
 from openconductor.sim.questions import SUBTOPICS
 from openconductor.sim.world_v3 import Profile, make_questions
 from openconductor.workflow import parse
@@ -79,7 +78,7 @@ def test_copy_targets_name_the_bucket_and_the_workers_and_parse(tmp_path):
     settings = CopySettings(pools=1, per_pool=6, training_pool_examples=6, search=SearchSettings(screen=4, rank=4, top=1))
     data = build(settings, Path(POOL), PromptShape())
     assert [len(p) for p, _ in data.groups] == [6, 6]
-    spec = PoolSpec.model_validate(tomllib.loads(pool_toml(generate_pool(settings.pool_seed))))
+    spec = pool_spec(generate_pool(settings.pool_seed))
     prompts, targets = data.groups[1]
     assert "Model id 0: " + spec.workers[0].name + " — " in prompts[0][0]["content"]
     for row, text in zip(data.rows[6:], targets):

@@ -12,15 +12,14 @@ from typer.testing import CliRunner
 from openconductor.cli import app
 from openconductor.policies.lm import binding
 from openconductor.providers.transformers_local import checkpoint_path, read_manifest
-from openconductor.sim.pools import generate_pool, pool_toml
+from openconductor.sim.pools import generate_pool, pool_spec, pool_toml
 from openconductor.sim.world_v3 import make_questions
 from openconductor.train.sim_eval import conductor_plans
-from openconductor.train.sim_general import spec_of
 from openconductor.workflow import named_workers
 
 
 def test_the_shipped_general_conductor_plans_an_unseen_pool_by_the_names_it_gives():
-    spec = spec_of(pool_toml(generate_pool(951, held_out=True)))  # a held-out family, a seed no table uses
+    spec = pool_spec(generate_pool(951, held_out=True))  # a held-out family, a seed no table uses
     names, aliases = binding(read_manifest(checkpoint_path("builtin:sim-general")).prompt, spec)
     assert names == tuple(w.name for w in spec.workers)
     plans, own_tokens = conductor_plans("builtin:sim-general", spec, make_questions(6, 4242), batch_size=6)
@@ -33,7 +32,7 @@ def test_the_shipped_general_conductor_plans_an_unseen_pool_by_the_names_it_give
 
 def test_sampling_the_shipped_conductor_as_grpo_does_gives_a_group_of_parsed_and_varied_plans():
     # benchmarks/sim_grpo_signal.py reads GRPO's groups this way: one question asked 12 times at temperature 2.
-    spec = spec_of(pool_toml(generate_pool(951, held_out=True)))
+    spec = pool_spec(generate_pool(951, held_out=True))
     question = make_questions(1, 4243)
     greedy, _ = conductor_plans("builtin:sim-general", spec, question * 3, batch_size=3)
     assert len({p.steps for p in greedy}) == 1  # greedy decoding repeats itself

@@ -12,7 +12,7 @@ from openconductor.cli import app
 from openconductor.executor import solve
 from openconductor.policies import make_policy
 from openconductor.pool import Pool, load_pool
-from openconductor.sim.pools import FAMILIES, HELD_OUT, fresh_names, generate_pool, grade, pool_toml, renamed
+from openconductor.sim.pools import FAMILIES, HELD_OUT, fresh_names, generate_pool, grade, pool_spec, pool_toml, renamed
 from openconductor.sim.world_v3 import Profile, make_questions
 
 
@@ -93,11 +93,9 @@ def test_impossible_pool_sizes_are_a_clear_error(bad):
 
 def test_renamed_pools_keep_every_worker_but_its_name_and_the_names_are_fresh_and_distinct():
     import random
-    import tomllib
 
-    from openconductor.pool import PoolSpec
 
-    spec = PoolSpec.model_validate(tomllib.loads(pool_toml(generate_pool(3))))
+    spec = pool_spec(generate_pool(3))
     a, b = renamed(spec, random.Random(1)), renamed(spec, random.Random(1))
     assert a == b and a != renamed(spec, random.Random(2))
     for old, new in zip(spec.workers, a.workers):
@@ -109,14 +107,11 @@ def test_renamed_pools_keep_every_worker_but_its_name_and_the_names_are_fresh_an
 
 
 def test_a_profile_ranks_the_workers_per_area_by_measured_accuracy_and_the_pool_file_holds_it():
-    import tomllib
-
     from openconductor.policies.lm import RANKED, describe_pool, ranking
-    from openconductor.pool import PoolSpec
     from openconductor.sim.pools import measured_profile
 
     pool = generate_pool(916, held_out=True)
-    spec = PoolSpec.model_validate(tomllib.loads(pool_toml(pool)))
+    spec = pool_spec(pool)
     for w, drawn in zip(spec.workers, pool.workers):
         assert set(w.profile) == {"math", "knowledge", "quantitative reasoning", "coding"}
         assert w.profile == measured_profile(w)  # deterministic: the same measurement each time
@@ -147,19 +142,17 @@ def test_a_profile_outside_0_to_1_is_refused_with_a_clear_error(value):
 
 def test_a_rank_table_names_no_worker_so_a_reordered_and_renamed_pool_gets_the_same_workers():
     import random
-    import tomllib
 
-    from openconductor.pool import PoolSpec
     from openconductor.sim.plan_search import RANKS, candidate_plans
     from openconductor.sim.pools import area_ranking
     from openconductor.train.sim_eval import rank_lookup_plans, rank_table
 
-    specs = [PoolSpec.model_validate(tomllib.loads(pool_toml(generate_pool(10_000 + i)))) for i in range(2)]
+    specs = [pool_spec(generate_pool(10_000 + i)) for i in range(2)]
     questions = make_questions(96, 5_000)
     table = rank_table(specs, questions, "domain")
     assert set(table) == {"math", "mmlu", "rlpr", "lcb"} and all(s.plan in candidate_plans(RANKS) for s in table.values())
     assert all(max(step.worker for step in s.plan.steps) < RANKS and s.questions == 2 * 24 for s in table.values())
-    unseen = PoolSpec.model_validate(tomllib.loads(pool_toml(generate_pool(905))))
+    unseen = pool_spec(generate_pool(905))
     ranking = area_ranking(unseen)
     math_scores = [w.profile["math"] for w in unseen.workers]
     assert [math_scores[i] for i in ranking["math"]] == sorted(math_scores, reverse=True)

@@ -17,9 +17,12 @@ import functools
 import json
 import random
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .questions import DOMAINS, SUBTOPIC_NAMES, SUBTOPICS
+
+if TYPE_CHECKING:
+    from ..pool import PoolSpec
 
 HELD_OUT = frozenset({"verifier", "quant"})  # never in a training pool; every --held-out pool has one
 
@@ -324,6 +327,15 @@ def _profile_of(w: SimWorker, latency: bool) -> dict:
     from ..pool import WorkerSpec
 
     return measured_profile(WorkerSpec(name=w.name, provider="simulated", options=w.options(latency=latency)))
+
+
+def pool_spec(pool: SimPool, *, latency: bool = False, checkpoint: Optional[str] = None) -> PoolSpec:
+    """The pool as loaded from its file (``pool_toml``), without writing one."""
+    import tomllib
+
+    from ..pool import PoolSpec
+
+    return PoolSpec.model_validate(tomllib.loads(pool_toml(pool, latency=latency, checkpoint=checkpoint)))
 
 
 def pool_toml(pool: SimPool, *, latency: bool = False, checkpoint: Optional[str] = None) -> str:

@@ -18,7 +18,6 @@ import itertools
 import logging
 import random
 import time
-import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Optional
 from ..policies.lm import area_keys, conductor_messages
 from ..policies.lm import rank_aliases as ranking_words
 from ..pool import PoolSpec, load_pool
-from ..sim.pools import DOMAIN_AREA, generate_pool, pool_toml, renamed
+from ..sim.pools import DOMAIN_AREA, generate_pool, pool_spec, renamed
 from ..sim.questions import Question
 from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Workflow
@@ -86,13 +85,10 @@ class CopySettings:
             raise ValueError(f"copy targets must be one of {', '.join(TARGETS)}, got {self.targets!r}")
 
 
-def spec_of(toml_text: str) -> PoolSpec:
-    return PoolSpec.model_validate(tomllib.loads(toml_text))
-
 
 def training_pools(settings: CopySettings, training_pool: Path) -> list[PoolSpec]:
     """The training pool, then the generated ones (training families only)."""
-    return [load_pool(training_pool)] + [spec_of(pool_toml(generate_pool(settings.pool_seed + i))) for i in range(settings.pools)]
+    return [load_pool(training_pool)] + [pool_spec(generate_pool(settings.pool_seed + i)) for i in range(settings.pools)]
 
 
 def reasoning(plan: Workflow, spec: PoolSpec, question: Question, rank_aliases: bool = False) -> str:
