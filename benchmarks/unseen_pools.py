@@ -55,7 +55,7 @@ def main() -> int:
     extra = "".join(f" {c} |" for c in others)
     print(f"| seed | held-out families | workers | conductor | best single | oracle router | search re-run | rank lookup | vs oracle | vs search | vs rank lookup | tokens vs MoA |{extra}")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(others))
-    pairs_single, pairs_router, pairs_search, pairs_rank, ratios, rank_ratios = [], [], [], [], [], []
+    pairs_single, pairs_router, pairs_search, pairs_rank, ratios, rank_ratios, own_ratios = [], [], [], [], [], [], []
     pairs_other: dict[str, list] = {c: [] for c in others}
     start = time.perf_counter()
     for i, seed in enumerate(seeds):
@@ -75,6 +75,7 @@ def main() -> int:
         pairs_rank.append((conductor.correct, rank.correct))
         ratios.append(conductor.mean_tokens / moa.mean_tokens)
         rank_ratios.append(rank.mean_tokens / moa.mean_tokens)
+        own_ratios.append(sum(own) / len(own) / moa.mean_tokens)
         compared = ""
         for c, m in others.items():
             other = run_plans(c, spec, questions, *conductor_plans(c, spec, questions, model=m))
@@ -91,7 +92,7 @@ def main() -> int:
     ratio = sum(ratios) / len(ratios)
     print(f"\n{len(seeds)} pools, {time.perf_counter() - start:.0f} s. Mean over pools: conductor vs best single {m_1:+.1f} [{lo_1:+.1f}, {hi_1:+.1f}]; vs oracle router {m_r:+.1f} [{lo_r:+.1f}, {hi_r:+.1f}] "
           f"(goal >= +2); vs per-pool search re-run {m_s:+.1f} [{lo_s:+.1f}, {hi_s:+.1f}] (goal >= -2); vs rank lookup {m_k:+.1f} [{lo_k:+.1f}, {hi_k:+.1f}]; "
-          f"tokens {ratio:.3f}x MoA (goal <= 0.25x)")
+          f"tokens {ratio:.3f}x MoA (goal <= 0.25x; of which the conductor's own prompt and plan {sum(own_ratios) / len(own_ratios):.3f}x)")
     m_kr, lo_kr, hi_kr = pooled_bootstrap([(k, r) for (_, k), (_, r) in zip(pairs_rank, pairs_router)])
     m_ks, lo_ks, hi_ks = pooled_bootstrap([(k, s) for (_, k), (_, s) in zip(pairs_rank, pairs_search)])
     print(f"rank lookup: vs oracle router {m_kr:+.1f} [{lo_kr:+.1f}, {hi_kr:+.1f}]; vs per-pool search re-run {m_ks:+.1f} [{lo_ks:+.1f}, {hi_ks:+.1f}]; "
