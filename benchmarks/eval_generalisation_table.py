@@ -10,10 +10,12 @@ ITS kind (everyday: on its category) over these very questions: an upper bound f
 (one chosen on training questions can only do worse on held-out kinds, which it never saw). "any baseline
 (oracle)" is right on a question when any single worker or fixed workflow was: the ceiling for a conductor that
 only chooses among these plans per question, so a margin goal above it cannot be met by choosing alone.
+"any policy (oracle)", printed when a conductor is among the results: right where any policy at all was, so it
+counts the plans a conductor wrote itself; below the table, the questions each conductor alone got right.
 """
 
 import argparse
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from openconductor.evaluation import load_records, paired_bootstrap
@@ -51,6 +53,23 @@ def any_baseline_row(correct, policies, questions):
     """Per question, 1 when any single worker or fixed workflow answered it right."""
     bases = baselines(policies)
     return {q: int(any(correct[p][q] for p in bases)) for q in questions}
+
+
+def any_policy_row(correct, policies, questions):
+    """Per question, 1 when any policy at all answered it right (the conductors' own plans included)."""
+    return {q: int(any(correct[p][q] for p in policies)) for q in questions}
+
+
+def only_right(correct, policies, questions):
+    """Per policy that is not a baseline: the kinds of the questions it alone got right, with counts."""
+    bases = baselines(policies)
+    out = {}
+    for p in policies:
+        if p in bases:
+            continue
+        alone = [q for q in questions if correct[p][q] and not any(correct[b][q] for b in bases)]
+        out[p] = (len(alone), Counter(q[0] for q in alone))
+    return out
 
 
 def table(name, questions, correct, policies, tokens, against):
@@ -112,11 +131,16 @@ def main():
         if not qs:
             continue
         bounds = {"lookup (oracle)": lookup_row(correct, policies, qs, kind_of), "any baseline (oracle)": any_baseline_row(correct, policies, qs)}
+        if len(baselines(policies)) < len(policies):
+            bounds["any policy (oracle)"] = any_policy_row(correct, policies, qs)
         t = {p: sum(tok[p][q] for q in qs) / len(qs) for p in policies} | {b: float("nan") for b in bounds}
         table(name, qs, {**correct, **bounds}, policies + list(bounds), t, args.against)
         per_kind = defaultdict(list)
         for q in qs:
             per_kind[q[0]].append(q)
+        for p, (n, kinds_alone) in only_right(correct, policies, qs).items():
+            print(f"\n{p}: right on {n} question(s) that no single worker or fixed workflow got right"
+                  + (f" ({', '.join(f'{k} {c}' for k, c in kinds_alone.most_common())})" if n else ""))
         if name == "held-out kinds":
             print("\nper kind (accuracy %, n): " + "; ".join(
                 f"{k} n={len(v)}: " + ", ".join(f"{p.split(':')[-1][:18]} {100 * sum(correct[p][q] for q in v) / len(v):.0f}" for p in policies)

@@ -43,3 +43,18 @@ def test_groups_baselines_and_the_lookup_bound(tmp_path):
     assert "vs best fixed (fixed:code)" in held
     lookup_line = next(line for line in held.splitlines() if line.startswith("| lookup"))
     assert "+33.3 [" in lookup_line
+
+
+def test_any_policy_bound_counts_what_only_a_conductor_got_right(tmp_path):
+    # lcm 0: code right; lcm 1: only the conductor right; lcm 2: nobody.
+    rows = [_record("lcm", "0", "single:qwen", False), _record("lcm", "0", "fixed:code", True), _record("lcm", "0", "trained:c", False),
+            _record("lcm", "1", "single:qwen", False), _record("lcm", "1", "fixed:code", False), _record("lcm", "1", "trained:c", True),
+            _record("lcm", "2", "single:qwen", False), _record("lcm", "2", "fixed:code", False), _record("lcm", "2", "trained:c", False)]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_generalisation_table.py"), str(tmp_path / "r.jsonl")],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    held = done.stdout.split("### held-out kinds")[1].split("### everyday")[0]
+    assert "| any baseline (oracle) | 33.3 | — |" in held and "| any policy (oracle) | 66.7 | — |" in held
+    assert "trained:c: right on 1 question(s) that no single worker or fixed workflow got right (lcm 1)" in held
