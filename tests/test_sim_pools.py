@@ -94,7 +94,6 @@ def test_impossible_pool_sizes_are_a_clear_error(bad):
 def test_renamed_pools_keep_every_worker_but_its_name_and_the_names_are_fresh_and_distinct():
     import random
 
-
     spec = pool_spec(generate_pool(3))
     a, b = renamed(spec, random.Random(1)), renamed(spec, random.Random(1))
     assert a == b and a != renamed(spec, random.Random(2))

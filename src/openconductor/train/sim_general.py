@@ -85,7 +85,6 @@ class CopySettings:
             raise ValueError(f"copy targets must be one of {', '.join(TARGETS)}, got {self.targets!r}")
 
 
-
 def training_pools(settings: CopySettings, training_pool: Path) -> list[PoolSpec]:
     """The training pool, then the generated ones (training families only)."""
     return [load_pool(training_pool)] + [pool_spec(generate_pool(settings.pool_seed + i)) for i in range(settings.pools)]
