@@ -9,7 +9,8 @@ questions: one plan per domain, per subtopic and per bucket (subtopic x level), 
 the places in the question's area's ranking per bucket, found across every training pool: the table that
 ``--targets ranks`` copies and ``unseen_pools.py`` scores on pools never seen). Intervals: paired bootstrap
 over the questions against the per-domain and the per-subtopic lookups (and against the first conductor
-when several are given: what GRPO adds over its warm-up). Exits 1 when the first conductor
+when several are given: what GRPO adds over its warm-up; or with ``--show``, the same conductor prompted with
+another view of the pool). Exits 1 when the first conductor
 misses a goal: >= per-domain lookup + 3 and >= per-subtopic lookup.
 """
 
@@ -35,6 +36,9 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--eval-seed", type=int, default=1000)
     ap.add_argument("--pool", type=Path, default=ROOT / "examples" / "pools" / "simulated_paper_v3.toml")
+    ap.add_argument("--show", choices=["descriptions", "profile", "ranking"], default=None,
+                    help="also score each conductor prompted with this view of the pool instead of the one it was trained with "
+                         "(a probe of what it reads; rows compared with the first conductor)")
     args = ap.parse_args()
     spec = load_pool(args.pool)
     questions = make_questions(args.n, args.eval_seed)
@@ -45,6 +49,8 @@ def main() -> int:
     for ckpt in args.conductor:
         plans, own = conductor_plans(ckpt, spec, questions)
         results.append(run_plans(f"conductor {ckpt}", spec, questions, plans, own))
+        if args.show:
+            results.append(run_plans(f"conductor {ckpt} (show = {args.show})", spec, questions, *conductor_plans(ckpt, spec, questions, show=args.show)))
     results += [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
     results.append(run_plans("MoA (7 proposers + random aggregator)", spec, questions, moa_plans(spec, questions)))
     results += [run_plans(k, spec, questions, v) for k, v in lookup_plans(spec, questions, search_questions, LABELS, settings).items()]
@@ -53,7 +59,7 @@ def main() -> int:
     print(f"SIMULATED: world v3, pool {spec.name}, {args.n} held-out questions (eval seed {args.eval_seed})")
     against = ["best lookup: one plan per domain", "best lookup: one plan per subtopic", "oracle per-domain router"]
     # With several conductors (e.g. RUN/warmup then RUN/final) the others are also compared with the first.
-    print(table(results, against + ([results[0].system] if len(args.conductor) > 1 else [])))
+    print(table(results, against + ([results[0].system] if len(args.conductor) > 1 or args.show else [])))
     if not args.conductor:
         return 0
     acc = {r.system: r.accuracy for r in results}

@@ -14,6 +14,8 @@ measured ranking could reach on any pool without learning it. Prints one row per
 last line with the mean margins over pools and 95 % intervals (each pool's questions resampled); exits 1
 when a goal is missed: mean >= oracle router + 2, >= search re-run - 2, tokens <= 0.25x MoA's. ``--compare``:
 other conductors on the same pools and questions, a column each, and the conductor's paired margin over each.
+``--show VIEW``: the conductor is prompted with that view of each pool instead of the one it was trained with
+(``pool.PoolView``; e.g. ``ranking``, the names and measured ranking without descriptions), a probe of what it reads.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ def main() -> int:
     ap.add_argument("--compare", default="", help="comma-separated other conductors, scored on the same pools and questions")
     ap.add_argument("--rank-questions", type=int, default=5, help="training-side questions per bucket and training pool for the rank lookup")
     ap.add_argument("--training-pool", default="examples/pools/simulated_paper_v3.toml")
+    ap.add_argument("--show", choices=["descriptions", "profile", "ranking"], default=None,
+                    help="prompt the conductor with this view of each pool instead of the one it was trained with (a probe of what it reads)")
     args = ap.parse_args()
     from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
 
@@ -62,7 +66,7 @@ def main() -> int:
         held = args.held_out == "all" or (args.held_out == "alternate" and i % 2 == 1)
         pool = generate_pool(seed, held_out=held)
         spec = pool_spec(pool)
-        plans, own = conductor_plans(args.conductor, spec, questions, model=model)
+        plans, own = conductor_plans(args.conductor, spec, questions, model=model, show=args.show)
         conductor = run_plans("conductor", spec, questions, plans, own)
         singles = {k: run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()}
         best, router = list(singles.values())

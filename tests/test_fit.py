@@ -162,6 +162,9 @@ def test_bad_input_is_a_typed_error_that_says_what_to_do(tmp_path, world):
     with pytest.raises(FitDataError, match="never sees"):
         plan_fit(FitSettings(pool=str(f["pool"]), out=tmp_path / "o", tasks=["basic_arithmetic"], eval_tasks=["basic_arithmetic"],
                              recipe=f["recipe"]))
+    with pytest.raises(FitDataError, match="--eval-n 1 or more"):
+        plan_fit(FitSettings(pool=str(f["pool"]), out=tmp_path / "o", tasks=["basic_arithmetic"], eval_tasks=["rg:lcm"], eval_n=0,
+                             recipe=f["recipe"]))
     (tmp_path / "tools.toml").write_text('name = "tools"\n[[workers]]\nname = "py"\nprovider = "python"\n')
     with pytest.raises(TrainConfigError, match="no model"):
         plan_fit(FitSettings(pool=str(tmp_path / "tools.toml"), out=tmp_path / "o", questions=f["questions"], recipe=f["recipe"]))

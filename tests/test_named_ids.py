@@ -254,10 +254,11 @@ def test_rank_alias_targets_parse_back_to_the_searched_plan_on_a_renamed_pool():
 def test_rank_aliases_need_the_profile_prompt_and_names_binding():
     from openconductor.train.config import TrainConfigError, load_train_config
 
-    with pytest.raises(TrainConfigError, match="rank_aliases.*show = \"profile\""):
+    with pytest.raises(TrainConfigError, match="rank_aliases.*show = \"profile\" or \"ranking\""):
         load_train_config("examples/train_sim_general.toml", {"prompt.rank_aliases": True})
-    cfg = load_train_config("examples/train_sim_general.toml", {"prompt.rank_aliases": True, "prompt.show": "profile"})
-    assert cfg.prompt.rank_aliases
+    for show in ("profile", "ranking"):
+        cfg = load_train_config("examples/train_sim_general.toml", {"prompt.rank_aliases": True, "prompt.show": show})
+        assert cfg.prompt.rank_aliases and cfg.prompt.show == show
 
 
 def test_a_conductors_manifest_decides_what_its_ids_are_bound_to():

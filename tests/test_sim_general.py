@@ -259,6 +259,7 @@ def test_a_general_conductor_over_generated_pools_refuses_a_pool_shown_by_ids_or
         with pytest.raises(TrainConfigError, match="descriptions"):
             PromptShape.of(cfg)
     assert PromptShape.of(load_train_config("examples/train_sim_general_profile.toml")).show == "profile"
+    assert PromptShape.of(load_train_config("examples/train_sim_general_ranks.toml", {"prompt.show": "ranking"})).show == "ranking"
 
 
 def test_rank_targets_give_every_pool_the_same_plan_over_ranks_per_bucket():

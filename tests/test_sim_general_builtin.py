@@ -28,6 +28,11 @@ def test_the_shipped_general_conductor_plans_an_unseen_pool_by_the_names_it_give
         said = named_workers(plan.reasoning, names, dict(aliases))
         assert said, plan.reasoning  # it says whom it picks, by a name or a ranking word this pool has
         assert [s.worker for s in plan.steps][: len(said)] == list(said[: len(plan.steps)])
+    # show = "ranking" (the names and the measured ranking, no descriptions): under 60 % of its own tokens, and it
+    # still says whom it picks.
+    short, short_tokens = conductor_plans("builtin:sim-general", spec, make_questions(6, 4242), batch_size=6, show="ranking")
+    assert sum(short_tokens) < 0.6 * sum(own_tokens)
+    assert all(p is not None and named_workers(p.reasoning, names, dict(aliases)) for p in short)
 
 
 def test_sampling_the_shipped_conductor_as_grpo_does_gives_a_group_of_parsed_and_varied_plans():

@@ -123,6 +123,10 @@ def test_a_profile_ranks_the_workers_per_area_by_measured_accuracy_and_the_pool_
     assert [int(x.split(" ")[1]) for x in math] == sorted((int(x.split(" ")[1]) for x in math), reverse=True)
     shown = describe_pool(spec, "profile")
     assert shown.startswith(describe_pool(spec, "descriptions")) and shown.endswith(lines[-1])
+    # "ranking": the names and the same ranking, without the descriptions
+    short = describe_pool(spec, "ranking")
+    assert short == describe_pool(spec, "names") + "\n" + "\n".join(lines)
+    assert not any(w.description in short for w in spec.workers) and len(short) < len(shown) / 2
     # a declared profile wins over the measurement; a worker of another provider without one is left out
     mixed = spec.model_copy(update={"workers": [spec.workers[0].model_copy(update={"profile": {"math": 0.99}}),
                                                 spec.workers[1].model_copy(update={"provider": "local_gguf", "profile": {}})]})

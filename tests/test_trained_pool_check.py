@@ -59,14 +59,15 @@ def test_a_descriptions_conductor_plans_for_any_pool_by_description(tmp_path):
     assert spec.conductor.show == "descriptions" and spec.conductor.max_steps == 3
 
 
-def test_a_profile_conductor_is_refused_where_nothing_is_measured_and_warns_where_some_are(tmp_path, caplog):
-    ckpt = _checkpoint(tmp_path, prompt={"show": "profile", "max_steps": 3}, pool={"name": "sim", "workers": ["a", "b"]})
+@pytest.mark.parametrize("show", ["profile", "ranking"])
+def test_a_ranking_conductor_is_refused_where_nothing_is_measured_and_warns_where_some_are(tmp_path, caplog, show):
+    ckpt = _checkpoint(tmp_path, prompt={"show": show, "max_steps": 3}, pool={"name": "sim", "workers": ["a", "b"]})
     unmeasured = load_pool("examples/pools/openai.toml")
-    with pytest.raises(PoolConfigError, match=r"measured accuracy per area .*no worker of pool 'openai' has a profile"):
+    with pytest.raises(PoolConfigError, match=rf"measured accuracy per area \(show = \"{show}\"\).*no worker of pool 'openai' has a profile"):
         trained_conductor(unmeasured, ckpt, engine="transformers")
     one = unmeasured.model_copy(update={"workers": [unmeasured.workers[0].model_copy(update={"profile": {"math": 0.7}}), *unmeasured.workers[1:]]})
     with caplog.at_level("WARNING"):
         spec, _ = trained_conductor(one, ckpt, engine="transformers")
-    assert spec.conductor.show == "profile" and caplog.text.rstrip().endswith("left out of it: gpt-4o")
+    assert spec.conductor.show == show and caplog.text.rstrip().endswith("left out of it: gpt-4o")
     # Simulated workers are measured in their world: no profile needed in the file.
     trained_conductor(_pool(tmp_path, 5), ckpt, engine="transformers")

@@ -14,6 +14,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .pool import PoolView
+
 MANIFEST = "openconductor.json"
 FORMAT = "openconductor-conductor/1"
 
@@ -30,7 +32,7 @@ class PromptInfo(BaseModel):
     max_steps: Optional[int] = Field(None, ge=1)
     examples: Optional[bool] = None
     fine_grained: Optional[bool] = None
-    show: Optional[Literal["ids", "names", "descriptions", "profile"]] = None
+    show: Optional[PoolView] = None
     style: Optional[Literal["paper", "compact"]] = None
     ids_follow_names: Optional[bool] = None  # each id is the worker its reasoning line names (workflow.WorkflowFormat.names)
     name_slots: Optional[bool] = None  # a slot word of that line is followed by a whole pool name (WorkflowFormat.name_slots)

@@ -12,7 +12,7 @@ import time
 from typing import Optional
 
 from ..budget import LimitReached
-from ..pool import PoolConfigError, PoolSpec, WorkerCallError
+from ..pool import RANKED_VIEWS, PoolConfigError, PoolSpec, WorkerCallError
 from ..records import PlanRecord, Usage
 from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
 from .base import Plan, PlanRequest, Policy, PolicyOptions, Previous, register_policy
@@ -70,21 +70,22 @@ Otherwise write a new workflow that verifies or revises it."""
 
 
 def describe_pool(spec: PoolSpec, show: str = "ids") -> str:
-    """The pool as the conductor sees it: ordinal ids ("ids", what a conductor trained from reward learns
-    on), with names, or with names and descriptions (a worker without one is described by its model);
-    "profile": the descriptions, then per area the workers ranked by their measured accuracy (``ranking``)."""
+    """The pool as the conductor sees it (``pool.PoolView``): ordinal ids ("ids", what a conductor trained from
+    reward learns on), with names, or with names and descriptions (a worker without one is described by its model);
+    "profile": the descriptions, then per area the workers ranked by their measured accuracy (``ranking``);
+    "ranking": the names, then that ranking."""
     lines = []
     for i, worker in enumerate(spec.workers):
         line = f"Model id {i}"
         if worker.provider == "conductor":
             line += " (yourself: a recursive round that sees the answer so far and may verify or revise it)"
-        elif show in ("names", "descriptions", "profile"):
+        elif show != "ids":
             line += f": {worker.name}"
             about = worker.description or (f"{worker.provider} model {worker.model}" if worker.model else f"a {worker.provider} tool")
-            if show != "names":
+            if show in ("descriptions", "profile"):
                 line += f" — {about}"
         lines.append(line)
-    if show == "profile":
+    if show in RANKED_VIEWS:
         lines += ranking(spec)
     return "\n".join(lines)
 

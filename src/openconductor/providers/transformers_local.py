@@ -26,7 +26,7 @@ from typing import Literal, Optional, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..manifest import MANIFEST, ConductorManifest, ManifestError, PromptInfo, read_manifest
-from ..pool import BUILTIN_CONDUCTOR, PoolConfigError, PoolSpec, WorkerSpec
+from ..pool import BUILTIN_CONDUCTOR, RANKED_VIEWS, PoolConfigError, PoolSpec, WorkerSpec
 from ..records import Completion, Usage
 from ..workflow import WorkflowFormat
 from .base import Provider, ProviderError, TokenCallback, absent_modules
@@ -228,9 +228,9 @@ def check_pool_fits(manifest: ConductorManifest, spec: PoolSpec, path: Path) -> 
     """Refuse a conductor that knows its workers by ordinal id on a pool whose workers are not the ones it
     was trained on: its ids would name other workers (stale ids). A conductor trained with the pool shown
     by names or descriptions reads whichever pool it is given, and is prompted that way. One trained to read
-    each area's ranking by measured accuracy (show = "profile") is refused on a pool where nothing is measured."""
-    if manifest.prompt.show == "profile":
-        _check_profiles(spec, path)
+    each area's ranking by measured accuracy (show = "profile" or "ranking") is refused on a pool where nothing is measured."""
+    if manifest.prompt.show in RANKED_VIEWS:
+        _check_profiles(spec, path, manifest.prompt.show)
     if (manifest.prompt.show or "ids") != "ids":
         return
     trained_on, here = trained_workers(manifest), [w.name for w in spec.workers]
@@ -241,14 +241,14 @@ def check_pool_fits(manifest: ConductorManifest, spec: PoolSpec, path: Path) -> 
             "(e.g. builtin:sim-general for simulated pools), retrain on this pool, or plan without it (--conductor none)")
 
 
-def _check_profiles(spec: PoolSpec, path: Path) -> None:
+def _check_profiles(spec: PoolSpec, path: Path, show: str) -> None:
     from ..policies.lm import _measured  # a simulated worker is measured in its world; others need a profile
 
     workers = [w for w in spec.workers if w.provider != "conductor"]
     unmeasured = [w.name for w in workers if not (w.profile or _measured(w))]
     if len(unmeasured) == len(workers):
         raise PoolConfigError(
-            f"conductor {path} was trained to pick workers from their measured accuracy per area (show = \"profile\"), "
+            f"conductor {path} was trained to pick workers from their measured accuracy per area (show = \"{show}\"), "
             f"and no worker of pool {spec.name!r} has a profile. Add profile = {{ math = 0.8, ... }} to each worker "
             "(`conductor fit POOL` measures one), or use a conductor trained on descriptions")
     if unmeasured:

@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
 from ..configfile import problems, read_config
+from ..pool import RANKED_VIEWS, PoolView
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class PromptSettings:
     max_steps: int = 5
     examples: bool = True
     fine_grained: bool = True
-    show: Literal["ids", "names", "descriptions", "profile"] = "ids"
+    show: PoolView = "ids"
     # "paper": the paper's instructions (what a prompted model needs); "compact": the pool and the output's
     # shape only (171 system-prompt tokens on the offline pool against 333, or 487 with the examples), for a
     # conductor whose warm-up teaches the plans.
@@ -355,9 +356,9 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     if cfg.prompt.name_slots and not cfg.prompt.ids_follow_names:
         raise TrainConfigError(f"{source}: prompt.name_slots constrains the names the reasoning gives to the ids, but prompt.ids_follow_names "
                                "is off: set it too, or leave name_slots out")
-    if cfg.prompt.rank_aliases and not (cfg.prompt.ids_follow_names and cfg.prompt.show == "profile"):
+    if cfg.prompt.rank_aliases and not (cfg.prompt.ids_follow_names and cfg.prompt.show in RANKED_VIEWS):
         raise TrainConfigError(f"{source}: prompt.rank_aliases binds words of the measured ranking (\"math#1\") to the ids: it needs "
-                               "prompt.ids_follow_names = true and prompt.show = \"profile\" (the prompt that shows the ranking)")
+                               "prompt.ids_follow_names = true and prompt.show = \"profile\" or \"ranking\" (the prompts that show the ranking)")
     if cfg.prompt.ids_follow_names and cfg.prompt.show == "ids":
         raise TrainConfigError(f"{source}: prompt.ids_follow_names binds ids to the workers the reasoning names, but prompt.show = \"ids\" "
                                "shows no names: set show = \"names\" or \"descriptions\"")

@@ -124,6 +124,9 @@ def fit_questions(*, tasks: Optional[list[str]], questions: Optional[Path], per_
     """The fit's questions from ``tasks`` (default: the training kinds) or a ``questions`` file (not both)."""
     if tasks and questions is not None:
         raise FitDataError("give --task or --questions, not both: a fit trains on registered tasks or on your file")
+    if eval_tasks and eval_per_task < 1:
+        raise FitDataError(f"--eval-task {eval_tasks[0]} needs held-out questions, but --eval-n is {eval_per_task}: "
+                           "give --eval-n 1 or more, or leave out --eval-task to skip the evaluation")
     if questions is not None:
         train, held = file_questions(questions, per_task, seed=seed)
     else:

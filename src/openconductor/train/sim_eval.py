@@ -117,17 +117,18 @@ def moa_plans(spec: PoolSpec, questions: Sequence[Question], seed: int = 0) -> l
 
 
 def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Question], *, batch_size: int = 32,
-                    model=None, temperature: float = 0.0, seed: int = 0) -> tuple[list[Optional[Workflow]], list[int]]:
+                    model=None, temperature: float = 0.0, seed: int = 0, show: Optional[str] = None) -> tuple[list[Optional[Workflow]], list[int]]:
     """(plan or None when it does not parse, the conductor's own tokens) per question, greedy (or sampled at
     ``temperature``, as GRPO's rollouts are) under the runtime grammar, prompted as the checkpoint's manifest
-    says (``model``: (model, tokenizer) loaded already)."""
+    says (``model``: (model, tokenizer) loaded already; ``show``: another view of the pool than the one it was
+    trained with, a probe of what it reads)."""
     from ..decoding import generate_batch
     from ..providers.transformers_local import checkpoint_path, load_checkpoint, read_manifest
 
     prompt = read_manifest(checkpoint_path(checkpoint)).prompt
     model, tokenizer = model or load_checkpoint(checkpoint_path(checkpoint))
     steps, fine = prompt.max_steps or 3, bool(prompt.fine_grained)
-    messages = [conductor_messages(q.text, spec, max_steps=steps, show=prompt.show or "descriptions", fine_grained=fine,
+    messages = [conductor_messages(q.text, spec, max_steps=steps, show=show or prompt.show or "descriptions", fine_grained=fine,
                                    examples=bool(prompt.examples), style=prompt.style or "compact") for q in questions]
     names, aliases = binding(prompt, spec)
     fmt = WorkflowFormat(len(spec.workers), steps, fine_grained=fine, reason_chars=80, subtask_chars=96, names=names,

@@ -48,16 +48,16 @@ class PromptShape:
     style: str = "compact"
     examples: bool = False
     rename_workers: bool = False  # generated pools' workers get fresh names in every example (``DataSettings.rename_workers``)
-    show: str = "descriptions"  # how the pool is shown: "descriptions", or "profile" (descriptions and the measured ranking)
+    show: str = "descriptions"  # how the pool is shown: "descriptions", "profile" (descriptions and the measured ranking) or "ranking" (names and the ranking)
     rank_aliases: bool = False  # targets name a worker by its place in the ranking of the question's area ("math#1") where it has one
 
     @classmethod
     def of(cls, cfg) -> "PromptShape":
         """The shape a TrainConfig asks for (the pool described: ids or bare names say nothing across pools)."""
-        if cfg.prompt.show not in ("descriptions", "profile"):
+        if cfg.prompt.show not in ("descriptions", "profile", "ranking"):
             from .config import TrainConfigError
 
-            raise TrainConfigError(f"a general conductor over generated pools needs prompt.show = \"descriptions\" or \"profile\" "
+            raise TrainConfigError(f"a general conductor over generated pools needs prompt.show = \"descriptions\", \"profile\" or \"ranking\" "
                                    f"(got {cfg.prompt.show!r}): every generated pool numbers and names different workers")
         return cls(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples, cfg.data.rename_workers, cfg.prompt.show, cfg.prompt.rank_aliases)
 
