@@ -20,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from openconductor.pool import load_pool
+from openconductor.pool import WORKER_VIEWS, load_pool
 from openconductor.sim.plan_search import BUCKET, SearchSettings
 from openconductor.sim.world_v3 import make_questions
 from openconductor.train.sim_eval import conductor_plans, lookup_plans, moa_plans, rank_lookup_plans, run_plans, single_plans, table
@@ -36,10 +36,12 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--eval-seed", type=int, default=1000)
     ap.add_argument("--pool", type=Path, default=ROOT / "examples" / "pools" / "simulated_paper_v3.toml")
-    ap.add_argument("--show", choices=["descriptions", "profile", "ranking"], default=None,
+    ap.add_argument("--show", choices=WORKER_VIEWS, default=None,
                     help="also score each conductor prompted with this view of the pool instead of the one it was trained with "
                          "(a probe of what it reads; rows compared with the first conductor)")
     args = ap.parse_args()
+    from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
+
     spec = load_pool(args.pool)
     questions = make_questions(args.n, args.eval_seed)
     # The lookups get more training-side questions per group than the per-pool search (240 a bucket).
@@ -47,10 +49,12 @@ def main() -> int:
     search_questions = make_questions(48 * settings.questions, 5_000, exclude=frozenset(q.text for q in questions))
     results = []
     for ckpt in args.conductor:
-        plans, own = conductor_plans(ckpt, spec, questions)
+        model = load_checkpoint(checkpoint_path(ckpt))  # loaded once for both views
+        plans, own = conductor_plans(ckpt, spec, questions, model=model)
         results.append(run_plans(f"conductor {ckpt}", spec, questions, plans, own))
         if args.show:
-            results.append(run_plans(f"conductor {ckpt} (show = {args.show})", spec, questions, *conductor_plans(ckpt, spec, questions, show=args.show)))
+            shown = conductor_plans(ckpt, spec, questions, model=model, show=args.show)
+            results.append(run_plans(f"conductor {ckpt} (show = {args.show})", spec, questions, *shown))
     results += [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
     results.append(run_plans("MoA (7 proposers + random aggregator)", spec, questions, moa_plans(spec, questions)))
     results += [run_plans(k, spec, questions, v) for k, v in lookup_plans(spec, questions, search_questions, LABELS, settings).items()]

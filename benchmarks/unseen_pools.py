@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from openconductor.pool import WORKER_VIEWS
 from openconductor.sim.plan_search import BUCKET, SearchSettings
 from openconductor.sim.pools import generate_pool, pool_spec
 from openconductor.train.sim_general import CopySettings, rank_lookup_table
@@ -43,7 +44,7 @@ def main() -> int:
     ap.add_argument("--compare", default="", help="comma-separated other conductors, scored on the same pools and questions")
     ap.add_argument("--rank-questions", type=int, default=5, help="training-side questions per bucket and training pool for the rank lookup")
     ap.add_argument("--training-pool", default="examples/pools/simulated_paper_v3.toml")
-    ap.add_argument("--show", choices=["descriptions", "profile", "ranking"], default=None,
+    ap.add_argument("--show", choices=WORKER_VIEWS, default=None,
                     help="prompt the conductor with this view of each pool instead of the one it was trained with (a probe of what it reads)")
     args = ap.parse_args()
     from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint

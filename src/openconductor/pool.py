@@ -47,6 +47,9 @@ from .records import Completion, Usage
 # conductor that picks by the ranking: 303 prompt tokens against "profile"'s 689 on 20 generated simulated pools).
 PoolView = Literal["ids", "names", "descriptions", "profile", "ranking"]
 RANKED_VIEWS = ("profile", "ranking")  # the views that show the measured ranking (and need it measured)
+# The views that say what each worker is (a description or its place in the ranking), not only what it is called:
+# the ones a conductor can read on pools whose workers it never saw.
+WORKER_VIEWS = ("descriptions", *RANKED_VIEWS)
 
 if TYPE_CHECKING:
     from .cache import ResponseCache

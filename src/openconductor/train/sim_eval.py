@@ -21,7 +21,7 @@ from ..executor import solve
 from ..policies.base import PlanRequest, make_policy
 from ..policies.baselines import GivenWorkflow
 from ..policies.lm import binding, conductor_messages
-from ..pool import Pool, PoolSpec
+from ..pool import Pool, PoolSpec, PoolView
 from ..sim.plan_search import GROUPINGS, SOLVE, Scored, SearchSettings, at_ranks, rank_search, search_pool
 from ..sim.pools import area_ranking
 from ..sim.questions import DOMAINS, Question
@@ -117,7 +117,7 @@ def moa_plans(spec: PoolSpec, questions: Sequence[Question], seed: int = 0) -> l
 
 
 def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Question], *, batch_size: int = 32,
-                    model=None, temperature: float = 0.0, seed: int = 0, show: Optional[str] = None) -> tuple[list[Optional[Workflow]], list[int]]:
+                    model=None, temperature: float = 0.0, seed: int = 0, show: Optional[PoolView] = None) -> tuple[list[Optional[Workflow]], list[int]]:
     """(plan or None when it does not parse, the conductor's own tokens) per question, greedy (or sampled at
     ``temperature``, as GRPO's rollouts are) under the runtime grammar, prompted as the checkpoint's manifest
     says (``model``: (model, tokenizer) loaded already; ``show``: another view of the pool than the one it was

@@ -25,7 +25,7 @@ from typing import Optional
 
 from ..policies.lm import area_keys, conductor_messages
 from ..policies.lm import rank_aliases as ranking_words
-from ..pool import PoolSpec, load_pool
+from ..pool import WORKER_VIEWS, PoolSpec, load_pool
 from ..sim.pools import DOMAIN_AREA, generate_pool, pool_spec, renamed
 from ..sim.questions import Question
 from ..sim.world_v3 import Profile, make_questions
@@ -54,7 +54,7 @@ class PromptShape:
     @classmethod
     def of(cls, cfg) -> "PromptShape":
         """The shape a TrainConfig asks for (the pool described: ids or bare names say nothing across pools)."""
-        if cfg.prompt.show not in ("descriptions", "profile", "ranking"):
+        if cfg.prompt.show not in WORKER_VIEWS:
             from .config import TrainConfigError
 
             raise TrainConfigError(f"a general conductor over generated pools needs prompt.show = \"descriptions\", \"profile\" or \"ranking\" "
