@@ -201,3 +201,25 @@ def test_constrained_draws_follow_the_probabilities_restricted_to_valid_tokens()
     assert torch.allclose(counts, expected, atol=0.025), counts
     greedy, _ = _choose(logits[:3], 0.0, 1.0, None, constraint, [fmt] * 3, ["s", "s", "done"])
     assert greedy.tolist() == [1, 1, eos]  # the most probable valid token
+
+
+def test_a_grown_cache_is_freed_without_waiting_for_the_cyclic_gc():
+    # The grown cache's update hook must not hold its layer strongly: that cycle kept each batch's KV cache
+    # (about 1.3 GB for 32 SmolLM2 prompts) alive until a full collection, and 2,000 prompts held 22 GB.
+    import gc
+    import weakref
+
+    from openconductor.decoding import _grow_in_place
+
+    model = _model()
+    cache = model(input_ids=torch.tensor([[1, 2, 3]]), use_cache=True).past_key_values
+    _grow_in_place(cache, 8)
+    out = model(input_ids=torch.tensor([[4]]), past_key_values=cache, use_cache=True)  # the hook appends in place
+    assert out.past_key_values.layers[0].keys.shape[-2] == 4
+    layer = weakref.ref(cache.layers[0])
+    gc.disable()
+    try:
+        del cache, out
+        assert layer() is None
+    finally:
+        gc.enable()

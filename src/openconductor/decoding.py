@@ -13,6 +13,7 @@ with it (``providers/transformers_local.py``), and so do the training rollouts.
 
 from __future__ import annotations
 
+import weakref
 from typing import Optional
 
 import torch
@@ -32,12 +33,15 @@ def _grow_in_place(cache, extra: int) -> None:
         layer.keys, layer.values = kbuf[:, :, :n], vbuf[:, :, :n]
         filled = [n]
 
-        def update(key_states, value_states, *args, _layer=layer, _k=kbuf, _v=vbuf, _filled=filled, **kwargs):
+        # A weak reference: a closure holding the layer that holds the closure is a cycle, and each chunk's
+        # grown cache (about 1.3 GB for 32 SmolLM2 prompts) then waited for the cyclic GC: 2,000 prompts held 22 GB.
+        def update(key_states, value_states, *args, _layer=weakref.ref(layer), _k=kbuf, _v=vbuf, _filled=filled, **kwargs):
             start, end = _filled[0], _filled[0] + key_states.shape[-2]
             _k[:, :, start:end], _v[:, :, start:end] = key_states, value_states
             _filled[0] = end
-            _layer.keys, _layer.values = _k[:, :, :end], _v[:, :, :end]
-            return _layer.keys, _layer.values
+            owner = _layer()
+            owner.keys, owner.values = _k[:, :, :end], _v[:, :, :end]
+            return owner.keys, owner.values
 
         layer.update = update
 
