@@ -25,7 +25,7 @@ from typing import Optional
 
 from ..policies.lm import area_keys, conductor_messages
 from ..policies.lm import rank_aliases as ranking_words
-from ..pool import WORKER_VIEWS, PoolSpec, load_pool
+from ..pool import WORKER_VIEWS, PoolSpec, PoolView, load_pool
 from ..sim.pools import DOMAIN_AREA, generate_pool, pool_spec, renamed
 from ..sim.questions import Question
 from ..sim.world_v3 import Profile, make_questions
@@ -48,7 +48,7 @@ class PromptShape:
     style: str = "compact"
     examples: bool = False
     rename_workers: bool = False  # generated pools' workers get fresh names in every example (``DataSettings.rename_workers``)
-    show: str = "descriptions"  # how the pool is shown: "descriptions", "profile" (descriptions and the measured ranking) or "ranking" (names and the ranking)
+    show: PoolView = "descriptions"  # how the pool is shown: "descriptions", "profile" (descriptions and the measured ranking) or "ranking" (names and the ranking)
     rank_aliases: bool = False  # targets name a worker by its place in the ranking of the question's area ("math#1") where it has one
 
     @classmethod
