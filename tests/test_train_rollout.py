@@ -205,7 +205,7 @@ def test_constrained_draws_follow_the_probabilities_restricted_to_valid_tokens()
 
 def test_a_grown_cache_is_freed_without_waiting_for_the_cyclic_gc():
     # The grown cache's update hook must not hold its layer strongly: that cycle kept each batch's KV cache
-    # (about 1.3 GB for 32 SmolLM2 prompts) alive until a full collection, and 2,000 prompts held 22 GB.
+    # (about 1.3 GB by its shape for 32 SmolLM2 prompts) alive until a full collection, and 2,000 prompts held 22 GB.
     import gc
     import weakref
 
