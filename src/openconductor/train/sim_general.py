@@ -269,13 +269,16 @@ def search_run(cfg, settings: CopySettings, *, test_n: int = 1000) -> Path:
 
 
 def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1, lr: float = 1e-3, batch_size: int = 16,
-             max_batches: Optional[int] = None, max_minutes: Optional[float] = None, data_file: Optional[Path] = None) -> Path:
+             max_batches: Optional[int] = None, max_minutes: Optional[float] = None, data_file: Optional[Path] = None,
+             init: Optional[Path] = None) -> Path:
     """Search (or load ``data_file``, written by ``search_run``), copy and export: RUN/warmup is the conductor
     (``cfg``: a TrainConfig for the model, prompt, training pool, eval seed and run dir; ``max_batches`` /
-    ``max_minutes``: stop the copy after that many steps / that much time). Returns the exported dir."""
+    ``max_minutes``: stop the copy after that many steps / that much time; ``init``: a trained conductor's
+    directory to start from instead of a fresh adapter, e.g. to move a shipped one onto new targets or a new
+    view of the pool). Returns the exported dir."""
     import torch
 
-    from .trainer import accelerator_device, export, load_model
+    from .trainer import accelerator_device, export, load_model, load_weights
 
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
@@ -292,13 +295,16 @@ def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1
         log.info("search: %d examples over %d pools in %.0f s", len(data.rows), len(data.groups), data.seconds)
     _write_rows(data, out)
     model, tokenizer = load_model(cfg)
+    if init is not None:
+        load_weights(model, init)
     model.to(accelerator_device())  # copy_plans runs where the model is
     started = time.monotonic()
     losses = copy_plans(model, tokenizer, data.groups, epochs=epochs, lr=lr, batch_size=batch_size, seed=cfg.data.seed,
                         max_batches=max_batches, max_seconds=None if max_minutes is None else 60 * max_minutes)
     extra = {"stage": "search-and-copy across generated pools", "copy": summary(data, settings, round(time.monotonic() - started, 1)),
              "copy_run": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "max_batches": max_batches, "max_minutes": max_minutes,
-                          "batches": len(losses), "device": str(model.device), "copy_data": str(data_file) if data_file else None},
+                          "batches": len(losses), "device": str(model.device), "copy_data": str(data_file) if data_file else None,
+                          "init": str(init) if init else None},
              "warmup_losses": losses}
     return export(model, tokenizer, out / "warmup", cfg, extra=extra)
 
@@ -388,6 +394,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--targets", choices=TARGETS, default=CopySettings.targets,
                     help="the copy's targets: each pool's own searched plans; the rank lookup's plans made concrete on each pool; "
                          "or mixed: the training pool's own, the rank lookup's on generated pools")
+    ap.add_argument("--token-weight", type=float, default=SearchSettings.token_weight,
+                    help="the price, per 1,000 tokens, that the plan search and the rank lookup rank plans by (the copy's targets)")
+    ap.add_argument("--init", default=None,
+                    help="copy from this trained conductor (a directory or builtin:NAME, with this config's model and LoRA) instead of a fresh adapter")
     ap.add_argument("--grpo-per-pool", type=int, default=16)
     ap.add_argument("--set", action="append", default=[], help="override a config value, e.g. grpo.max_steps=20")
     args = ap.parse_args(argv)
@@ -397,6 +407,17 @@ def main(argv: Optional[list[str]] = None) -> int:
         ap.error(f"--copy-max-minutes must be above 0 (got {args.copy_max_minutes}); leave it out to copy every epoch in full")
     if args.copy_data and args.stage not in ("copy", "both"):
         ap.error(f"--copy-data is read by --stage copy or both (got --stage {args.stage})")
+    if args.init and args.stage not in ("copy", "both"):
+        ap.error(f"--init is read by --stage copy or both (got --stage {args.stage}); GRPO starts from RUN/warmup")
+    if args.token_weight < 0:
+        ap.error(f"--token-weight must be 0 or more (got {args.token_weight})")
+    init = None
+    if args.init:
+        from ..providers.transformers_local import checkpoint_path
+
+        init = checkpoint_path(args.init).resolve()
+        if not ((init / "adapter_model.safetensors").is_file() or (init / "model.safetensors").is_file()):
+            ap.error(f"--init {args.init}: no trained conductor there (adapter_model.safetensors or model.safetensors)")
     data_file = Path(args.copy_data).resolve() if args.copy_data else None
     if data_file is not None and not data_file.is_file():
         ap.error(f"--copy-data {args.copy_data}: no such file (write it with --stage search)")
@@ -407,12 +428,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.output_dir:
         overrides["run.output_dir"] = str(Path(args.output_dir).resolve())  # from here, not from the config's folder
     cfg = load_train_config(args.config, overrides)
-    settings = CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples, targets=args.targets)
+    settings = CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples, targets=args.targets,
+                            search=SearchSettings(token_weight=args.token_weight))
     if args.stage == "search":
         print(search_run(cfg, settings))
     if args.stage in ("copy", "both"):
         print(copy_run(cfg, settings, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_batches=args.max_batches,
-                       max_minutes=args.copy_max_minutes, data_file=data_file))
+                       max_minutes=args.copy_max_minutes, data_file=data_file, init=init))
     if args.stage in ("grpo", "both"):
         print(grpo_run(cfg, settings, per_pool=args.grpo_per_pool))
     return 0

@@ -257,7 +257,12 @@ def load_weights(model, path: Path) -> None:
     if (path / "adapter_model.safetensors").exists():
         from peft import set_peft_model_state_dict
 
-        set_peft_model_state_dict(model, load_file(str(path / "adapter_model.safetensors")))
+        loaded = set_peft_model_state_dict(model, load_file(str(path / "adapter_model.safetensors")))
+        # peft loads non-strictly: an adapter of other layers would be dropped, or left fresh, without a word.
+        mismatched = [k for k in [*loaded.unexpected_keys, *loaded.missing_keys] if "lora_" in k]
+        if mismatched:
+            raise TrainConfigError(f"{path}: its adapter and this run's LoRA (model.lora) differ, e.g. in {mismatched[0]}: "
+                                   f"train with the LoRA settings it was trained with (its adapter_config.json)")
     else:
         model.load_state_dict(load_file(str(path / "model.safetensors")), strict=False)
     log.info("loaded the format warm-up from %s", path)
