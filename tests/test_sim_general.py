@@ -226,6 +226,9 @@ def test_the_copy_time_box_stops_after_the_step_that_passes_it(tmp_path):
     (["--stage", "search", "--copy-data", "x.json.gz"], "--copy-data is read by --stage copy or both"),
     (["--stage", "copy", "--copy-data", "missing.json.gz"], "no such file"),
     (["--copy-max-minutes", "0"], "--copy-max-minutes must be above 0"),
+    (["--stage", "grpo", "--init", "builtin:sim-general"], "--init is read by --stage copy or both"),
+    (["--stage", "copy", "--init", "no-such-run"], "no trained conductor there"),
+    (["--token-weight", "-0.1"], "--token-weight must be 0 or more"),
 ])
 def test_the_cli_refuses_copy_data_it_cannot_use(args, message, capsys, tmp_path, monkeypatch):
     from openconductor.train.sim_general import main
@@ -304,3 +307,45 @@ def test_mixed_targets_copy_the_training_pools_own_search_and_the_rank_lookup_el
     plans = {t: [[b.plan for b in s.best] for s in d.searched] for t, d in built.items()}
     assert plans["mixed"][0] == plans["search"][0] and plans["mixed"][1:] == plans["ranks"][1:]
     assert plans["search"][0] != plans["ranks"][0]  # else the first check could not tell the two apart
+
+
+def test_a_copy_started_from_a_trained_conductor_takes_its_adapter_and_refuses_one_of_other_layers(tmp_path):
+    """``--init``: the copy starts from a conductor's weights; an adapter of other LoRA layers is refused by name,
+    where peft alone would drop it (or leave layers fresh) without a word."""
+    torch = pytest.importorskip("torch")
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from openconductor.train.config import TrainConfigError
+    from openconductor.train.trainer import load_weights
+
+    def lora_model(layers, seed=0):
+        torch.manual_seed(seed)
+        base = AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY_LLAMA))
+        config = LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"], layers_to_transform=layers, init_lora_weights=False)
+        return get_peft_model(base, config)
+
+    trained = lora_model([0])
+    trained.save_pretrained(tmp_path / "trained")
+    fresh = lora_model([0], seed=1)
+    key = next(k for k in fresh.state_dict() if "lora_B" in k)
+    assert not torch.equal(fresh.state_dict()[key], trained.state_dict()[key])
+    load_weights(fresh, tmp_path / "trained")
+    assert torch.equal(fresh.state_dict()[key], trained.state_dict()[key])
+    for other in ([1], [0, 1]):
+        with pytest.raises(TrainConfigError, match="its adapter and this run's LoRA .model.lora. differ"):
+            load_weights(lora_model(other), tmp_path / "trained")
+
+
+def test_a_higher_token_price_never_makes_the_rank_lookup_dearer():
+    """The copy's targets at ``--token-weight``: per bucket, the plan chosen at a higher price costs no more tokens
+    (on the questions it is chosen on) than the one chosen at a lower price, and some get cheaper."""
+    from openconductor.sim.plan_search import BUCKET
+    from openconductor.train.sim_eval import rank_table
+
+    pools = [load_pool(POOL)] + [pool_spec(generate_pool(10_000 + i)) for i in range(3)]
+    questions = make_questions(48 * 12, seed=5)
+    cheap, dear = rank_table(pools, questions, BUCKET, token_weight=0.012), rank_table(pools, questions, BUCKET, token_weight=0.06)
+    assert cheap.keys() == dear.keys()
+    assert all(dear[b].tokens <= cheap[b].tokens + 1e-9 for b in cheap)
+    assert sum(dear[b].tokens for b in dear) < sum(cheap[b].tokens for b in cheap)

@@ -265,7 +265,7 @@ def load_weights(model, path: Path) -> None:
                                    f"train with the LoRA settings it was trained with (its adapter_config.json)")
     else:
         model.load_state_dict(load_file(str(path / "model.safetensors")), strict=False)
-    log.info("loaded the format warm-up from %s", path)
+    log.info("loaded the weights of %s", path)
 
 
 def _check_rollouts_admit(cfg: TrainConfig, spec: PoolSpec, shown: list[TrainRow], targets: list[str]) -> None:
