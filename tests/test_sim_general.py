@@ -229,6 +229,8 @@ def test_the_copy_time_box_stops_after_the_step_that_passes_it(tmp_path):
     (["--stage", "grpo", "--init", "builtin:sim-general"], "--init is read by --stage copy or both"),
     (["--stage", "copy", "--init", "no-such-run"], "no trained conductor there"),
     (["--token-weight", "-0.1"], "--token-weight must be 0 or more"),
+    (["--stage", "grpo", "--token-weight", "0.03"], "GRPO's price is reward.token_weight"),
+    (["--init", "builtin:no-such-conductor"], "--init: no built-in conductor"),
 ])
 def test_the_cli_refuses_copy_data_it_cannot_use(args, message, capsys, tmp_path, monkeypatch):
     from openconductor.train.sim_general import main
@@ -319,10 +321,10 @@ def test_a_copy_started_from_a_trained_conductor_takes_its_adapter_and_refuses_o
     from openconductor.train.config import TrainConfigError
     from openconductor.train.trainer import load_weights
 
-    def lora_model(layers, seed=0):
+    def lora_model(layers, seed=0, alpha=4):
         torch.manual_seed(seed)
         base = AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY_LLAMA))
-        config = LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"], layers_to_transform=layers, init_lora_weights=False)
+        config = LoraConfig(r=2, lora_alpha=alpha, target_modules=["q_proj"], layers_to_transform=layers, init_lora_weights=False)
         return get_peft_model(base, config)
 
     trained = lora_model([0])
@@ -333,8 +335,38 @@ def test_a_copy_started_from_a_trained_conductor_takes_its_adapter_and_refuses_o
     load_weights(fresh, tmp_path / "trained")
     assert torch.equal(fresh.state_dict()[key], trained.state_dict()[key])
     for other in ([1], [0, 1]):
-        with pytest.raises(TrainConfigError, match="its adapter and this run's LoRA .model.lora. differ"):
+        with pytest.raises(TrainConfigError, match=r"differ \(layers_to_transform: \[0\] there, \[(0, )?1\] here\)"):
             load_weights(lora_model(other), tmp_path / "trained")
+    with pytest.raises(TrainConfigError, match=r"lora_alpha: 4 there, 8 here"):  # alpha / r is in no weight
+        load_weights(lora_model([0], alpha=8), tmp_path / "trained")
+    with pytest.raises(TrainConfigError, match="trains without one: set model.lora"):
+        load_weights(AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY_LLAMA)), tmp_path / "trained")
+    # Full weights into a LoRA run would load nothing (their names lack peft's prefixes): refused.
+    from safetensors.torch import save_file
+
+    (tmp_path / "full").mkdir()
+    full = AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY_LLAMA)).state_dict()
+    save_file({k: v.clone() for k, v in full.items() if k != "lm_head.weight"}, str(tmp_path / "full" / "model.safetensors"))  # tied
+    with pytest.raises(TrainConfigError, match="holds full weights"):
+        load_weights(lora_model([0]), tmp_path / "full")
+
+
+def test_copy_data_searched_at_another_price_is_refused_and_the_checker_takes_the_runs_settings(tmp_path, capsys):
+    from pathlib import Path
+
+    from openconductor.train import copy_data
+    from openconductor.train.sim_general import CopySettings, PromptShape, build
+
+    settings = CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=4, top=1, token_weight=0.03))
+    key = copy_data.data_key(settings, Path(POOL), test_n=1000, eval_seed=1000)
+    path = copy_data.save(build(settings, Path(POOL), PromptShape()), tmp_path / copy_data.FILE_NAME, key)
+    default_price = copy_data.data_key(CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=4, top=1)),
+                                       Path(POOL), test_n=1000, eval_seed=1000)
+    with pytest.raises(copy_data.CopyDataError, match=r"copy.search.token_weight: 0.03 != 0.012"):
+        copy_data.load(path, default_price, Path(POOL), PromptShape())
+    with pytest.raises(SystemExit):
+        copy_data.main(["examples/train_sim_general.toml", str(path), "--token-weight", "0.03", "--training-pool-examples", "4"])
+    assert "copy.per_pool: 4 != 48" in capsys.readouterr().err  # the price and the examples as given now match: what is left differs
 
 
 def test_a_higher_token_price_never_makes_the_rank_lookup_dearer():

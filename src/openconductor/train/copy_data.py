@@ -19,10 +19,10 @@ import logging
 from pathlib import Path
 from typing import Optional
 
-from ..sim.plan_search import Scored
+from ..sim.plan_search import Scored, SearchSettings
 from ..sim.questions import Question
 from ..workflow import Workflow
-from .sim_general import CopyData, CopySettings, PromptShape, Searched, examples, training_pools
+from .sim_general import TARGETS, CopyData, CopySettings, PromptShape, Searched, examples, training_pools
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,6 @@ def _read(path: Path) -> dict:
 
 
 def _settings(copy: dict) -> CopySettings:
-    from ..sim.plan_search import SearchSettings
-
     return CopySettings(**{**copy, "search": SearchSettings(**copy["search"])})
 
 
@@ -128,12 +126,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("config")
     ap.add_argument("file")
     ap.add_argument("--test-n", type=int, default=1000)
+    ap.add_argument("--targets", choices=TARGETS, default=CopySettings.targets, help="as the search was run with")
+    ap.add_argument("--training-pool-examples", type=int, default=CopySettings.training_pool_examples, help="as the search was run with")
+    ap.add_argument("--token-weight", type=float, default=SearchSettings.token_weight, help="as the search was run with")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg = load_train_config(args.config)
     shape = PromptShape.of(cfg)
+    settings = CopySettings(targets=args.targets, training_pool_examples=args.training_pool_examples,
+                            search=SearchSettings(token_weight=args.token_weight))
     try:
-        data = load(Path(args.file), data_key(CopySettings(), cfg.pool_path, test_n=args.test_n, eval_seed=cfg.data.eval_seed), cfg.pool_path, shape)
+        data = load(Path(args.file), data_key(settings, cfg.pool_path, test_n=args.test_n, eval_seed=cfg.data.eval_seed), cfg.pool_path, shape)
     except CopyDataError as exc:
         ap.error(str(exc))
     print(f"{args.file}: {len(data.rows)} examples over {len(data.groups)} pools (searched in {data.seconds:.0f} s): loads for {args.config}")

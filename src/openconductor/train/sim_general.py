@@ -240,7 +240,18 @@ def summary(data: CopyData, settings: CopySettings, seconds_copy: Optional[float
     return {"pools": len(by_pool), "examples": len(data.rows), "search_seconds": round(data.seconds, 1), "copy_seconds": seconds_copy,
             "settings": {"pools": settings.pools, "pool_seed": settings.pool_seed, "per_pool": settings.per_pool,
                          "training_pool_examples": settings.training_pool_examples, "search_screen": settings.search.screen, "search_rank": settings.search.rank, "search_finalists": settings.search.finalists,
-                         "token_weight": settings.search.token_weight}}
+                         "token_weight": settings.search.token_weight, "targets": settings.targets, "rank_questions": settings.rank_questions}}
+
+
+def _source(init: Optional[Path]) -> Optional[dict]:
+    """What a copy started from, for its manifest: the directory and a digest of its weights."""
+    if init is None:
+        return None
+    import hashlib
+
+    weights = init / "adapter_model.safetensors"
+    weights = weights if weights.is_file() else init / "model.safetensors"
+    return {"path": str(init), "sha256": hashlib.sha256(weights.read_bytes()).hexdigest()}
 
 
 def _copy_key(cfg, settings: CopySettings, test_n: int) -> dict:
@@ -304,7 +315,7 @@ def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1
     extra = {"stage": "search-and-copy across generated pools", "copy": summary(data, settings, round(time.monotonic() - started, 1)),
              "copy_run": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "max_batches": max_batches, "max_minutes": max_minutes,
                           "batches": len(losses), "device": str(model.device), "copy_data": str(data_file) if data_file else None,
-                          "init": str(init) if init else None},
+                          "init": _source(init)},
              "warmup_losses": losses}
     return export(model, tokenizer, out / "warmup", cfg, extra=extra)
 
@@ -411,11 +422,17 @@ def main(argv: Optional[list[str]] = None) -> int:
         ap.error(f"--init is read by --stage copy or both (got --stage {args.stage}); GRPO starts from RUN/warmup")
     if args.token_weight < 0:
         ap.error(f"--token-weight must be 0 or more (got {args.token_weight})")
+    if args.token_weight != SearchSettings.token_weight and args.stage == "grpo":
+        ap.error("--token-weight prices the copy's targets; GRPO's price is reward.token_weight (--set reward.token_weight=...)")
     init = None
     if args.init:
+        from ..pool import PoolConfigError
         from ..providers.transformers_local import checkpoint_path
 
-        init = checkpoint_path(args.init).resolve()
+        try:
+            init = checkpoint_path(args.init).resolve()
+        except PoolConfigError as exc:
+            ap.error(f"--init: {exc}")
         if not ((init / "adapter_model.safetensors").is_file() or (init / "model.safetensors").is_file()):
             ap.error(f"--init {args.init}: no trained conductor there (adapter_model.safetensors or model.safetensors)")
     data_file = Path(args.copy_data).resolve() if args.copy_data else None

@@ -251,21 +251,43 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
 
 
 def load_weights(model, path: Path) -> None:
-    """Load an exported stage (adapter or full weights) into the model being trained."""
+    """Load an exported stage (adapter or full weights) into the model being trained. Refused, naming what
+    differs, where it does not fit: peft and ``strict=False`` would load part of it, or nothing, without a word."""
     from safetensors.torch import load_file
 
+    lora = getattr(model, "peft_config", {}).get("default")
     if (path / "adapter_model.safetensors").exists():
+        if lora is None:
+            raise TrainConfigError(f"{path} is a LoRA adapter and this run trains without one: set model.lora as in its adapter_config.json")
+        _check_same_lora(path, lora)
         from peft import set_peft_model_state_dict
 
         loaded = set_peft_model_state_dict(model, load_file(str(path / "adapter_model.safetensors")))
-        # peft loads non-strictly: an adapter of other layers would be dropped, or left fresh, without a word.
         mismatched = [k for k in [*loaded.unexpected_keys, *loaded.missing_keys] if "lora_" in k]
         if mismatched:
             raise TrainConfigError(f"{path}: its adapter and this run's LoRA (model.lora) differ, e.g. in {mismatched[0]}: "
                                    f"train with the LoRA settings it was trained with (its adapter_config.json)")
     else:
-        model.load_state_dict(load_file(str(path / "model.safetensors")), strict=False)
+        if lora is not None:
+            raise TrainConfigError(f"{path} holds full weights (model.safetensors) and this run trains a LoRA adapter on the base model: "
+                                   f"leave model.lora out to train from them")
+        loaded = model.load_state_dict(load_file(str(path / "model.safetensors")), strict=False)
+        if loaded.unexpected_keys:
+            raise TrainConfigError(f"{path}: its weights do not fit this run's model (model.name), e.g. {loaded.unexpected_keys[0]}")
     log.info("loaded the weights of %s", path)
+
+
+def _check_same_lora(path: Path, lora) -> None:
+    """The adapter's shape and scaling (alpha / r is in no weight) against the run's LoRA."""
+    saved = json.loads((path / "adapter_config.json").read_text())
+    ours = {"r": lora.r, "lora_alpha": lora.lora_alpha, "target_modules": sorted(lora.target_modules or []),
+            "layers_to_transform": lora.layers_to_transform}
+    theirs = {"r": saved.get("r"), "lora_alpha": saved.get("lora_alpha"), "target_modules": sorted(saved.get("target_modules") or []),
+              "layers_to_transform": saved.get("layers_to_transform")}
+    differ = [f"{k}: {theirs[k]} there, {ours[k]} here" for k in ours if theirs[k] != ours[k]]
+    if differ:
+        raise TrainConfigError(f"{path}: its adapter and this run's LoRA (model.lora) differ ({'; '.join(differ)}): "
+                               f"train with the LoRA settings it was trained with")
 
 
 def _check_rollouts_admit(cfg: TrainConfig, spec: PoolSpec, shown: list[TrainRow], targets: list[str]) -> None:
