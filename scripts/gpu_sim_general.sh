@@ -9,7 +9,9 @@
 #   SMOKE=1 OUT=/tmp/gpu-smoke bash scripts/gpu_sim_general.sh      # toy scale on a CPU: 2 copy batches, 1 GRPO step of 2 x 4
 # Carried (git ignores them): .gpu/wheels (packages the box lacks), .gpu/m1, .gpu/m2, .gpu/m3 (the base model's GGUF
 # in MODEL_PARTS parts), .gpu/data/copy_data.json.gz. Env: PY (python3), CONFIG, TARGETS, TRAINING_POOL_EXAMPLES, SITE (/tmp/site), BUDGET_S, COPY_EPOCHS, COPY_MAX_MIN, GRPO_MAX_STEPS,
-# GRPO_SET, GRPO_MICRO, THREADS (torch threads: 1 where other jobs share the CPUs, since oversubscribed OpenMP threads crawl).
+# GRPO_SET, GRPO_MICRO, THREADS (torch threads: 1 where other jobs share the CPUs, since oversubscribed OpenMP threads crawl),
+# COPY_ARGS (more arguments for the copy alone, space-separated: e.g. "--token-weight 0.025 --init builtin:sim-general", the
+# price the carried data was searched at), SET (settings for both stages, e.g. "prompt.show=ranking").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT: the folder the results go to}"
@@ -93,10 +95,12 @@ model() {
   mv "$MODEL.tmp" "$MODEL"
 }
 
+BOTH=()
+for kv in ${SET:-}; do BOTH+=(--set "$kv"); done
 stage() {  # stage copy|grpo EXTRA...: one run of sim_general on the carried model
   local which=$1; shift
   "$PY" -m openconductor.train.sim_general "$CONFIG" --stage "$which" --targets "$TARGETS" --output-dir "$RUN" "${SIZE[@]}" \
-    --set "model.name=gguf:$MODEL" --set run.gguf=false --set run.torch_threads=$THREADS "$@"
+    --set "model.name=gguf:$MODEL" --set run.gguf=false --set run.torch_threads=$THREADS "${BOTH[@]}" "$@"
 }
 
 pack() {  # pack NAME: RUN/NAME as OUT/NAME.tar, its manifest naming the base as the CPU box does
@@ -124,7 +128,8 @@ rm -rf "$RUN"  # a rerun on the same warm machine must not append to an earlier 
 timed model model
 export PYTHONPATH=$SITE:src${PYTHONPATH:+:$PYTHONPATH}
 timed install install
-timed copy stage copy --copy-data "$GPU/data/copy_data.json.gz" --epochs "$COPY_EPOCHS" --copy-max-minutes "$COPY_MAX_MIN" "${COPY[@]}"
+read -r -a COPY_EXTRA <<< "${COPY_ARGS:-}"
+timed copy stage copy --copy-data "$GPU/data/copy_data.json.gz" --epochs "$COPY_EPOCHS" --copy-max-minutes "$COPY_MAX_MIN" "${COPY[@]}" "${COPY_EXTRA[@]}"
 pack warmup
 # GRPO_MAX_STEPS (the lr schedule's length, as the CPU recipe's 40: warm-up 1 step, cosine) rarely binds:
 # GRPO gets what is left of the budget, less a margin for its set-up, its last step (the time box is checked
