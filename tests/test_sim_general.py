@@ -231,6 +231,7 @@ def test_the_copy_time_box_stops_after_the_step_that_passes_it(tmp_path):
     (["--token-weight", "-0.1"], "--token-weight must be 0 or more"),
     (["--stage", "grpo", "--token-weight", "0.03"], "GRPO's price is reward.token_weight"),
     (["--init", "builtin:no-such-conductor"], "--init: no built-in conductor"),
+    (["--rank-questions", "0"], "--rank-questions must be at least 1"),
 ])
 def test_the_cli_refuses_copy_data_it_cannot_use(args, message, capsys, tmp_path, monkeypatch):
     from openconductor.train.sim_general import main
@@ -381,3 +382,14 @@ def test_a_higher_token_price_never_makes_the_rank_lookup_dearer():
     assert cheap.keys() == dear.keys()
     assert all(dear[b].tokens <= cheap[b].tokens + 1e-9 for b in cheap)
     assert sum(dear[b].tokens for b in dear) < sum(cheap[b].tokens for b in cheap)
+
+
+def test_the_cli_gives_the_search_its_targets_price_and_rank_questions(monkeypatch, tmp_path):
+    from openconductor.train import sim_general
+
+    seen = []
+    monkeypatch.setattr(sim_general, "search_run", lambda cfg, settings: seen.append(settings) or tmp_path)
+    sim_general.main(["examples/train_sim_general_ranks.toml", "--stage", "search", "--targets", "mixed", "--token-weight", "0.025",
+                      "--rank-questions", "20", "--output-dir", str(tmp_path)])
+    (settings,) = seen
+    assert (settings.targets, settings.search.token_weight, settings.rank_questions) == ("mixed", 0.025, 20)

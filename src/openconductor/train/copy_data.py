@@ -129,11 +129,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--targets", choices=TARGETS, default=CopySettings.targets, help="as the search was run with")
     ap.add_argument("--training-pool-examples", type=int, default=CopySettings.training_pool_examples, help="as the search was run with")
     ap.add_argument("--token-weight", type=float, default=SearchSettings.token_weight, help="as the search was run with")
+    ap.add_argument("--rank-questions", type=int, default=CopySettings.rank_questions, help="as the search was run with")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg = load_train_config(args.config)
     shape = PromptShape.of(cfg)
-    settings = CopySettings(targets=args.targets, training_pool_examples=args.training_pool_examples,
+    settings = CopySettings(targets=args.targets, training_pool_examples=args.training_pool_examples, rank_questions=args.rank_questions,
                             search=SearchSettings(token_weight=args.token_weight))
     try:
         data = load(Path(args.file), data_key(settings, cfg.pool_path, test_n=args.test_n, eval_seed=cfg.data.eval_seed), cfg.pool_path, shape)

@@ -407,6 +407,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                          "or mixed: the training pool's own, the rank lookup's on generated pools")
     ap.add_argument("--token-weight", type=float, default=SearchSettings.token_weight,
                     help="the price, per 1,000 tokens, that the plan search and the rank lookup rank plans by (the copy's targets)")
+    ap.add_argument("--rank-questions", type=int, default=CopySettings.rank_questions,
+                    help="training-side questions per bucket and training pool the rank lookup (the copy's targets on generated pools) is found on")
     ap.add_argument("--init", default=None,
                     help="copy from this trained conductor (a directory or builtin:NAME, with this config's model and LoRA) instead of a fresh adapter")
     ap.add_argument("--grpo-per-pool", type=int, default=16)
@@ -420,6 +422,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         ap.error(f"--copy-data is read by --stage copy or both (got --stage {args.stage})")
     if args.init and args.stage not in ("copy", "both"):
         ap.error(f"--init is read by --stage copy or both (got --stage {args.stage}); GRPO starts from RUN/warmup")
+    if args.rank_questions < 1:
+        ap.error(f"--rank-questions must be at least 1 (got {args.rank_questions})")
     if args.token_weight < 0:
         ap.error(f"--token-weight must be 0 or more (got {args.token_weight})")
     if args.token_weight != SearchSettings.token_weight and args.stage == "grpo":
@@ -446,7 +450,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         overrides["run.output_dir"] = str(Path(args.output_dir).resolve())  # from here, not from the config's folder
     cfg = load_train_config(args.config, overrides)
     settings = CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples, targets=args.targets,
-                            search=SearchSettings(token_weight=args.token_weight))
+                            rank_questions=args.rank_questions, search=SearchSettings(token_weight=args.token_weight))
     if args.stage == "search":
         print(search_run(cfg, settings))
     if args.stage in ("copy", "both"):
