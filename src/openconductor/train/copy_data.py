@@ -22,7 +22,7 @@ from typing import Optional
 from ..sim.plan_search import Scored, SearchSettings
 from ..sim.questions import Question
 from ..workflow import Workflow
-from .sim_general import TARGETS, CopyData, CopySettings, PromptShape, Searched, examples, training_pools
+from .sim_general import CopyData, CopySettings, PromptShape, Searched, add_search_arguments, examples, search_settings, training_pools
 
 log = logging.getLogger(__name__)
 
@@ -126,18 +126,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("config")
     ap.add_argument("file")
     ap.add_argument("--test-n", type=int, default=1000)
-    ap.add_argument("--targets", choices=TARGETS, default=CopySettings.targets, help="as the search was run with")
-    ap.add_argument("--training-pool-examples", type=int, default=CopySettings.training_pool_examples, help="as the search was run with")
-    ap.add_argument("--token-weight", type=float, default=SearchSettings.token_weight, help="as the search was run with")
-    ap.add_argument("--rank-questions", type=int, default=CopySettings.rank_questions, help="as the search was run with")
+    add_search_arguments(ap)  # as the search was given them
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg = load_train_config(args.config)
     shape = PromptShape.of(cfg)
-    settings = CopySettings(targets=args.targets, training_pool_examples=args.training_pool_examples, rank_questions=args.rank_questions,
-                            search=SearchSettings(token_weight=args.token_weight))
     try:
-        data = load(Path(args.file), data_key(settings, cfg.pool_path, test_n=args.test_n, eval_seed=cfg.data.eval_seed), cfg.pool_path, shape)
+        data = load(Path(args.file), data_key(search_settings(args), cfg.pool_path, test_n=args.test_n, eval_seed=cfg.data.eval_seed), cfg.pool_path, shape)
     except CopyDataError as exc:
         ap.error(str(exc))
     print(f"{args.file}: {len(data.rows)} examples over {len(data.groups)} pools (searched in {data.seconds:.0f} s): loads for {args.config}")

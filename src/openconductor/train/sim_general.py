@@ -382,6 +382,27 @@ def grpo_run(cfg, settings: CopySettings, *, per_pool: int = 16, test_n: int = 1
     return export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra=extra)
 
 
+def add_search_arguments(ap) -> None:
+    """The options that decide the search's examples and targets (``CopySettings``): the command line of the search
+    and of the copy-data check, which must name a file's settings as the search was given them."""
+    ap.add_argument("--pools", type=int, default=CopySettings.pools)
+    ap.add_argument("--per-pool", type=int, default=CopySettings.per_pool)
+    ap.add_argument("--training-pool-examples", type=int, default=CopySettings.training_pool_examples)
+    ap.add_argument("--targets", choices=TARGETS, default=CopySettings.targets,
+                    help="the copy's targets: each pool's own searched plans; the rank lookup's plans made concrete on each pool; "
+                         "or mixed: the training pool's own, the rank lookup's on generated pools")
+    ap.add_argument("--token-weight", type=float, default=SearchSettings.token_weight,
+                    help="the price, per 1,000 tokens, that the plan search and the rank lookup rank plans by (the copy's targets)")
+    ap.add_argument("--rank-questions", type=int, default=CopySettings.rank_questions,
+                    help="training-side questions per bucket and training pool the rank lookup (the copy's targets on generated pools) is found on")
+
+
+def search_settings(args) -> CopySettings:
+    """``CopySettings`` from the options of ``add_search_arguments``."""
+    return CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples, targets=args.targets,
+                        rank_questions=args.rank_questions, search=SearchSettings(token_weight=args.token_weight))
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     import argparse
 
@@ -389,9 +410,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     ap = argparse.ArgumentParser(description="Search-and-copy a general conductor over generated SIMULATED pools (world v3).")
     ap.add_argument("config")
-    ap.add_argument("--pools", type=int, default=CopySettings.pools)
-    ap.add_argument("--per-pool", type=int, default=CopySettings.per_pool)
-    ap.add_argument("--training-pool-examples", type=int, default=CopySettings.training_pool_examples)
+    add_search_arguments(ap)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--batch-size", type=int, default=16)
@@ -402,13 +421,6 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="search: the plan search alone, into RUN/copy_data.json.gz; copy: search (or --copy-data) then copy; "
                          "grpo: GRPO from RUN/warmup; both: copy then GRPO")
     ap.add_argument("--copy-data", default=None, help="the copy data a `--stage search` wrote: the copy loads it instead of searching")
-    ap.add_argument("--targets", choices=TARGETS, default=CopySettings.targets,
-                    help="the copy's targets: each pool's own searched plans; the rank lookup's plans made concrete on each pool; "
-                         "or mixed: the training pool's own, the rank lookup's on generated pools")
-    ap.add_argument("--token-weight", type=float, default=SearchSettings.token_weight,
-                    help="the price, per 1,000 tokens, that the plan search and the rank lookup rank plans by (the copy's targets)")
-    ap.add_argument("--rank-questions", type=int, default=CopySettings.rank_questions,
-                    help="training-side questions per bucket and training pool the rank lookup (the copy's targets on generated pools) is found on")
     ap.add_argument("--init", default=None,
                     help="copy from this trained conductor (a directory or builtin:NAME, with this config's model and LoRA) instead of a fresh adapter")
     ap.add_argument("--grpo-per-pool", type=int, default=16)
@@ -449,8 +461,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.output_dir:
         overrides["run.output_dir"] = str(Path(args.output_dir).resolve())  # from here, not from the config's folder
     cfg = load_train_config(args.config, overrides)
-    settings = CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples, targets=args.targets,
-                            rank_questions=args.rank_questions, search=SearchSettings(token_weight=args.token_weight))
+    settings = search_settings(args)
     if args.stage == "search":
         print(search_run(cfg, settings))
     if args.stage in ("copy", "both"):
