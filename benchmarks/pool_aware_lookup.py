@@ -21,10 +21,9 @@ from pathlib import Path
 
 from openconductor.policies.lm import ranked_by_area
 from openconductor.sim.plan_search import BUCKET, GROUPINGS, SearchSettings, at_ranks, rank_search
-from openconductor.sim.pools import DOMAIN_AREA, area_ranking, generate_pool, pool_spec
+from openconductor.sim.pools import DOMAIN_AREA, area_ranking
 from openconductor.sim.world_v3 import make_questions
-from openconductor.train.sim_eval import (declared, lookup_plans, moa_plans, pooled_bootstrap, rank_lookup_plans,
-                                          run_plans, single_plans)
+from openconductor.train.sim_eval import declared, pooled_bootstrap, rank_lookup_plans, run_plans, unseen_pools
 from openconductor.train.sim_general import CopySettings, first_per_bucket, rank_table_of, search_questions, training_pools
 
 
@@ -65,15 +64,10 @@ def main() -> None:
     asked = first_per_bucket(search_questions(settings, held_out), settings.rank_questions)
     ranks = rank_table_of(pools, asked, settings)
     gaps, split = gap_table(pools, asked, args.price)
-    search_settings = SearchSettings()
-    searched_on = make_questions(48 * search_settings.questions, 5_000, exclude=held_out)
     pairs = {"rank": ([], []), "gap": ([], [])}  # (vs router, vs search)
     over_rank, ratios, accuracy = [], {"rank": [], "gap": []}, {"rank": [], "gap": []}
-    for i, seed in enumerate(int(s) for s in args.seeds.split(",") if s.strip()):
-        spec = pool_spec(generate_pool(seed, held_out=i % 2 == 1))
-        _, router = [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
-        search = run_plans("search", spec, questions, lookup_plans(spec, questions, searched_on, [BUCKET], search_settings)[f"best lookup: one plan per {BUCKET}"])
-        moa = run_plans("MoA", spec, questions, moa_plans(spec, questions))
+    for unseen in unseen_pools([int(s) for s in args.seeds.split(",") if s.strip()], questions):  # unseen_pools.py's pools and baselines
+        spec, router, search, moa = unseen.spec, unseen.router, unseen.search, unseen.moa
         ranking = area_ranking(spec)
         gap_plans = [at_ranks(gaps[(q.bucket, lead(spec, q.domain) >= split[q.domain])].plan, ranking[q.domain]) for q in questions]
         runs = {"rank": run_plans("rank", spec, questions, rank_lookup_plans(spec, questions, ranks, BUCKET)),

@@ -20,9 +20,8 @@ import time
 from pathlib import Path
 
 from openconductor.sim.plan_search import BUCKET, SearchSettings
-from openconductor.sim.pools import generate_pool, pool_spec
 from openconductor.sim.world_v3 import make_questions
-from openconductor.train.sim_eval import lookup_plans, moa_plans, pooled_bootstrap, rank_lookup_plans, run_plans, single_plans
+from openconductor.train.sim_eval import pooled_bootstrap, rank_lookup_plans, run_plans, unseen_pools
 from openconductor.train.sim_general import CopySettings, rank_lookup_table
 
 
@@ -41,8 +40,6 @@ def main() -> None:
     prices = [float(p) for p in args.prices.split(",") if p.strip()]
     questions = make_questions(args.n, args.eval_seed)
     held_out = frozenset(q.text for q in questions)
-    settings = SearchSettings()
-    search_questions = make_questions(48 * settings.questions, 5_000, exclude=held_out)
     tables = {p: rank_lookup_table(Path(args.training_pool), held_out,
                                    CopySettings(rank_questions=args.rank_questions, search=SearchSettings(token_weight=p))) for p in prices}
     router_pairs: dict[float, list] = {p: [] for p in prices}
@@ -51,11 +48,8 @@ def main() -> None:
     accuracy: dict[float, list[float]] = {p: [] for p in prices}
     steps: dict[float, list[float]] = {p: [] for p in prices}
     search_ratio = []
-    for i, seed in enumerate(seeds):
-        spec = pool_spec(generate_pool(seed, held_out=i % 2 == 1))  # unseen_pools.py's "alternate"
-        _, router = [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
-        search = run_plans("search", spec, questions, lookup_plans(spec, questions, search_questions, [BUCKET], settings)[f"best lookup: one plan per {BUCKET}"])
-        moa = run_plans("MoA", spec, questions, moa_plans(spec, questions))
+    for unseen in unseen_pools(seeds, questions):  # unseen_pools.py's pools and baselines
+        spec, router, search, moa = unseen.spec, unseen.router, unseen.search, unseen.moa
         search_ratio.append(search.mean_tokens / moa.mean_tokens)
         for p, table in tables.items():
             plans = rank_lookup_plans(spec, questions, table, BUCKET)
@@ -66,7 +60,7 @@ def main() -> None:
             accuracy[p].append(rank.accuracy)
             steps[p].append(sum(len(w.steps) for w in plans) / len(plans))
     print(f"SIMULATED: the rank lookup at several token prices; {len(seeds)} unseen pools x {args.n} held-out questions; "
-          f"the per-pool search re-run (price {settings.token_weight}) costs {sum(search_ratio) / len(search_ratio):.3f}x MoA")
+          f"the per-pool search re-run (price {SearchSettings.token_weight}) costs {sum(search_ratio) / len(search_ratio):.3f}x MoA")
     print(f"| price per 1,000 tokens | accuracy (mean of pools) | vs oracle router | vs per-pool search | steps | tokens vs MoA | with a conductor's own call (+{args.own}) |")
     print("|---|---|---|---|---|---|---|")
     for p in prices:

@@ -26,12 +26,10 @@ import time
 from pathlib import Path
 
 from openconductor.pool import WORKER_VIEWS
-from openconductor.sim.plan_search import BUCKET, SearchSettings
-from openconductor.sim.pools import generate_pool, pool_spec
-from openconductor.train.sim_general import CopySettings, rank_lookup_table
+from openconductor.sim.plan_search import BUCKET
 from openconductor.sim.world_v3 import make_questions
-from openconductor.train.sim_eval import (conductor_plans, lookup_plans, moa_plans, pooled_bootstrap, rank_lookup_plans, run_plans,
-                                          single_plans)
+from openconductor.train.sim_eval import conductor_plans, pooled_bootstrap, rank_lookup_plans, run_plans, unseen_pools
+from openconductor.train.sim_general import CopySettings, rank_lookup_table
 
 
 def main() -> int:
@@ -53,8 +51,6 @@ def main() -> int:
     model = load_checkpoint(checkpoint_path(args.conductor))
     others = {c: load_checkpoint(checkpoint_path(c)) for c in args.compare.split(",") if c.strip()}
     questions = make_questions(args.n, args.eval_seed)
-    settings = SearchSettings()
-    search_questions = make_questions(48 * settings.questions, 5_000, exclude=frozenset(q.text for q in questions))
     ranks = rank_lookup_table(Path(args.training_pool), frozenset(q.text for q in questions), CopySettings(rank_questions=args.rank_questions))
     print("SIMULATED: world v3, generated pools never trained on; accuracy % on", args.n, "held-out questions per pool")
     extra = "".join(f" {c} |" for c in others)
@@ -63,17 +59,11 @@ def main() -> int:
     pairs_single, pairs_router, pairs_search, pairs_rank, ratios, rank_ratios, own_ratios = [], [], [], [], [], [], []
     pairs_other: dict[str, list] = {c: [] for c in others}
     start = time.perf_counter()
-    for i, seed in enumerate(seeds):
-        held = args.held_out == "all" or (args.held_out == "alternate" and i % 2 == 1)
-        pool = generate_pool(seed, held_out=held)
-        spec = pool_spec(pool)
+    for unseen in unseen_pools(seeds, questions, held_out=args.held_out):
+        spec, best, router, search, moa = unseen.spec, unseen.best_single, unseen.router, unseen.search, unseen.moa
         plans, own = conductor_plans(args.conductor, spec, questions, model=model, show=args.show)
         conductor = run_plans("conductor", spec, questions, plans, own)
-        singles = {k: run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()}
-        best, router = list(singles.values())
-        search = run_plans("search", spec, questions, lookup_plans(spec, questions, search_questions, [BUCKET], settings)[f"best lookup: one plan per {BUCKET}"])
         rank = run_plans("rank lookup", spec, questions, rank_lookup_plans(spec, questions, ranks, BUCKET))
-        moa = run_plans("MoA", spec, questions, moa_plans(spec, questions))
         pairs_single.append((conductor.correct, best.correct))
         pairs_router.append((conductor.correct, router.correct))
         pairs_search.append((conductor.correct, search.correct))
@@ -86,8 +76,8 @@ def main() -> int:
             other = run_plans(c, spec, questions, *conductor_plans(c, spec, questions, model=m))
             pairs_other[c].append((conductor.correct, other.correct))
             compared += f" {other.accuracy:.1f} |"
-        families = ", ".join(sorted({f for f in pool.families if held and f in ("verifier", "quant")})) or "—"
-        print(f"| {seed} | {families} | {len(pool.workers)} | {conductor.accuracy:.1f} | {best.accuracy:.1f} | {router.accuracy:.1f} | {search.accuracy:.1f} | {rank.accuracy:.1f} | "
+        families = ", ".join(sorted({f for f in unseen.pool.families if unseen.held_out and f in ("verifier", "quant")})) or "—"
+        print(f"| {unseen.seed} | {families} | {len(unseen.pool.workers)} | {conductor.accuracy:.1f} | {best.accuracy:.1f} | {router.accuracy:.1f} | {search.accuracy:.1f} | {rank.accuracy:.1f} | "
               f"{conductor.accuracy - router.accuracy:+.1f} | {conductor.accuracy - search.accuracy:+.1f} | {conductor.accuracy - rank.accuracy:+.1f} | "
               f"{ratios[-1]:.3f}x |{compared}", flush=True)
     m_1, lo_1, hi_1 = pooled_bootstrap(pairs_single)

@@ -167,3 +167,18 @@ def test_a_rank_table_names_no_worker_so_a_reordered_and_renamed_pool_gets_the_s
     n = len(unseen.workers)
     assert all([n - 1 - s.worker for s in b.steps] == [s.worker for s in a.steps] for a, b in zip(plans, again))
     assert all(a.steps[0].worker == ranking[q.domain][table[q.domain].plan.steps[0].worker] for a, q in zip(plans, asked))
+
+
+def test_unseen_pools_alternate_held_out_families_and_score_each_baseline_on_every_question():
+    from openconductor.sim.plan_search import SearchSettings
+    from openconductor.train.sim_eval import unseen_pools
+
+    questions = make_questions(6, 1000)
+    small = SearchSettings(screen=2, finalists=2, rank=2, top=1)
+    pools = list(unseen_pools([901, 902, 903], questions, settings=small))
+    assert [(p.seed, p.held_out) for p in pools] == [(901, False), (902, True), (903, False)]
+    assert all(bool(HELD_OUT & set(p.pool.families)) == p.held_out for p in pools)
+    for p in pools:
+        assert len(p.search.correct) == len(p.router.correct) == len(p.moa.correct) == len(questions)
+        assert p.moa.mean_tokens > p.router.mean_tokens  # eight calls against one
+    assert [p.held_out for p in unseen_pools([901, 902], questions, held_out="all", settings=small)] == [True, True]

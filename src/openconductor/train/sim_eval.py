@@ -15,18 +15,18 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Optional, Sequence
+from typing import Callable, Hashable, Iterator, Literal, Optional, Sequence
 
 from ..executor import solve
 from ..policies.base import PlanRequest, make_policy
 from ..policies.baselines import GivenWorkflow
 from ..policies.lm import binding, conductor_messages
 from ..pool import Pool, PoolSpec, PoolView
-from ..sim.plan_search import GROUPINGS, SOLVE, Scored, SearchSettings, at_ranks, rank_search, search_pool
-from ..sim.pools import area_ranking
+from ..sim.plan_search import BUCKET, GROUPINGS, SOLVE, Scored, SearchSettings, at_ranks, rank_search, search_pool
+from ..sim.pools import SimPool, area_ranking, generate_pool, pool_spec
 from ..sim.questions import DOMAINS, Question
 from ..sim.world import grade_simulated
-from ..sim.world_v3 import Profile
+from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
 from .evaluate import paired_bootstrap
 
@@ -105,6 +105,35 @@ def rank_lookup_plans(spec: PoolSpec, questions: Sequence[Question], table: dict
     """``rank_table``'s plans on one pool: each rank replaced by the worker of that rank in the question's area."""
     ranking, key = area_ranking(spec), GROUPINGS[label]
     return [at_ranks(table[key(q)].plan, ranking[q.domain]) for q in questions]
+
+
+@dataclass
+class UnseenPool:
+    """One generated pool that no conductor trained on, with the baselines every unseen-pool table shows."""
+    seed: int
+    held_out: bool  # drawn with a family held out of training
+    pool: SimPool
+    spec: PoolSpec
+    best_single: Result
+    router: Result
+    search: Result  # the per-pool search re-run: one plan per bucket, found on this pool's training-side questions
+    moa: Result
+
+
+def unseen_pools(seeds: Sequence[int], questions: Sequence[Question], *, held_out: Literal["alternate", "all", "none"] = "alternate",
+                 settings: SearchSettings = SearchSettings()) -> Iterator[UnseenPool]:
+    """Per seed, the generated pool (``held_out="alternate"``: every other seed, starting with the second, draws
+    from the held-out families) and its baselines on ``questions``, one pool at a time so a table can print as it
+    goes. The search re-run finds its tables on training-side questions, never on ``questions``."""
+    searched_on = make_questions(48 * settings.questions, 5_000, exclude=frozenset(q.text for q in questions))
+    for i, seed in enumerate(seeds):
+        held = held_out == "all" or (held_out == "alternate" and i % 2 == 1)
+        pool = generate_pool(seed, held_out=held)
+        spec = pool_spec(pool)
+        best, router = [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
+        by_bucket = lookup_plans(spec, questions, searched_on, [BUCKET], settings)[f"best lookup: one plan per {BUCKET}"]
+        yield UnseenPool(seed, held, pool, spec, best, router, run_plans("search", spec, questions, by_bucket),
+                         run_plans("MoA", spec, questions, moa_plans(spec, questions)))
 
 
 def moa_plans(spec: PoolSpec, questions: Sequence[Question], seed: int = 0) -> list[Workflow]:
