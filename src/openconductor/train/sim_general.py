@@ -243,14 +243,20 @@ def summary(data: CopyData, settings: CopySettings, seconds_copy: Optional[float
                          "token_weight": settings.search.token_weight, "targets": settings.targets, "rank_questions": settings.rank_questions}}
 
 
+def weights_file(checkpoint: Path) -> Optional[Path]:
+    """A trained conductor's weights: its LoRA adapter, else full weights; None when it has neither."""
+    return next((f for f in (checkpoint / "adapter_model.safetensors", checkpoint / "model.safetensors") if f.is_file()), None)
+
+
 def _source(init: Optional[Path]) -> Optional[dict]:
     """What a copy started from, for its manifest: the directory and a digest of its weights."""
     if init is None:
         return None
+    weights = weights_file(init)
+    if weights is None:
+        raise FileNotFoundError(f"{init}: no trained conductor there (adapter_model.safetensors or model.safetensors)")
     import hashlib
 
-    weights = init / "adapter_model.safetensors"
-    weights = weights if weights.is_file() else init / "model.safetensors"
     return {"path": str(init), "sha256": hashlib.sha256(weights.read_bytes()).hexdigest()}
 
 
@@ -449,7 +455,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             init = checkpoint_path(args.init).resolve()
         except PoolConfigError as exc:
             ap.error(f"--init: {exc}")
-        if not ((init / "adapter_model.safetensors").is_file() or (init / "model.safetensors").is_file()):
+        if weights_file(init) is None:
             ap.error(f"--init {args.init}: no trained conductor there (adapter_model.safetensors or model.safetensors)")
     data_file = Path(args.copy_data).resolve() if args.copy_data else None
     if data_file is not None and not data_file.is_file():
