@@ -9,6 +9,7 @@
 # Usage: bash scripts/eval_generalisation.sh OUT_DIR [N_PER_KIND=20] [FIRST=0]   (FIRST: the first question index to run)
 # Resumable; with the same response cache (CACHE_PATH) a re-run replays without calling a model.
 # THREADS=2 runs the local models on two threads each (faster when nothing else shares the cores).
+# POOL=FILE evaluates on that pool file instead of the offline default pool (e.g. the pool without auto_import, README).
 # LOCK=/tmp/heavy.lock takes that lock for each invocation (not for the whole run), so other heavy jobs on a
 # shared machine interleave with it.
 set -euo pipefail
@@ -19,7 +20,7 @@ KINDS=$($PY -m openconductor.tasks.kinds held-out)
 POLICIES=${POLICIES:-"-p single:* -p fixed:code-then-run -p fixed:code-run-answer -p fixed:search-then-run -p fixed:answer-then-check -p moa -p conductor"}
 run() {
   # shellcheck disable=SC2086  # KINDS and POLICIES are lists of flags
-  ${LOCK:+flock "$LOCK"} nice -n 19 $PY -m openconductor eval "$@" --task-seed 4242 $POLICIES \
+  ${LOCK:+flock "$LOCK"} nice -n 19 $PY -m openconductor eval "$@" ${POOL:+--pool "$POOL"} --task-seed 4242 $POLICIES \
       ${CONDUCTOR:+--conductor "$CONDUCTOR"} ${CACHE_PATH:+--cache-path "$CACHE_PATH"} ${THREADS:+--threads "$THREADS"} --concurrency 2 --out "$OUT" \
       --title "offline default pool: held-out kinds and everyday questions"
 }

@@ -350,6 +350,9 @@ def test_a_copy_started_from_a_trained_conductor_takes_its_adapter_and_refuses_o
     save_file({k: v.clone() for k, v in full.items() if k != "lm_head.weight"}, str(tmp_path / "full" / "model.safetensors"))  # tied
     with pytest.raises(TrainConfigError, match="holds full weights"):
         load_weights(lora_model([0]), tmp_path / "full")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TrainConfigError, match="no trained weights there"):
+        load_weights(lora_model([0]), tmp_path / "empty")
 
 
 def test_copy_data_searched_at_another_price_is_refused_and_the_checker_takes_the_runs_settings(tmp_path, capsys):

@@ -340,3 +340,29 @@ async def test_tools_are_not_the_strongest_worker_and_moa_skips_them(tmp_path):
     async with Pool(spec) as pool:
         plan = await make_policy("moa").plan(PlanRequest("q", pool))
     assert [s.worker for s in plan.workflow.steps] == [1, 1]
+
+
+def test_the_offline_pool_auto_imports_and_the_readme_command_writes_it_without(tmp_path):
+    """The default pool's python worker takes auto_import (on since 2026-11-28); the README's sed, which writes the pool
+    its earlier rows were measured on, removes the option and nothing else."""
+    import re
+    import shlex
+    import subprocess
+
+    from openconductor.pool import default_pool_path, load_default_pool, load_pool
+
+    spec = load_default_pool()
+    (python,) = [w for w in spec.workers if w.provider == "python"]
+    assert python.options["auto_import"] == ["math", "itertools", "functools", "collections", "fractions", "decimal", "statistics",
+                                             "datetime", "re", "string", "heapq", "operator", "bisect"]
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (line,) = [x for x in readme.splitlines() if re.match(r"mkdir -p runs && sed '.*' src/openconductor/data/local_pool.toml > runs/plain.toml$", x)]
+    script = shlex.split(line.split("&& ", 1)[1])[1]
+    plain = tmp_path / "plain.toml"
+    plain.write_text(subprocess.run(["sed", script, str(default_pool_path())], check=True, capture_output=True, text=True).stdout)
+    without = load_pool(plain)
+    (python_plain,) = [w for w in without.workers if w.provider == "python"]
+    assert "auto_import" not in python_plain.options
+    assert without.model_dump(exclude={"workers"}) == spec.model_dump(exclude={"workers"})
+    assert [w.model_dump(exclude={"options"}) for w in without.workers] == [w.model_dump(exclude={"options"}) for w in spec.workers]
+    assert {k: v for k, v in python.options.items() if k != "auto_import"} == python_plain.options

@@ -33,6 +33,7 @@ from ..workflow import Workflow
 from ..sim.plan_search import AGGREGATE, BUCKET, CHECK, IMPLEMENT, PLAN, SOLVE, Scored, SearchSettings, search_pool
 from .data import TrainRow
 from .prefix_sft import copy_plans
+from .trainer import weights_file
 
 log = logging.getLogger(__name__)
 
@@ -241,11 +242,6 @@ def summary(data: CopyData, settings: CopySettings, seconds_copy: Optional[float
             "settings": {"pools": settings.pools, "pool_seed": settings.pool_seed, "per_pool": settings.per_pool,
                          "training_pool_examples": settings.training_pool_examples, "search_screen": settings.search.screen, "search_rank": settings.search.rank, "search_finalists": settings.search.finalists,
                          "token_weight": settings.search.token_weight, "targets": settings.targets, "rank_questions": settings.rank_questions}}
-
-
-def weights_file(checkpoint: Path) -> Optional[Path]:
-    """A trained conductor's weights: its LoRA adapter, else full weights; None when it has neither."""
-    return next((f for f in (checkpoint / "adapter_model.safetensors", checkpoint / "model.safetensors") if f.is_file()), None)
 
 
 def _source(init: Optional[Path]) -> Optional[dict]:

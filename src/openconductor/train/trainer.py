@@ -250,19 +250,27 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     return trainer, reward
 
 
+def weights_file(checkpoint: Path) -> Optional[Path]:
+    """A trained conductor's weights: its LoRA adapter, else full weights; None when it has neither."""
+    return next((f for f in (checkpoint / "adapter_model.safetensors", checkpoint / "model.safetensors") if f.is_file()), None)
+
+
 def load_weights(model, path: Path) -> None:
     """Load an exported stage (adapter or full weights) into the model being trained. Refused, naming what
     differs, where it does not fit: peft and ``strict=False`` would load part of it, or nothing, without a word."""
     from safetensors.torch import load_file
 
     lora = getattr(model, "peft_config", {}).get("default")
-    if (path / "adapter_model.safetensors").exists():
+    weights = weights_file(path)
+    if weights is None:
+        raise TrainConfigError(f"{path}: no trained weights there (adapter_model.safetensors or model.safetensors)")
+    if weights.name == "adapter_model.safetensors":
         if lora is None:
             raise TrainConfigError(f"{path} is a LoRA adapter and this run trains without one: set model.lora as in its adapter_config.json")
         _check_same_lora(path, lora)
         from peft import set_peft_model_state_dict
 
-        loaded = set_peft_model_state_dict(model, load_file(str(path / "adapter_model.safetensors")))
+        loaded = set_peft_model_state_dict(model, load_file(str(weights)))
         mismatched = [k for k in [*loaded.unexpected_keys, *loaded.missing_keys] if "lora_" in k]
         if mismatched:
             raise TrainConfigError(f"{path}: its adapter and this run's LoRA (model.lora) differ, e.g. in {mismatched[0]}: "
@@ -271,7 +279,7 @@ def load_weights(model, path: Path) -> None:
         if lora is not None:
             raise TrainConfigError(f"{path} holds full weights (model.safetensors) and this run trains a LoRA adapter on the base model: "
                                    f"leave model.lora out to train from them")
-        loaded = model.load_state_dict(load_file(str(path / "model.safetensors")), strict=False)
+        loaded = model.load_state_dict(load_file(str(weights)), strict=False)
         if loaded.unexpected_keys:
             raise TrainConfigError(f"{path}: its weights do not fit this run's model (model.name), e.g. {loaded.unexpected_keys[0]}")
     log.info("loaded the weights of %s", path)
