@@ -182,3 +182,21 @@ def test_unseen_pools_alternate_held_out_families_and_score_each_baseline_on_eve
         assert len(p.search.correct) == len(p.router.correct) == len(p.moa.correct) == len(questions)
         assert p.moa.mean_tokens > p.router.mean_tokens  # eight calls against one
     assert [p.held_out for p in unseen_pools([901, 902], questions, held_out="all", settings=small)] == [True, True]
+
+
+def test_the_subtopic_ranking_puts_a_subtopic_specialist_first_where_the_area_ranking_does_not():
+    from openconductor.sim.plan_search import GROUPINGS, BUCKET, rank_search
+    from openconductor.sim.pools import RANKINGS, area_ranking, subtopic_ranking
+    from openconductor.train.sim_eval import declared
+
+    specs = [pool_spec(generate_pool(s)) for s in range(6)]
+    for spec in specs:
+        by_subtopic = subtopic_ranking(spec)
+        assert len(by_subtopic) == 16 and all(sorted(order) == list(range(len(spec.workers))) for order in by_subtopic.values())
+        assert subtopic_ranking(spec) == by_subtopic  # measured on fixed questions: the same every time
+    assert any(order[0] != area_ranking(spec)[domain][0] for spec in specs for (domain, _), order in subtopic_ranking(spec).items())
+    # A plan over ranks needs one ranking per group: a per-domain group mixes four subtopics' rankings.
+    questions = make_questions(32, 3)
+    with pytest.raises(ValueError, match="mixes rankings"):
+        rank_search([(declared(s), subtopic_ranking(s)) for s in specs[:2]], questions, GROUPINGS["domain"], ranked_by=RANKINGS["subtopic"][1])
+    assert set(rank_search([(declared(s), subtopic_ranking(s)) for s in specs[:2]], questions, GROUPINGS[BUCKET], ranked_by=RANKINGS["subtopic"][1]))

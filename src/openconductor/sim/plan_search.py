@@ -163,11 +163,13 @@ def at_ranks(plan: Workflow, order: Sequence[int]) -> Workflow:
     return Workflow(tuple(Step(order[min(s.worker, len(order) - 1)], s.subtask, s.access) for s in plan.steps), plan.reasoning)
 
 
-def rank_search(pools: Sequence[tuple[Sequence[Profile], dict[str, list[int]]]], questions: Sequence[Question],
-                group: Callable[[Question], Hashable], token_weight: float = SearchSettings.token_weight) -> dict[Hashable, Scored]:
+def rank_search(pools: Sequence[tuple[Sequence[Profile], dict]], questions: Sequence[Question],
+                group: Callable[[Question], Hashable], token_weight: float = SearchSettings.token_weight,
+                ranked_by: Callable[[Question], Hashable] = lambda q: q.domain) -> dict[Hashable, Scored]:
     """Per group, the plan over ranks (``candidate_plans(RANKS)``: the five shapes over the 1st-3rd best of the
     question's area) with the best mean score over every pool's ``questions``. ``pools``: each pool's
-    profiles and its ``area_ranking``. The table names no worker, so it applies to any pool: what a
+    profiles and its ranking (``area_ranking``; or ``subtopic_ranking``, with ``ranked_by`` the question's
+    (domain, subtopic), ``sim.pools.RANKINGS``). The table names no worker, so it applies to any pool: what a
     conductor that reads the ranking could reach without learning a single pool."""
     plans = candidate_plans(RANKS)
     members: dict[Hashable, list[Question]] = defaultdict(list)
@@ -175,10 +177,10 @@ def rank_search(pools: Sequence[tuple[Sequence[Profile], dict[str, list[int]]]],
         members[group(q)].append(q)
     out = {}
     for key, asked in members.items():
-        domains = {q.domain for q in asked}
-        if len(domains) != 1:  # a rank is a place in one area's ranking
-            raise ValueError(f"group {key!r} mixes domains {sorted(domains)}: a plan over ranks needs one domain per group")
-        per_pool = [_score([at_ranks(p, ranking[asked[0].domain]) for p in plans], profiles, asked, token_weight) for profiles, ranking in pools]
+        places = {ranked_by(q) for q in asked}
+        if len(places) != 1:  # a rank is a place in one ranking
+            raise ValueError(f"group {key!r} mixes rankings {sorted(places)}: a plan over ranks needs one ranking per group")
+        per_pool = [_score([at_ranks(p, ranking[ranked_by(asked[0])]) for p in plans], profiles, asked, token_weight) for profiles, ranking in pools]
         mean = [[sum(getattr(scored[k], f) for scored in per_pool) / len(pools) for f in ("score", "accuracy", "tokens")] for k in range(len(plans))]
         best = min(range(len(plans)), key=lambda k: (-mean[k][0], k))
         out[key] = Scored(plans[best], *mean[best], len(asked) * len(pools))

@@ -280,6 +280,16 @@ def measured_profile(worker) -> dict[str, float]:
     return dict(_measured(json.dumps(worker.options, sort_keys=True), worker.name))
 
 
+def subtopic_ranking(spec) -> dict[tuple[str, str], list[int]]:
+    """Per (domain, subtopic), the pool's worker ids best first by measured accuracy alone on that subtopic's share
+    of the profile's questions (60 each, rounded as the profile is; ties: pool order). Finer than ``area_ranking``:
+    a worker strong in one subtopic of an area it is middling in (``options.subtopics``) comes first there."""
+    ids = [i for i, w in enumerate(spec.workers) if w.provider == "simulated"]
+    accuracy = {i: dict(_measured_subtopics(json.dumps(spec.workers[i].options, sort_keys=True), spec.workers[i].name)) for i in ids}
+    keys = accuracy[ids[0]] if ids else {}
+    return {key: sorted(ids, key=lambda i: (-accuracy[i][key], i)) for key in keys}
+
+
 def area_ranking(spec) -> dict[str, list[int]]:
     """Per domain, the pool's worker ids best first by measured accuracy alone in that area (ties: pool order):
     the ranking a ``show = "profile"`` conductor is shown (``policies.lm.ranking``), as ids."""
@@ -301,6 +311,18 @@ def _measured(options: str, name: str) -> tuple[tuple[str, float], ...]:
         asked = [q for q in questions if q.domain == d]
         out.append((DOMAIN_AREA[d], round(sum(solo_correct(q.text, profile) for q in asked) / len(asked), 2)))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _measured_subtopics(options: str, name: str) -> tuple[tuple[tuple[str, str], float], ...]:
+    from ..pool import WorkerSpec
+    from .world_v3 import Profile, solo_correct
+
+    profile = Profile.from_spec(WorkerSpec(name=name, provider="simulated", options=json.loads(options)))
+    by_subtopic: dict[tuple[str, str], list[bool]] = {}
+    for q in _profile_questions():
+        by_subtopic.setdefault((q.domain, q.subtopic), []).append(solo_correct(q.text, profile))
+    return tuple((key, round(sum(v) / len(v), 2)) for key, v in sorted(by_subtopic.items()))
 
 
 @functools.lru_cache(maxsize=1)
@@ -374,3 +396,9 @@ def pool_toml(pool: SimPool, *, latency: bool = False, checkpoint: Optional[str]
         "",
     ]
     return "\n".join(lines)
+
+
+RANKINGS = {  # name -> (the pool's ranking, the key of a question's place in it): what the rank lookup can read
+    "area": (area_ranking, lambda q: q.domain),
+    "subtopic": (subtopic_ranking, lambda q: (q.domain, q.subtopic)),
+}

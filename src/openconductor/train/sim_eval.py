@@ -23,7 +23,7 @@ from ..policies.baselines import GivenWorkflow
 from ..policies.lm import binding, conductor_messages
 from ..pool import Pool, PoolSpec, PoolView
 from ..sim.plan_search import BUCKET, GROUPINGS, SOLVE, Scored, SearchSettings, at_ranks, rank_search, search_pool
-from ..sim.pools import SimPool, area_ranking, generate_pool, pool_spec
+from ..sim.pools import RANKINGS, SimPool, generate_pool, pool_spec
 from ..sim.questions import DOMAINS, Question
 from ..sim.world import grade_simulated
 from ..sim.world_v3 import Profile, make_questions
@@ -95,16 +95,21 @@ def lookup_plans(spec: PoolSpec, questions: Sequence[Question], search_questions
 
 
 def rank_table(specs: Sequence[PoolSpec], questions: Sequence[Question], label: str,
-               token_weight: float = SearchSettings.token_weight) -> dict[Hashable, Scored]:
+               token_weight: float = SearchSettings.token_weight, ranking: str = "area") -> dict[Hashable, Scored]:
     """One plan over ranks per group (``GROUPINGS[label]``), found across ``specs`` (the training pools) on
-    training-side ``questions``: a lookup that names no worker, for pools it never saw."""
-    return rank_search([(declared(s), area_ranking(s)) for s in specs], questions, GROUPINGS[label], token_weight)
+    training-side ``questions``: a lookup that names no worker, for pools it never saw. ``ranking``: whose
+    places the ranks are (``sim.pools.RANKINGS``: the area's measured ranking, or the subtopic's)."""
+    rank_of, place = RANKINGS[ranking]
+    return rank_search([(declared(s), rank_of(s)) for s in specs], questions, GROUPINGS[label], token_weight, ranked_by=place)
 
 
-def rank_lookup_plans(spec: PoolSpec, questions: Sequence[Question], table: dict[Hashable, Scored], label: str) -> list[Workflow]:
-    """``rank_table``'s plans on one pool: each rank replaced by the worker of that rank in the question's area."""
-    ranking, key = area_ranking(spec), GROUPINGS[label]
-    return [at_ranks(table[key(q)].plan, ranking[q.domain]) for q in questions]
+def rank_lookup_plans(spec: PoolSpec, questions: Sequence[Question], table: dict[Hashable, Scored], label: str,
+                      ranking: str = "area") -> list[Workflow]:
+    """``rank_table``'s plans on one pool: each rank replaced by the worker of that rank in the question's area
+    (or subtopic: the ``ranking`` the table was found with)."""
+    rank_of, place = RANKINGS[ranking]
+    order, key = rank_of(spec), GROUPINGS[label]
+    return [at_ranks(table[key(q)].plan, order[place(q)]) for q in questions]
 
 
 @dataclass

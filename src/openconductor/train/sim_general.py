@@ -171,19 +171,20 @@ def search_questions(settings: CopySettings, exclude: frozenset[str]) -> list[Qu
     return make_questions(48 * settings.search.questions, settings.search_seed, exclude=exclude)
 
 
-def rank_table_of(pools: list[PoolSpec], searched: list[Question], settings: CopySettings) -> dict:
-    """The rank lookup across ``pools``, on the first ``settings.rank_questions`` of each bucket of ``searched``."""
+def rank_table_of(pools: list[PoolSpec], searched: list[Question], settings: CopySettings, ranking: str = "area") -> dict:
+    """The rank lookup across ``pools``, on the first ``settings.rank_questions`` of each bucket of ``searched``
+    (``ranking``: over the area's measured ranking, or the subtopic's, ``sim.pools.RANKINGS``)."""
     from .sim_eval import rank_table
 
-    return rank_table(pools, first_per_bucket(searched, settings.rank_questions), BUCKET, settings.search.token_weight)
+    return rank_table(pools, first_per_bucket(searched, settings.rank_questions), BUCKET, settings.search.token_weight, ranking)
 
 
-def rank_lookup_table(training_pool: Path, exclude: frozenset[str], settings: Optional[CopySettings] = None) -> dict:
+def rank_lookup_table(training_pool: Path, exclude: frozenset[str], settings: Optional[CopySettings] = None, ranking: str = "area") -> dict:
     """The rank lookup as ``--targets ranks`` finds it (across every training pool, on the search's questions;
     ``exclude``: held-out question texts): the table the benchmarks score beside a conductor, on the training
     pool and on unseen pools."""
     settings = settings or CopySettings()
-    return rank_table_of(training_pools(settings, training_pool), search_questions(settings, exclude), settings)
+    return rank_table_of(training_pools(settings, training_pool), search_questions(settings, exclude), settings, ranking)
 
 
 def rank_targets(table: dict):
