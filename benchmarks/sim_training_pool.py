@@ -7,7 +7,8 @@ Rows: each conductor (greedy, pool shown by descriptions), the best single worke
 router, MoA, and the best lookup tables found by the plan search (sim/plan_search.py) on training-side
 questions: one plan per domain, per subtopic and per bucket (subtopic x level), and the rank lookup (one plan over
 the places in the question's area's ranking per bucket, found across every training pool: the table that
-``--targets ranks`` copies and ``unseen_pools.py`` scores on pools never seen). Intervals: paired bootstrap
+``--targets ranks`` copies and ``unseen_pools.py`` scores on pools never seen; and the same over the places in the
+question's *subtopic's* measured ranking, ``rank_lookup_prices.py --ranking subtopic``), both at ``--rank-price``. Intervals: paired bootstrap
 over the questions against the per-domain and the per-subtopic lookups (and against the first conductor
 when several are given: what GRPO adds over its warm-up; or with ``--show``, the same conductor prompted with
 another view of the pool). Exits 1 when the first conductor
@@ -24,7 +25,7 @@ from openconductor.pool import WORKER_VIEWS, load_pool
 from openconductor.sim.plan_search import BUCKET, SearchSettings
 from openconductor.sim.world_v3 import make_questions
 from openconductor.train.sim_eval import conductor_plans, lookup_plans, moa_plans, rank_lookup_plans, run_plans, single_plans, table
-from openconductor.train.sim_general import rank_lookup_table
+from openconductor.train.sim_general import CopySettings, rank_lookup_table
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ["domain", "subtopic", "bucket (subtopic x level)"]
@@ -39,6 +40,7 @@ def main() -> int:
     ap.add_argument("--show", choices=WORKER_VIEWS, default=None,
                     help="also score each conductor prompted with this view of the pool instead of the one it was trained with "
                          "(a probe of what it reads; rows compared with the first conductor)")
+    ap.add_argument("--rank-price", type=float, default=SearchSettings.token_weight, help="the token price the rank lookups are found at")
     args = ap.parse_args()
     from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
 
@@ -58,8 +60,10 @@ def main() -> int:
     results += [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
     results.append(run_plans("MoA (7 proposers + random aggregator)", spec, questions, moa_plans(spec, questions)))
     results += [run_plans(k, spec, questions, v) for k, v in lookup_plans(spec, questions, search_questions, LABELS, settings).items()]
-    ranks = rank_lookup_table(args.pool, frozenset(q.text for q in questions))
-    results.append(run_plans("rank lookup (per bucket, over ranks)", spec, questions, rank_lookup_plans(spec, questions, ranks, BUCKET)))
+    priced = CopySettings(search=SearchSettings(token_weight=args.rank_price))
+    for ranking, label in (("area", "rank lookup (per bucket, over ranks)"), ("subtopic", "rank lookup (per bucket, over the subtopic's ranks)")):
+        ranks = rank_lookup_table(args.pool, frozenset(q.text for q in questions), priced, ranking)
+        results.append(run_plans(label, spec, questions, rank_lookup_plans(spec, questions, ranks, BUCKET, ranking)))
     print(f"SIMULATED: world v3, pool {spec.name}, {args.n} held-out questions (eval seed {args.eval_seed})")
     against = ["best lookup: one plan per domain", "best lookup: one plan per subtopic", "oracle per-domain router"]
     # With several conductors (e.g. RUN/warmup then RUN/final) the others are also compared with the first.
