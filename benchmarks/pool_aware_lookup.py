@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 from openconductor.policies.lm import ranked_by_area
-from openconductor.sim.plan_search import BUCKET, GROUPINGS, SearchSettings, at_ranks, rank_search
+from openconductor.sim.plan_search import BUCKET, SearchSettings, at_ranks
 from openconductor.sim.pools import DOMAIN_AREA, area_ranking
 from openconductor.sim.world_v3 import make_questions
-from openconductor.train.sim_eval import declared, pooled_bootstrap, rank_lookup_plans, run_plans, unseen_pools
+from openconductor.train.sim_eval import pooled_bootstrap, rank_lookup_plans, rank_table, run_plans, unseen_pools
 from openconductor.train.sim_general import CopySettings, first_per_bucket, rank_table_of, search_questions, training_pools
 
 
@@ -42,7 +42,7 @@ def gap_table(pools, questions, price: float) -> tuple[dict, dict]:
         asked = [q for q in questions if q.domain == domain]
         for clear in (False, True):
             kind = [s for s in pools if (lead(s, domain) >= split[domain]) == clear]
-            found = rank_search([(declared(s), area_ranking(s)) for s in kind], asked, GROUPINGS[BUCKET], price)
+            found = rank_table(kind, asked, BUCKET, price)
             table.update({(bucket, clear): scored for bucket, scored in found.items()})
     return table, split
 

@@ -301,28 +301,31 @@ def area_ranking(spec) -> dict[str, list[int]]:
 
 @functools.lru_cache(maxsize=4096)
 def _measured(options: str, name: str) -> tuple[tuple[str, float], ...]:
-    from ..pool import WorkerSpec
-    from .world_v3 import Profile, solo_correct
-
-    profile = Profile.from_spec(WorkerSpec(name=name, provider="simulated", options=json.loads(options)))
-    questions = _profile_questions()
-    out = []
-    for d in DOMAINS:
-        asked = [q for q in questions if q.domain == d]
-        out.append((DOMAIN_AREA[d], round(sum(solo_correct(q.text, profile) for q in asked) / len(asked), 2)))
-    return tuple(out)
+    solo = _solo_on_profile(options, name)
+    return tuple((DOMAIN_AREA[d], _share([ok for domain, _, ok in solo if domain == d])) for d in DOMAINS)
 
 
 @functools.lru_cache(maxsize=4096)
 def _measured_subtopics(options: str, name: str) -> tuple[tuple[tuple[str, str], float], ...]:
+    by_subtopic: dict[tuple[str, str], list[bool]] = {}
+    for domain, subtopic, ok in _solo_on_profile(options, name):
+        by_subtopic.setdefault((domain, subtopic), []).append(ok)
+    return tuple((key, _share(v)) for key, v in sorted(by_subtopic.items()))
+
+
+def _share(right: list[bool]) -> float:
+    return round(sum(right) / len(right), 2)  # a profile's precision
+
+
+@functools.lru_cache(maxsize=4096)
+def _solo_on_profile(options: str, name: str) -> tuple[tuple[str, str, bool], ...]:
+    """(domain, subtopic, right alone) of a simulated worker on each profile question: measured once, read by the
+    area profile and the subtopic ranking."""
     from ..pool import WorkerSpec
     from .world_v3 import Profile, solo_correct
 
     profile = Profile.from_spec(WorkerSpec(name=name, provider="simulated", options=json.loads(options)))
-    by_subtopic: dict[tuple[str, str], list[bool]] = {}
-    for q in _profile_questions():
-        by_subtopic.setdefault((q.domain, q.subtopic), []).append(solo_correct(q.text, profile))
-    return tuple((key, round(sum(v) / len(v), 2)) for key, v in sorted(by_subtopic.items()))
+    return tuple((q.domain, q.subtopic, solo_correct(q.text, profile)) for q in _profile_questions())
 
 
 @functools.lru_cache(maxsize=1)
