@@ -130,6 +130,43 @@ def test_a_changed_setting_redoes_only_the_stages_it_decides(tmp_path, world):
     assert redone.stopped is None and redone.spend.calls == json.loads((tmp_path / "out" / "fit.json").read_text())["spend"]["calls"]
 
 
+def test_a_fit_started_from_a_trained_conductor_copies_from_its_weights_and_a_bad_one_is_refused_before_any_call(tmp_path, world, caplog):
+    """``--init``: the copy starts from a conductor's weights (recorded with their digest); only the copy and later
+    stages are redone, the paid stages replayed. A directory without trained weights, or an adapter of another LoRA
+    shape than the recipe's, is refused by the command before anything is spent."""
+    import hashlib
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from openconductor.cli import app
+
+    first = run_fit(_settings(tmp_path))
+    shutil.copytree(first.checkpoint, tmp_path / "first")
+    weights = tmp_path / "first" / "model.safetensors"
+    before = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
+    with caplog.at_level("INFO"):
+        again = run_fit(_settings(tmp_path, init=str(tmp_path / "first")))
+    after = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
+    assert f"loaded the weights of {tmp_path / 'first'}" in caplog.text
+    assert after["search"] == before["search"] and after["copy"]["digest"] != before["copy"]["digest"]
+    # Nothing paid twice: the only new calls are the new conductor's plans in the evaluation.
+    assert again.spend.calls - first.spend.calls == after["evaluate"]["spend"].get("calls", 0)
+    record = json.loads((tmp_path / "out" / "train" / "warmup" / "openconductor.json").read_text())["init"]
+    assert record == {"path": str(tmp_path / "first"), "sha256": hashlib.sha256(weights.read_bytes()).hexdigest()}
+    f = _files(tmp_path)
+    (tmp_path / "empty").mkdir()
+    base = ["fit", str(f["pool"]), "--questions", str(f["questions"]), "--recipe", str(f["recipe"]), "--out", str(tmp_path / "o2")]
+    bad = CliRunner().invoke(app, [*base, "--init", str(tmp_path / "empty"), "--dry-run"])
+    said = " ".join(bad.output.split())  # the console wraps long lines
+    assert bad.exit_code != 0 and "model.init" in said and "no trained conductor there" in said
+    lora_recipe = tmp_path / "lora.toml"
+    lora_recipe.write_text(f["recipe"].read_text().replace("[prompt]", 'lora = { r = 4, alpha = 8, target_modules = ["q_proj"], layers = [0] }\n[prompt]'))
+    bad = CliRunner().invoke(app, [*base[:-4], "--recipe", str(lora_recipe), "--out", str(tmp_path / "o2"), "--init", "builtin:local-tools"])
+    assert bad.exit_code != 0 and "differ (r: 16 there, 4 here" in " ".join(bad.output.split())
+    assert not (tmp_path / "o2").exists()
+
+
 def test_a_change_in_scoring_redoes_the_stages_from_the_store(tmp_path, world, monkeypatch):
     """Stages ranked by score are redone when the graders score differently (graders.SCORING_VERSION), replayed
     from the store: an upgrade never keeps a ranking the old scores made, and pays nothing again."""

@@ -248,6 +248,8 @@ def fit_command(
     finalists: int = typer.Option(3, "--finalists", help="Plans per task that run on every training question."),
     grpo_steps: int = typer.Option(0, "--grpo-steps", help="GRPO steps after the copy (0: none)."),
     recipe: Optional[Path] = typer.Option(None, "--recipe", help="A training config whose model, prompt, warm-up and GRPO settings to use."),
+    init: Optional[str] = typer.Option(None, "--init", help="Start the copy from this trained conductor (a directory or builtin:NAME, "
+                                       "of the recipe's model and LoRA shape) instead of fresh weights."),
     max_calls: Optional[int] = typer.Option(None, "--max-calls", help="Stop cleanly once the fit has made this many real worker calls (all its runs together)."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop cleanly once the fit has spent this many dollars (the pool's prices)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls, tokens and cost the fit would spend, and stop (no worker is called)."),
@@ -268,13 +270,19 @@ def fit_command(
     try:
         settings = FitSettings(pool=pool, out=out or Path("runs") / f"fit-{Path(pool).stem if pool != 'default' else 'local'}", tasks=task,
                                questions=questions, eval_tasks=eval_task, per_task=per_task, eval_n=eval_n, profile_n=profile_n,
-                               screen_rounds=screen_rounds, finalists=finalists, grpo_steps=grpo_steps, recipe=recipe, max_calls=max_calls,
+                               screen_rounds=screen_rounds, finalists=finalists, grpo_steps=grpo_steps, recipe=recipe, init=init, max_calls=max_calls,
                                max_cost=max_cost, output_share=output_share, seed=seed, threads=threads)
     except ValidationError as exc:
         fail(f"conductor fit: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
     from ..pool import PoolConfigError
 
     try:
+        if settings.init:  # refused now, not after the profile and the search have been paid for
+            from ..pool import load_pool
+            from .fit import recipe as fit_recipe
+            from .trainer import check_init
+
+            check_init(fit_recipe(settings, load_pool(settings.pool_path)))
         if dry_run:
             return _fit_dry_run(settings)
         require("train", "torch", "transformers", "trl", "peft")

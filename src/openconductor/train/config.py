@@ -46,6 +46,9 @@ class ModelSettings:
     tiny: Optional[dict[str, Any]] = None
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     lora: Optional[LoraSettings] = None
+    # A trained conductor to start from (a directory or builtin:NAME) instead of fresh weights: its adapter (of this
+    # LoRA shape) or full weights are loaded before the warm-up, e.g. to fit the shipped conductor to a new pool or mix.
+    init: Optional[str] = None
 
 
 @dataclass(config=_STRICT)

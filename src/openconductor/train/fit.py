@@ -63,6 +63,7 @@ class FitSettings(BaseModel):
     finalists: int = Field(3, ge=1)
     grpo_steps: int = Field(0, ge=0)
     recipe: Optional[Path] = None  # a training config for the model, prompt, copy and GRPO settings
+    init: Optional[str] = None  # a trained conductor the copy starts from (the recipe's model.init otherwise)
     seed: int = 0
     max_calls: Optional[int] = Field(None, ge=1)
     max_cost: Optional[float] = Field(None, gt=0)
@@ -129,9 +130,12 @@ def recipe(settings: FitSettings, spec: PoolSpec) -> TrainConfig:
     path = settings.recipe or Path(str(resources.files("openconductor").joinpath("data/fit_recipe.toml")))
     # [data] records where the questions came from (train_config.json); the fit hands the trainer its own items.
     tasks = ["questions"] if settings.questions is not None else list(settings.tasks or TRAIN_KINDS)
-    return load_train_config(path, {"pool": str(settings.pool_path.resolve()), "run.output_dir": str((settings.out / "train").resolve()),
-                                    "prompt.max_steps": spec.conductor.max_steps, "search": {}, "reward.replay": None,
-                                    "data": {"kind": "tasks", "tasks": tasks, "n_train": max(len(tasks), settings.per_task * len(tasks))}})
+    overrides = {"pool": str(settings.pool_path.resolve()), "run.output_dir": str((settings.out / "train").resolve()),
+                 "prompt.max_steps": spec.conductor.max_steps, "search": {}, "reward.replay": None,
+                 "data": {"kind": "tasks", "tasks": tasks, "n_train": max(len(tasks), settings.per_task * len(tasks))}}
+    if settings.init:
+        overrides["model.init"] = settings.init
+    return load_train_config(path, overrides)
 
 
 def search_reward(cfg: TrainConfig) -> RewardSettings:

@@ -148,6 +148,45 @@ WARMUP_TARGETS = "warmup_targets.jsonl"
 Targets = tuple[list[TrainRow], list[str], Optional[dict]]  # the warm-up's rows, their target texts, a summary for its manifest
 
 
+def init_checkpoint(ref: str) -> Path:
+    """``model.init``'s directory (a path or builtin:NAME), refused with what to do when it holds no trained weights."""
+    from ..pool import PoolConfigError
+    from ..providers.transformers_local import checkpoint_path
+
+    try:
+        path = checkpoint_path(ref)
+    except PoolConfigError as exc:
+        raise TrainConfigError(f"model.init: {exc}") from exc
+    if weights_file(path) is None:
+        raise TrainConfigError(f"model.init = {ref!r}: no trained conductor there (adapter_model.safetensors or model.safetensors); "
+                               "name a conductor's directory or builtin:NAME")
+    return path
+
+
+def check_init(cfg: TrainConfig) -> Optional[Path]:
+    """``model.init``'s directory, checked before anything is spent: it holds trained weights, and an adapter has the
+    run's LoRA shape where the config spells the shape out (``load_weights`` checks again when it loads)."""
+    if not cfg.model.init:
+        return None
+    path = init_checkpoint(cfg.model.init)
+    lora = cfg.model.lora
+    if lora is not None and isinstance(lora.target_modules, list) and (path / "adapter_config.json").is_file():
+        from types import SimpleNamespace
+
+        _check_same_lora(path, SimpleNamespace(r=lora.r, lora_alpha=lora.alpha, target_modules=lora.target_modules, layers_to_transform=lora.layers))
+    return path
+
+
+def init_source(init: Path) -> dict:
+    """What a run started from, for its manifest: the directory and a digest of its weights."""
+    import hashlib
+
+    weights = weights_file(init)
+    if weights is None:
+        raise FileNotFoundError(f"{init}: no trained conductor there (adapter_model.safetensors or model.safetensors)")
+    return {"path": str(init), "sha256": hashlib.sha256(weights.read_bytes()).hexdigest()}
+
+
 def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True,
             items: Optional[list[Item]] = None, targets: Optional[Targets] = None, rows: Optional[list[TrainRow]] = None):
     """The run dir, the model after the optional warm-up (done now, or loaded from RUN/warmup), and the
@@ -164,6 +203,8 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
     spec = pool_spec or load_pool(cfg.pool_path)
     if model is None:
         model, tokenizer = load_model(cfg)
+        if cfg.model.init:  # a warm-up or GRPO of this run, when there is one, is loaded over it below
+            load_weights(model, init_checkpoint(cfg.model.init))
     if _has_accelerator() and model.device.type == "cpu":
         # GRPOTrainer would move it later; the format warm-up should already run on the GPU.
         model.to(accelerator_device())
@@ -180,6 +221,8 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
         load_weights(model, out_dir / "warmup")  # a warm-up done before (an interrupted or repeated run)
     elif warmup and w.examples:
         extra: dict[str, Any] = {"stage": "format warm-up"}
+        if cfg.model.init:
+            extra["init"] = init_source(init_checkpoint(cfg.model.init))
         shown, texts, selection = targets if targets is not None else warmup_targets(cfg, spec, rows)
         if selection is not None:
             extra["selection"] = selection
