@@ -3,7 +3,7 @@ baseline, on held-out questions. Every number is SIMULATED.
 
     PYTHONPATH=src python benchmarks/sim_training_pool.py --conductor RUN/warmup [--conductor RUN/final] --n 1000
 
-Rows: each conductor (greedy, pool shown by descriptions), the best single worker, the oracle per-domain
+Rows: each conductor (greedy, the pool shown as it was trained: ``sim_eval.trained_ranking``), the best single worker, the oracle per-domain
 router, MoA, and the best lookup tables found by the plan search (sim/plan_search.py) on training-side
 questions: one plan per domain, per subtopic and per bucket (subtopic x level), and the rank lookup (one plan over
 the places in the question's area's ranking per bucket, found across every training pool: the table that
@@ -24,7 +24,8 @@ from pathlib import Path
 from openconductor.pool import WORKER_VIEWS, load_pool
 from openconductor.sim.plan_search import BUCKET, SearchSettings
 from openconductor.sim.world_v3 import make_questions
-from openconductor.train.sim_eval import conductor_plans, lookup_plans, moa_plans, rank_lookup_plans, run_plans, single_plans, table
+from openconductor.sim.pools import with_profile
+from openconductor.train.sim_eval import conductor_plans, lookup_plans, moa_plans, rank_lookup_plans, run_plans, single_plans, table, trained_ranking
 from openconductor.train.sim_general import CopySettings, rank_lookup_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,10 +53,12 @@ def main() -> int:
     results = []
     for ckpt in args.conductor:
         model = load_checkpoint(checkpoint_path(ckpt))  # loaded once for both views
-        plans, own = conductor_plans(ckpt, spec, questions, model=model)
+        shows = trained_ranking(ckpt)  # its ranking lines as its copy's pools showed them (the file's own: per area)
+        profiled = with_profile(spec, shows) if shows != "area" else spec
+        plans, own = conductor_plans(ckpt, profiled, questions, model=model)
         results.append(run_plans(f"conductor {ckpt}", spec, questions, plans, own))
         if args.show:
-            shown = conductor_plans(ckpt, spec, questions, model=model, show=args.show)
+            shown = conductor_plans(ckpt, profiled, questions, model=model, show=args.show)
             results.append(run_plans(f"conductor {ckpt} (show = {args.show})", spec, questions, *shown))
     results += [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
     results.append(run_plans("MoA (7 proposers + random aggregator)", spec, questions, moa_plans(spec, questions)))

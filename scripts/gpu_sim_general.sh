@@ -11,7 +11,8 @@
 # in MODEL_PARTS parts), .gpu/data/copy_data.json.gz. Env: PY (python3), CONFIG, TARGETS, TRAINING_POOL_EXAMPLES, SITE (/tmp/site), BUDGET_S, COPY_EPOCHS, COPY_MAX_MIN, GRPO_MAX_STEPS,
 # GRPO_SET, GRPO_MICRO, THREADS (torch threads: 1 where other jobs share the CPUs, since oversubscribed OpenMP threads crawl),
 # COPY_ARGS (more arguments for the copy alone, space-separated: e.g. "--token-weight 0.025 --init builtin:sim-general", the
-# price the carried data was searched at), SET (settings for both stages, e.g. "prompt.show=ranking").
+# price the carried data was searched at; "--ranking subtopic" for data searched with it: GRPO then shows the pools as the
+# warm-up was copied on them), SET (settings for both stages, e.g. "prompt.show=ranking").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT: the folder the results go to}"

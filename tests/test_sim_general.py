@@ -312,6 +312,58 @@ def test_mixed_targets_copy_the_training_pools_own_search_and_the_rank_lookup_el
     assert plans["search"][0] != plans["ranks"][0]  # else the first check could not tell the two apart
 
 
+def test_subtopic_ranking_targets_name_places_in_the_questions_subtopic_and_are_the_subtopic_rank_lookup(tmp_path):
+    """``ranking = "subtopic"``: every training pool shows its profile per subtopic; the rank targets are the rank lookup
+    over the subtopics' rankings, and their reasoning names a worker by its place in the question's subtopic ("graph#1"),
+    which the runtime binds back to the very worker the plan chose, under fresh names too."""
+    import json
+    from pathlib import Path
+
+    from openconductor.manifest import ManifestError
+    from openconductor.policies.lm import area_keys, binding
+    from openconductor.sim.plan_search import BUCKET
+    from openconductor.sim.questions import SUBTOPIC_NAMES
+    from openconductor.train import copy_data
+    from openconductor.train.config import PromptSettings
+    from openconductor.train.sim_eval import rank_lookup_plans, trained_ranking
+    from openconductor.train.sim_general import CopySettings, PromptShape, build, rank_lookup_table, shown_pool
+    from openconductor.workflow import parse_and_validate
+
+    settings = CopySettings(pools=2, per_pool=48, training_pool_examples=8, targets="mixed", rank_questions=1, ranking="subtopic",
+                            search=SearchSettings(screen=4, rank=4, top=1))
+    data = build(settings, Path(POOL), PromptShape(show="ranking", rank_aliases=True, rename_workers=True))
+    table = rank_lookup_table(Path(POOL), frozenset(), settings, "subtopic")
+    keys = area_keys(list(SUBTOPIC_NAMES.values()))
+    prompt = PromptSettings(show="ranking", ids_follow_names=True, rank_aliases=True)
+    words = 0
+    for p, (searched, (prompts, targets)) in enumerate(zip(data.searched, data.groups)):
+        assert all(set(w.profile) == set(SUBTOPIC_NAMES.values()) for w in searched.spec.workers if w.provider == "simulated")
+        assert "\nalgebra: " in prompts[0][0]["content"]
+        if p:  # generated pools: the subtopic table's plans
+            assert rank_lookup_plans(searched.spec, searched.questions, table, BUCKET, "subtopic") == [b.plan for b in searched.best]
+        for i, (q, best, text) in enumerate(zip(searched.questions, searched.best, targets)):
+            named = re.findall(r"\b([a-z]+)#\d", text.splitlines()[0])
+            words += len(named)
+            assert set(named) <= {keys[SUBTOPIC_NAMES[q.subtopic]]}  # places in the question's own subtopic only
+            names, aliases = binding(prompt, shown_pool(searched.spec, p, i, True))  # as the example showed the pool
+            bound = parse_and_validate(text, len(searched.spec.workers), max_steps=3, names=names, aliases=aliases)
+            assert [s.worker for s in bound.steps] == [s.worker for s in best.plan.steps]
+    assert words > 40
+    with pytest.raises(ValueError, match="area, subtopic"):
+        CopySettings(ranking="bucket")
+    area_key = copy_data.data_key(CopySettings(), Path(POOL), test_n=10, eval_seed=1000)
+    assert "ranking" not in area_key["copy"]  # files searched before the option load as they did
+    assert copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)["copy"]["ranking"] == "subtopic"
+    # A conductor copied so is scored on pools shown the same way: its manifest says how; a record it cannot read is refused.
+    manifest = tmp_path / "openconductor.json"
+    manifest.write_text(json.dumps({"format": "openconductor-conductor/1", "copy": {"settings": {"ranking": "subtopic"}}}))
+    assert trained_ranking(str(tmp_path)) == "subtopic" and trained_ranking("builtin:sim-general") == "area"
+    for bad in ({"settings": {"ranking": "bucket"}}, {"settings": "subtopic"}, ["subtopic"]):
+        manifest.write_text(json.dumps({"format": "openconductor-conductor/1", "copy": bad}))
+        with pytest.raises(ManifestError, match="copy"):
+            trained_ranking(str(tmp_path))
+
+
 def test_a_copy_started_from_a_trained_conductor_takes_its_adapter_and_refuses_one_of_other_layers(tmp_path):
     """``--init``: the copy starts from a conductor's weights; an adapter of other LoRA layers is refused by name,
     where peft alone would drop it (or leave layers fresh) without a word."""
@@ -393,6 +445,34 @@ def test_the_cli_gives_the_search_its_targets_price_and_rank_questions(monkeypat
     seen = []
     monkeypatch.setattr(sim_general, "search_run", lambda cfg, settings: seen.append(settings) or tmp_path)
     sim_general.main(["examples/train_sim_general_ranks.toml", "--stage", "search", "--targets", "mixed", "--token-weight", "0.025",
-                      "--rank-questions", "20", "--output-dir", str(tmp_path)])
+                      "--rank-questions", "20", "--ranking", "subtopic", "--output-dir", str(tmp_path)])
     (settings,) = seen
-    assert (settings.targets, settings.search.token_weight, settings.rank_questions) == ("mixed", 0.025, 20)
+    assert (settings.targets, settings.search.token_weight, settings.rank_questions, settings.ranking) == ("mixed", 0.025, 20, "subtopic")
+
+
+def test_grpo_refuses_another_ranking_than_its_warmup_was_copied_with(tmp_path):
+    import json
+
+    from openconductor.train.config import load_train_config
+    from openconductor.train.sim_general import CopySettings, grpo_run
+
+    (tmp_path / "warmup").mkdir()
+    (tmp_path / "warmup" / "openconductor.json").write_text(json.dumps({"format": "openconductor-conductor/1", "copy": {"settings": {"ranking": "subtopic"}}}))
+    cfg = load_train_config("examples/train_sim_general_ranks.toml", {"run.output_dir": str(tmp_path)})
+    with pytest.raises(ValueError, match="per subtopic, and GRPO was asked for --ranking area: pass --ranking subtopic"):
+        grpo_run(cfg, CopySettings())
+
+
+def test_grpo_takes_the_ranking_its_warmup_was_copied_with_when_none_is_given(monkeypatch, tmp_path):
+    import json
+
+    from openconductor.train import sim_general
+
+    (tmp_path / "warmup").mkdir()
+    (tmp_path / "warmup" / "openconductor.json").write_text(json.dumps({"format": "openconductor-conductor/1", "copy": {"settings": {"ranking": "subtopic"}}}))
+    seen = []
+    monkeypatch.setattr(sim_general, "grpo_run", lambda cfg, settings, per_pool: seen.append(settings.ranking) or tmp_path)
+    monkeypatch.setattr(sim_general, "search_run", lambda cfg, settings: seen.append(settings.ranking) or tmp_path)
+    for stage in ("grpo", "search"):
+        sim_general.main(["examples/train_sim_general_ranks.toml", "--stage", stage, "--output-dir", str(tmp_path)])
+    assert seen == ["subtopic", "area"]

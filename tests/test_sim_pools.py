@@ -72,6 +72,34 @@ def test_sim_pool_command_writes_the_pool_and_refuses_bad_sizes(tmp_path):
     assert out.read_text() == pool_toml(generate_pool(4, held_out=True), checkpoint="builtin:sim-general")
     bad = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--min-workers", "5", "--max-workers", "2"])
     assert bad.exit_code != 0 and "min_workers" in bad.output
+    sub = tmp_path / "sub.toml"
+    result = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(sub), "--profile", "subtopic"])
+    assert result.exit_code == 0, result.output
+    assert load_pool(sub).workers[0].profile.keys() >= {"algebra", "graph algorithms", "financial modelling"}
+    bad = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(sub), "--profile", "bucket"])
+    assert bad.exit_code != 0 and "area, subtopic" in bad.output
+
+
+def test_a_pool_profiled_per_subtopic_shows_each_subtopics_ranking_and_its_rank_words_name_places_there():
+    """``profile = "subtopic"``: 16 ranking lines, one per subtopic; the words "graph#1", "number#2" name the places of
+    ``subtopic_ranking`` (the rank lookup's), and the area ranking (the other lookup's) is the same as on the area file."""
+    from openconductor.policies.lm import area_keys, describe_pool, rank_aliases
+    from openconductor.sim.pools import area_ranking, subtopic_ranking, with_profile
+    from openconductor.sim.questions import SUBTOPIC_NAMES
+
+    pool = generate_pool(10_001)
+    by_area, by_subtopic = pool_spec(pool), pool_spec(pool, profile="subtopic")
+    lines = describe_pool(by_subtopic, "ranking").split("Measured accuracy alone, best first:\n")[1].splitlines()
+    assert [line.split(":")[0] for line in lines] == list(SUBTOPIC_NAMES.values())
+    keys = area_keys(list(SUBTOPIC_NAMES.values()))
+    assert len(set(keys.values())) == 16 and keys["graph algorithms"] == "graph" and keys["number theory"] == "number"
+    words = dict(rank_aliases(by_subtopic))
+    for (_, subtopic), order in subtopic_ranking(by_area).items():
+        assert [words[f"{keys[SUBTOPIC_NAMES[subtopic]]}#{k}"] for k in (1, 2, 3)] == order[:3]
+    assert area_ranking(by_subtopic) == area_ranking(by_area)
+    assert with_profile(by_subtopic, "area") == by_area and with_profile(by_area, "subtopic") == by_subtopic
+    with pytest.raises(ValueError, match="unknown profile 'bucket'"):
+        pool_toml(pool, profile="bucket")
 
 
 def test_the_sim_task_asks_v3_questions_graded_against_the_worlds_answers():
@@ -200,3 +228,20 @@ def test_the_subtopic_ranking_puts_a_subtopic_specialist_first_where_the_area_ra
     with pytest.raises(ValueError, match="mixes rankings"):
         rank_search([(declared(s), subtopic_ranking(s)) for s in specs[:2]], questions, GROUPINGS["domain"], ranked_by=RANKINGS["subtopic"][1])
     assert set(rank_search([(declared(s), subtopic_ranking(s)) for s in specs[:2]], questions, GROUPINGS[BUCKET], ranked_by=RANKINGS["subtopic"][1]))
+
+
+def test_sim_pool_writes_the_profile_its_checkpoint_was_copied_to_read(tmp_path):
+    import json
+
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "openconductor.json").write_text(json.dumps({"format": "openconductor-conductor/1", "copy": {"settings": {"ranking": "subtopic"}}}))
+    out = tmp_path / "p.toml"
+    result = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--checkpoint", str(ckpt)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text() == pool_toml(generate_pool(4), checkpoint=str(ckpt), profile="subtopic")
+    result = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--checkpoint", str(ckpt), "--profile", "area"])
+    assert result.exit_code == 0 and out.read_text() == pool_toml(generate_pool(4), checkpoint=str(ckpt))
+    (ckpt / "openconductor.json").write_text(json.dumps({"format": "openconductor-conductor/1", "copy": {"settings": {"ranking": "bucket"}}}))
+    bad = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--checkpoint", str(ckpt)])
+    assert bad.exit_code != 0 and "ranking = 'bucket'" in bad.output

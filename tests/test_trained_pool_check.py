@@ -71,3 +71,22 @@ def test_a_ranking_conductor_is_refused_where_nothing_is_measured_and_warns_wher
     assert spec.conductor.show == show and caplog.text.rstrip().endswith("left out of it: gpt-4o")
     # Simulated workers are measured in their world: no profile needed in the file.
     trained_conductor(_pool(tmp_path, 5), ckpt, engine="transformers")
+
+
+def test_a_conductor_copied_on_subtopic_rankings_warns_on_a_pool_ranked_per_area(tmp_path, caplog):
+    """Its rank words ("graph#1") bind only where the pool's profile ranks subtopics: elsewhere it is warned about, with
+    how to profile the pool; on a pool profiled per subtopic, and for a conductor copied on areas, nothing is said."""
+    ckpt = _checkpoint(tmp_path, prompt={"show": "ranking", "max_steps": 3, "rank_aliases": True}, pool={"name": "sim", "workers": ["a"]},
+                       copy={"settings": {"ranking": "subtopic"}})
+    by_area = _pool(tmp_path, 5)
+    with caplog.at_level("WARNING"):
+        trained_conductor(by_area, ckpt, engine="transformers")
+    assert "one ranking line per subtopic" in caplog.text and "--profile subtopic" in caplog.text
+    caplog.clear()
+    path = tmp_path / "sub.toml"
+    path.write_text(pool_toml(generate_pool(5), profile="subtopic"))
+    with caplog.at_level("WARNING"):
+        trained_conductor(load_pool(path), ckpt, engine="transformers")
+        (tmp_path / "area").mkdir()
+        trained_conductor(by_area, _checkpoint(tmp_path / "area", prompt={"show": "ranking", "max_steps": 3}), engine="transformers")
+    assert "subtopic" not in caplog.text

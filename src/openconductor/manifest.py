@@ -18,6 +18,7 @@ from .pool import PoolView
 
 MANIFEST = "openconductor.json"
 FORMAT = "openconductor-conductor/1"
+RANKINGS = ("area", "subtopic")  # what a pool's measured profile ranks, per line (sim.pools.PROFILES)
 
 
 class ManifestError(ValueError):
@@ -68,6 +69,20 @@ class ConductorManifest(BaseModel):
     stage: Optional[str] = None  # "format warm-up" for a warm-up export
     selection: Optional[dict[str, Any]] = None  # the warm-up's target search summary (train/search.py)
     warmup_losses: Optional[list[Optional[float]]] = None  # the supervised warm-up's loss per batch
+
+    @property
+    def ranking(self) -> str:
+        """Whose measured ranking the pools it was copied on showed (a simulated copy's ``copy.settings.ranking``):
+        "area" (4 lines, the default, and what a manifest without the record means) or "subtopic" (16 lines; its rank
+        words, "graph#1", bind only on a pool profiled per subtopic). Any other record is refused."""
+        copy = (self.model_extra or {}).get("copy")
+        settings = copy.get("settings") if isinstance(copy, dict) else None
+        value = settings.get("ranking", "area") if isinstance(settings, dict) else "area"
+        if copy is not None and not isinstance(copy, dict) or settings is not None and not isinstance(settings, dict):
+            raise ManifestError(f"the manifest's copy record is not an object with settings: {copy!r}")
+        if value not in RANKINGS:
+            raise ManifestError(f"the manifest records copy.settings.ranking = {value!r}; this version knows {', '.join(RANKINGS)}")
+        return value
 
     @property
     def gguf_declared(self) -> bool:

@@ -231,6 +231,8 @@ def check_pool_fits(manifest: ConductorManifest, spec: PoolSpec, path: Path) -> 
     each area's ranking by measured accuracy (show = "profile" or "ranking") is refused on a pool where nothing is measured."""
     if manifest.prompt.show in RANKED_VIEWS:
         _check_profiles(spec, path, manifest.prompt.show)
+        if manifest.ranking == "subtopic":
+            _check_subtopic_lines(spec, path)
     if (manifest.prompt.show or "ids") != "ids":
         return
     trained_on, here = trained_workers(manifest), [w.name for w in spec.workers]
@@ -254,6 +256,18 @@ def _check_profiles(spec: PoolSpec, path: Path, show: str) -> None:
     if unmeasured:
         log.warning("conductor %s reads each area's ranking by measured accuracy; pool %r's workers without a profile are "
                     "left out of it: %s", path, spec.name, ", ".join(unmeasured))
+
+
+def _check_subtopic_lines(spec: PoolSpec, path: Path) -> None:
+    from ..policies.lm import ranked_by_area
+    from ..sim.questions import SUBTOPIC_NAMES
+
+    lines = list(ranked_by_area(spec))
+    if not set(lines) & set(SUBTOPIC_NAMES.values()):
+        log.warning("conductor %s was copied reading one ranking line per subtopic (\"graph algorithms: ...\"), and pool %r's "
+                    "profiles rank %s: its rank words (\"graph#1\") will not bind, and it plans by names alone. Profile the pool per "
+                    "subtopic (`conductor sim-pool --profile subtopic`, or profile keys such as algebra and \"graph algorithms\")",
+                    path, spec.name, ", ".join(lines) or "nothing")
 
 
 class TransformersOptions(BaseModel):

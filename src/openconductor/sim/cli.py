@@ -18,16 +18,30 @@ def sim_pool_command(
     checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="A trained conductor the pool names (e.g. builtin:sim-general)."),
     min_workers: int = typer.Option(3, help="Fewest workers."),
     max_workers: int = typer.Option(8, help="Most workers."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="Each worker's measured accuracy per 'area' (4 ranking lines) or per 'subtopic' "
+                                          "(16). Default: as the --checkpoint was trained to read, else area."),
 ):
     """Write a random SIMULATED pool (world v3) generated from a seed: workers, descriptions, prices, limits."""
-    from .pools import generate_pool, pool_toml
+    from .pools import PROFILES, generate_pool, pool_toml
 
+    if profile is None and checkpoint:
+        from ..manifest import ManifestError, read_manifest
+        from ..pool import PoolConfigError
+        from ..providers.transformers_local import checkpoint_path
+
+        try:
+            profile = read_manifest(checkpoint_path(checkpoint)).ranking
+        except (PoolConfigError, ManifestError) as exc:
+            fail(f"--checkpoint {checkpoint}: {exc}")
+    profile = profile or "area"
+    if profile not in PROFILES:
+        fail(f"--profile {profile!r}: use one of {', '.join(PROFILES)}")
     try:
         pool = generate_pool(seed, held_out=held_out, min_workers=min_workers, max_workers=max_workers)
     except ValueError as exc:
         fail(str(exc))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(pool_toml(pool, latency=latency, checkpoint=checkpoint))
+    out.write_text(pool_toml(pool, latency=latency, checkpoint=checkpoint, profile=profile))
     console.print(f"wrote {out}: pool {pool.name}, {len(pool.workers)} SIMULATED workers ({', '.join(f'{w.name} [{w.family}]' for w in pool.workers)})",
                   markup=False, highlight=False)
 

@@ -40,6 +40,8 @@ def data_key(settings: CopySettings, training_pool: Path, *, test_n: int, eval_s
     copy = dataclasses.asdict(settings)
     if copy["targets"] == "search":  # the targets' source as data written before it could be chosen recorded it: absent
         del copy["targets"], copy["rank_questions"]
+    if copy["ranking"] == "area":  # likewise the ranking, before it could be chosen
+        del copy["ranking"]
     return {"copy": copy, "training_pool_sha256": hashlib.sha256(Path(training_pool).read_bytes()).hexdigest(),
             "test_n": test_n, "eval_seed": eval_seed}
 

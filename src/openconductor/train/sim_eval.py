@@ -150,6 +150,15 @@ def moa_plans(spec: PoolSpec, questions: Sequence[Question], seed: int = 0) -> l
     return asyncio.run(plans())
 
 
+def trained_ranking(checkpoint: str) -> str:
+    """The ranking a conductor's copy showed every training pool by (``CopySettings.ranking``, recorded in its
+    manifest): "subtopic" when its pools' profiles were measured per subtopic, else "area". Score it on pools shown
+    the same way (``sim.pools.with_profile``); its rank words name places in that ranking."""
+    from ..providers.transformers_local import checkpoint_path, read_manifest
+
+    return read_manifest(checkpoint_path(checkpoint)).ranking
+
+
 def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Question], *, batch_size: int = 32,
                     model=None, temperature: float = 0.0, seed: int = 0, show: Optional[PoolView] = None) -> tuple[list[Optional[Workflow]], list[int]]:
     """(plan or None when it does not parse, the conductor's own tokens) per question, greedy (or sampled at

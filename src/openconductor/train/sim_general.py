@@ -23,17 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..policies.lm import area_keys, conductor_messages
+from ..policies.lm import area_keys, conductor_messages, ranked_by_area
 from ..policies.lm import rank_aliases as ranking_words
 from ..pool import WORKER_VIEWS, PoolSpec, PoolView, load_pool
-from ..sim.pools import DOMAIN_AREA, generate_pool, pool_spec, renamed
-from ..sim.questions import Question
+from ..sim.pools import DOMAIN_AREA, RANKINGS, generate_pool, pool_spec, renamed, with_profile
+from ..sim.questions import SUBTOPIC_NAMES, Question
 from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Workflow
 from ..sim.plan_search import AGGREGATE, BUCKET, CHECK, IMPLEMENT, PLAN, SOLVE, Scored, SearchSettings, search_pool
 from .data import TrainRow
 from .prefix_sft import copy_plans
-from .trainer import weights_file
+from .trainer import init_source, weights_file
 
 log = logging.getLogger(__name__)
 
@@ -80,24 +80,34 @@ class CopySettings:
     # "mixed": the training pool's own (it is seen, so its lookup is the bar there), the rank lookup's elsewhere.
     targets: str = "search"
     rank_questions: int = 5  # "ranks": questions per bucket and pool the rank table is found on (unseen_pools.py's)
+    # Whose measured ranking every training pool shows (its workers' ``profile``) and the rank table's places are in:
+    # the question's area, or its subtopic (``sim.pools.RANKINGS``; 16 ranking lines, rank words like "graph#1").
+    ranking: str = "area"
 
     def __post_init__(self) -> None:
         if self.targets not in TARGETS:
             raise ValueError(f"copy targets must be one of {', '.join(TARGETS)}, got {self.targets!r}")
+        if self.ranking not in RANKINGS:
+            raise ValueError(f"the ranking must be one of {', '.join(RANKINGS)}, got {self.ranking!r}")
 
 
 def training_pools(settings: CopySettings, training_pool: Path) -> list[PoolSpec]:
-    """The training pool, then the generated ones (training families only)."""
-    return [load_pool(training_pool)] + [pool_spec(generate_pool(settings.pool_seed + i)) for i in range(settings.pools)]
+    """The training pool, then the generated ones (training families only), each worker's profile measured per
+    ``settings.ranking`` (the training pool's file has none: it is measured the same way)."""
+    pools = [load_pool(training_pool)] + [pool_spec(generate_pool(settings.pool_seed + i)) for i in range(settings.pools)]
+    return [with_profile(spec, settings.ranking) for spec in pools] if settings.ranking != "area" else pools
 
 
 def reasoning(plan: Workflow, spec: PoolSpec, question: Question, rank_aliases: bool = False) -> str:
     """The target's one line: level, subtopic, and each step's role and worker name, within the grammar's bound.
-    With ``rank_aliases``, a worker among the best of the question's area is named by its place there ("math#1")."""
+    With ``rank_aliases``, a worker among the best of the question's area is named by its place there ("math#1"), or
+    of its subtopic where the pool's profile ranks subtopics ("graph#1")."""
     head = f"{question.level} {_SHORT.get(question.subtopic, question.subtopic)}"
     names = [spec.workers[s.worker].name for s in plan.steps]
     if rank_aliases:
-        area = area_keys(list(DOMAIN_AREA.values()))[DOMAIN_AREA[question.domain]] + "#"
+        lines = list(ranked_by_area(spec))
+        line = SUBTOPIC_NAMES[question.subtopic] if SUBTOPIC_NAMES[question.subtopic] in lines else DOMAIN_AREA[question.domain]
+        area = area_keys(lines or list(DOMAIN_AREA.values())).get(line, line) + "#"
         place = {i: word for word, i in ranking_words(spec) if word.startswith(area)}
         names = [place.get(s.worker, n) for s, n in zip(plan.steps, names)]
     for body in (", ".join(f"{_ROLE_WORDS.get(s.subtask, 'solve')} {n}" for s, n in zip(plan.steps, names)), ", ".join(names)):
@@ -140,7 +150,7 @@ def search(settings: CopySettings, training_pool: Path, *, exclude: frozenset[st
     taken = exclude | {q.text for q in searched}
     counts = [settings.training_pool_examples] + [settings.per_pool] * settings.pools
     asked = make_questions(sum(counts), settings.question_seed, exclude=taken)
-    ranks = rank_targets(rank_table_of(pools, searched, settings)) if settings.targets != "search" else None
+    ranks = rank_targets(rank_table_of(pools, searched, settings, settings.ranking), settings.ranking) if settings.targets != "search" else None
     out, used = [], 0
     for p, (spec, count) in enumerate(zip(pools, counts)):
         questions = asked[used : used + count]
@@ -187,7 +197,7 @@ def rank_lookup_table(training_pool: Path, exclude: frozenset[str], settings: Op
     return rank_table_of(training_pools(settings, training_pool), search_questions(settings, exclude), settings, ranking)
 
 
-def rank_targets(table: dict):
+def rank_targets(table: dict, ranking: str = "area"):
     """For ``targets = "ranks"``: the rank lookup ``table`` (``rank_lookup_table``, the one ``unseen_pools.py``
     scores) as a function (pool, its questions) -> each question's bucket plan on that pool's ranking, scored as
     in the table (its mean over the pools)."""
@@ -196,7 +206,7 @@ def rank_targets(table: dict):
     log.info("rank table: %d buckets", len(table))
 
     def best(spec: PoolSpec, questions: list[Question]) -> list[Scored]:
-        plans = rank_lookup_plans(spec, questions, table, BUCKET)
+        plans = rank_lookup_plans(spec, questions, table, BUCKET, ranking)
         return [dataclasses.replace(table[q.bucket], plan=plan) for q, plan in zip(questions, plans)]
 
     return best
@@ -242,19 +252,8 @@ def summary(data: CopyData, settings: CopySettings, seconds_copy: Optional[float
     return {"pools": len(by_pool), "examples": len(data.rows), "search_seconds": round(data.seconds, 1), "copy_seconds": seconds_copy,
             "settings": {"pools": settings.pools, "pool_seed": settings.pool_seed, "per_pool": settings.per_pool,
                          "training_pool_examples": settings.training_pool_examples, "search_screen": settings.search.screen, "search_rank": settings.search.rank, "search_finalists": settings.search.finalists,
-                         "token_weight": settings.search.token_weight, "targets": settings.targets, "rank_questions": settings.rank_questions}}
-
-
-def _source(init: Optional[Path]) -> Optional[dict]:
-    """What a copy started from, for its manifest: the directory and a digest of its weights."""
-    if init is None:
-        return None
-    weights = weights_file(init)
-    if weights is None:
-        raise FileNotFoundError(f"{init}: no trained conductor there (adapter_model.safetensors or model.safetensors)")
-    import hashlib
-
-    return {"path": str(init), "sha256": hashlib.sha256(weights.read_bytes()).hexdigest()}
+                         "token_weight": settings.search.token_weight, "targets": settings.targets, "rank_questions": settings.rank_questions,
+                         "ranking": settings.ranking}}
 
 
 def _copy_key(cfg, settings: CopySettings, test_n: int) -> dict:
@@ -318,7 +317,7 @@ def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1
     extra = {"stage": "search-and-copy across generated pools", "copy": summary(data, settings, round(time.monotonic() - started, 1)),
              "copy_run": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "max_batches": max_batches, "max_minutes": max_minutes,
                           "batches": len(losses), "device": str(model.device), "copy_data": str(data_file) if data_file else None,
-                          "init": _source(init)},
+                          "init": init_source(init) if init is not None else None},
              "warmup_losses": losses}
     return export(model, tokenizer, out / "warmup", cfg, extra=extra)
 
@@ -371,6 +370,12 @@ def grpo_run(cfg, settings: CopySettings, *, per_pool: int = 16, test_n: int = 1
     shipped recipes; ``reward.token_weight`` prices tokens too); exports RUN/final."""
     from .trainer import build_trainer, export, load_model, load_weights
 
+    from ..manifest import read_manifest
+
+    copied = read_manifest(cfg.output_dir / "warmup").ranking
+    if copied != settings.ranking:
+        raise ValueError(f"{cfg.output_dir / 'warmup'} was copied with the pools' profiles per {copied}, and GRPO was asked for "
+                         f"--ranking {settings.ranking}: pass --ranking {copied}, or copy again")
     pools = training_pools(settings, cfg.pool_path)
     union, indices = union_pool(pools)
     exclude = held_out_texts(test_n, cfg.data.eval_seed)
@@ -381,6 +386,7 @@ def grpo_run(cfg, settings: CopySettings, *, per_pool: int = 16, test_n: int = 1
     started = time.monotonic()
     trainer.train()
     extra = {"stage": "GRPO across generated pools after search-and-copy", "grpo_rows": len(rows), "pools": len(pools),
+             "copy": {"settings": {"ranking": settings.ranking}},  # how its pools are shown (ConductorManifest.ranking)
              "train_seconds": round(time.monotonic() - started, 1), "global_step": trainer.state.global_step}
     return export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra=extra)
 
@@ -398,12 +404,15 @@ def add_search_arguments(ap) -> None:
                     help="the price, per 1,000 tokens, that the plan search and the rank lookup rank plans by (the copy's targets)")
     ap.add_argument("--rank-questions", type=int, default=CopySettings.rank_questions,
                     help="training-side questions per bucket and training pool the rank lookup (the copy's targets on generated pools) is found on")
+    ap.add_argument("--ranking", choices=list(RANKINGS), default=None,
+                    help="every training pool's profile and the rank lookup's places: per area (4 ranking lines) or per subtopic (16); "
+                         "default area, and for --stage grpo as RUN/warmup was copied")
 
 
 def search_settings(args) -> CopySettings:
     """``CopySettings`` from the options of ``add_search_arguments``."""
     return CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples, targets=args.targets,
-                        rank_questions=args.rank_questions, search=SearchSettings(token_weight=args.token_weight))
+                        rank_questions=args.rank_questions, ranking=args.ranking or CopySettings.ranking, search=SearchSettings(token_weight=args.token_weight))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -465,6 +474,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         overrides["run.output_dir"] = str(Path(args.output_dir).resolve())  # from here, not from the config's folder
     cfg = load_train_config(args.config, overrides)
     settings = search_settings(args)
+    if args.stage == "grpo" and args.ranking is None:  # GRPO shows the pools as its warm-up was copied on them
+        from ..manifest import read_manifest
+
+        settings = dataclasses.replace(settings, ranking=read_manifest(cfg.output_dir / "warmup").ranking)
     if args.stage == "search":
         print(search_run(cfg, settings))
     if args.stage in ("copy", "both"):
