@@ -97,6 +97,12 @@ def test_a_pool_profiled_per_subtopic_shows_each_subtopics_ranking_and_its_rank_
     for (_, subtopic), order in subtopic_ranking(by_area).items():
         assert [words[f"{keys[SUBTOPIC_NAMES[subtopic]]}#{k}"] for k in (1, 2, 3)] == order[:3]
     assert area_ranking(by_subtopic) == area_ranking(by_area)
+    assert subtopic_ranking(by_subtopic) == subtopic_ranking(by_area)  # the file's numbers are the measurement
+    # Where a file says otherwise, its numbers rank (as its prompt lines show them), not a fresh measurement.
+    last = subtopic_ranking(by_area)[("lcb", "graphs")][-1]
+    edited = by_subtopic.model_copy(update={"workers": [w.model_copy(update={"profile": {**w.profile, "graph algorithms": 1.0}}) if i == last else w
+                                                        for i, w in enumerate(by_subtopic.workers)]})
+    assert subtopic_ranking(edited)[("lcb", "graphs")][0] == last == dict(rank_aliases(edited))["graph#1"]
     assert with_profile(by_subtopic, "area") == by_area and with_profile(by_area, "subtopic") == by_subtopic
     with pytest.raises(ValueError, match="unknown profile 'bucket'"):
         pool_toml(pool, profile="bucket")

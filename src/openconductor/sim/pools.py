@@ -303,10 +303,15 @@ def with_profile(spec, profile: str = "area"):
 
 def subtopic_ranking(spec) -> dict[tuple[str, str], list[int]]:
     """Per (domain, subtopic), the pool's worker ids best first by measured accuracy alone on that subtopic's share
-    of the profile's questions (60 each, rounded as the profile is; ties: pool order). Finer than ``area_ranking``:
+    of the profile's questions (60 each, rounded as the profile is; ties: pool order), or by the pool file's own profile
+    where it is per subtopic (``subtopic_profile``: the numbers its ranking lines show). Finer than ``area_ranking``:
     a worker strong in one subtopic of an area it is middling in (``options.subtopics``) comes first there."""
     ids = [i for i, w in enumerate(spec.workers) if w.provider == "simulated"]
-    accuracy = {i: dict(_measured_subtopics(json.dumps(spec.workers[i].options, sort_keys=True), spec.workers[i].name)) for i in ids}
+    names = {(d, s): SUBTOPIC_NAMES[s] for d in DOMAINS for s in SUBTOPICS[d]}
+    if ids and all(set(names.values()) <= set(spec.workers[i].profile) for i in ids):  # a file profiled per subtopic: its numbers rank
+        accuracy = {i: {key: spec.workers[i].profile[name] for key, name in names.items()} for i in ids}
+    else:
+        accuracy = {i: dict(_measured_subtopics(json.dumps(spec.workers[i].options, sort_keys=True), spec.workers[i].name)) for i in ids}
     keys = accuracy[ids[0]] if ids else {}
     return {key: sorted(ids, key=lambda i: (-accuracy[i][key], i)) for key in keys}
 
