@@ -53,8 +53,7 @@ def main() -> int:
     results = []
     for ckpt in args.conductor:
         model = load_checkpoint(checkpoint_path(ckpt))  # loaded once for both views
-        shows = trained_ranking(ckpt)  # its ranking lines as its copy's pools showed them (the file's own: per area)
-        profiled = with_profile(spec, shows) if shows != "area" else spec
+        profiled = with_profile(spec, trained_ranking(ckpt))  # its ranking lines as its copy's pools showed them
         plans, own = conductor_plans(ckpt, profiled, questions, model=model)
         results.append(run_plans(f"conductor {ckpt}", spec, questions, plans, own))
         if args.show:

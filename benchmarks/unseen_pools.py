@@ -95,8 +95,7 @@ def main() -> int:
     start = time.perf_counter()
     for unseen in unseen_pools(seeds, questions, held_out=args.held_out):
         spec, best, router, search, moa = unseen.spec, unseen.best_single, unseen.router, unseen.search, unseen.moa
-        # ids and workers as in spec: only the ranking lines differ (the generated file's own profile is per area)
-        shown = {c: with_profile(spec, p) if p != "area" else spec for c, p in profiles.items()}
+        shown = {c: with_profile(spec, p) for c, p in profiles.items()}  # ids and workers as in spec: only the ranking lines differ
         plans, own = conductor_plans(args.conductor, shown[args.conductor], questions, model=model, show=args.show)
         conductor = run_plans("conductor", spec, questions, plans, own)
         ranks = {key: run_plans(names[key], spec, questions, rank_lookup_plans(spec, questions, table, BUCKET, key[0])) for key, table in tables.items()}

@@ -291,14 +291,19 @@ def subtopic_profile(worker) -> dict[str, float]:
 PROFILES = {"area": measured_profile, "subtopic": subtopic_profile}  # what a generated pool file's ``profile`` measures
 
 
+PROFILE_KEYS = {"area": frozenset(DOMAIN_AREA.values()), "subtopic": frozenset(SUBTOPIC_NAMES.values())}
+
+
 def with_profile(spec, profile: str = "area"):
-    """``spec`` (a PoolSpec) with every simulated worker's ``profile`` measured per area or per subtopic (``PROFILES``):
-    what its ranking lines, and a profile-reading conductor's rank words, are over. Other workers are kept as they are."""
+    """``spec`` (a PoolSpec) with every simulated worker's ``profile`` per area or per subtopic (``PROFILES``): what its
+    ranking lines, and a profile-reading conductor's rank words, are over. A worker whose file already holds that
+    profile's keys keeps its numbers (the file is what its prompt shows); the others are measured. Other providers'
+    workers are kept as they are."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: use one of {', '.join(PROFILES)}")
-    measure = PROFILES[profile]
-    return spec.model_copy(update={"workers": [w.model_copy(update={"profile": measure(w)}) if w.provider == "simulated" else w
-                                               for w in spec.workers]})
+    measure, keys = PROFILES[profile], PROFILE_KEYS[profile]
+    return spec.model_copy(update={"workers": [w.model_copy(update={"profile": measure(w)}) if w.provider == "simulated" and not keys <= set(w.profile)
+                                               else w for w in spec.workers]})
 
 
 def subtopic_ranking(spec) -> dict[tuple[str, str], list[int]]:
@@ -306,14 +311,9 @@ def subtopic_ranking(spec) -> dict[tuple[str, str], list[int]]:
     of the profile's questions (60 each, rounded as the profile is; ties: pool order), or by the pool file's own profile
     where it is per subtopic (``subtopic_profile``: the numbers its ranking lines show). Finer than ``area_ranking``:
     a worker strong in one subtopic of an area it is middling in (``options.subtopics``) comes first there."""
-    ids = [i for i, w in enumerate(spec.workers) if w.provider == "simulated"]
-    names = {(d, s): SUBTOPIC_NAMES[s] for d in DOMAINS for s in SUBTOPICS[d]}
-    if ids and all(set(names.values()) <= set(spec.workers[i].profile) for i in ids):  # a file profiled per subtopic: its numbers rank
-        accuracy = {i: {key: spec.workers[i].profile[name] for key, name in names.items()} for i in ids}
-    else:
-        accuracy = {i: dict(_measured_subtopics(json.dumps(spec.workers[i].options, sort_keys=True), spec.workers[i].name)) for i in ids}
-    keys = accuracy[ids[0]] if ids else {}
-    return {key: sorted(ids, key=lambda i: (-accuracy[i][key], i)) for key in keys}
+    workers = with_profile(spec, "subtopic").workers
+    ids = [i for i, w in enumerate(workers) if w.provider == "simulated"]
+    return {(d, s): sorted(ids, key=lambda i: (-workers[i].profile[SUBTOPIC_NAMES[s]], i)) for d in DOMAINS for s in SUBTOPICS[d]} if ids else {}
 
 
 def area_ranking(spec) -> dict[str, list[int]]:
@@ -321,9 +321,7 @@ def area_ranking(spec) -> dict[str, list[int]]:
     the ranking a ``show = "profile"`` conductor is shown (``policies.lm.ranking``), as ids."""
     from ..policies.lm import ranked_by_area  # the same rule as the ranking the prompt shows
 
-    areas = set(DOMAIN_AREA.values())
-    by_area = all(areas <= set(w.profile) for w in spec.workers if w.provider == "simulated" and w.profile)
-    ranked = ranked_by_area(spec if by_area else with_profile(spec, "area"), top=None)  # a file profiled per subtopic: measured per area
+    ranked = ranked_by_area(with_profile(spec, "area"), top=None)  # a file profiled per subtopic: measured per area
     return {d: [i for _, i in ranked.get(area, [])] for d, area in DOMAIN_AREA.items()}
 
 

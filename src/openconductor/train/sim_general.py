@@ -95,7 +95,7 @@ def training_pools(settings: CopySettings, training_pool: Path) -> list[PoolSpec
     """The training pool, then the generated ones (training families only), each worker's profile measured per
     ``settings.ranking`` (the training pool's file has none: it is measured the same way)."""
     pools = [load_pool(training_pool)] + [pool_spec(generate_pool(settings.pool_seed + i)) for i in range(settings.pools)]
-    return [with_profile(spec, settings.ranking) for spec in pools] if settings.ranking != "area" else pools
+    return [with_profile(spec, settings.ranking) for spec in pools]
 
 
 def reasoning(plan: Workflow, spec: PoolSpec, question: Question, rank_aliases: bool = False) -> str:
