@@ -33,7 +33,7 @@ from ..workflow import Workflow
 from ..sim.plan_search import AGGREGATE, BUCKET, CHECK, IMPLEMENT, PLAN, SOLVE, Scored, SearchSettings, search_pool
 from .data import TrainRow
 from .prefix_sft import copy_plans
-from .trainer import init_source, weights_file
+from .trainer import init_checkpoint, init_source
 
 log = logging.getLogger(__name__)
 
@@ -454,15 +454,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         ap.error("--token-weight prices the copy's targets; GRPO's price is reward.token_weight (--set reward.token_weight=...)")
     init = None
     if args.init:
-        from ..pool import PoolConfigError
-        from ..providers.transformers_local import checkpoint_path
+        from .config import TrainConfigError
 
         try:
-            init = checkpoint_path(args.init).resolve()
-        except PoolConfigError as exc:
-            ap.error(f"--init: {exc}")
-        if weights_file(init) is None:
-            ap.error(f"--init {args.init}: no trained conductor there (adapter_model.safetensors or model.safetensors)")
+            init = init_checkpoint(args.init, "--init").resolve()
+        except TrainConfigError as exc:
+            ap.error(str(exc))
     data_file = Path(args.copy_data).resolve() if args.copy_data else None
     if data_file is not None and not data_file.is_file():
         ap.error(f"--copy-data {args.copy_data}: no such file (write it with --stage search)")

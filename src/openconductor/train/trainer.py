@@ -148,17 +148,18 @@ WARMUP_TARGETS = "warmup_targets.jsonl"
 Targets = tuple[list[TrainRow], list[str], Optional[dict]]  # the warm-up's rows, their target texts, a summary for its manifest
 
 
-def init_checkpoint(ref: str) -> Path:
-    """``model.init``'s directory (a path or builtin:NAME), refused with what to do when it holds no trained weights."""
+def init_checkpoint(ref: str, option: str = "model.init") -> Path:
+    """The directory of a trained conductor to start from (a path or builtin:NAME), refused with what to do when it
+    holds no trained weights (``option``: how the user gave it, for the message)."""
     from ..pool import PoolConfigError
     from ..providers.transformers_local import checkpoint_path
 
     try:
         path = checkpoint_path(ref)
     except PoolConfigError as exc:
-        raise TrainConfigError(f"model.init: {exc}") from exc
+        raise TrainConfigError(f"{option}: {exc}") from exc
     if weights_file(path) is None:
-        raise TrainConfigError(f"model.init = {ref!r}: no trained conductor there (adapter_model.safetensors or model.safetensors); "
+        raise TrainConfigError(f"{option} = {ref!r}: no trained conductor there (adapter_model.safetensors or model.safetensors); "
                                "name a conductor's directory or builtin:NAME")
     return path
 
