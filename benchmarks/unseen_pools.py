@@ -17,7 +17,8 @@ other conductors on the same pools and questions, a column each, and the conduct
 ``--show VIEW``: the conductor is prompted with that view of each pool instead of the one it was trained with
 (``pool.PoolView``; e.g. ``ranking``, the names and measured ranking without descriptions), a probe of what it reads.
 Each conductor sees each pool's profile measured as its copy's training pools were (per area, or per subtopic:
-``sim_eval.trained_ranking``; ``--profile`` overrides). ``--rank RANKING:PRICE`` (repeatable; default area:0.012):
+``sim_eval.trained_ranking``; ``--profile`` overrides), measured on ``--profile-questions`` questions a pool (960 by
+default, the pool files' own; the rank lookups read the same measurement). ``--rank RANKING:PRICE`` (repeatable; default area:0.012):
 the rank lookups to score, over the area's or the subtopic's ranking at that token price, a column and a margin each.
 """
 
@@ -33,7 +34,7 @@ from openconductor.pool import WORKER_VIEWS
 from openconductor.sim.plan_search import BUCKET
 from openconductor.sim.world_v3 import make_questions
 from openconductor.sim.plan_search import SearchSettings
-from openconductor.sim.pools import PROFILES, RANKINGS, with_profile
+from openconductor.sim.pools import PROFILE_QUESTIONS, PROFILES, RANKINGS, profile_size, with_profile
 from openconductor.train.sim_eval import conductor_plans, pooled_bootstrap, rank_lookup_plans, run_plans, trained_ranking, unseen_pools
 from openconductor.train.sim_general import CopySettings, rank_lookup_table
 
@@ -65,9 +66,16 @@ def main() -> int:
                     help="prompt the conductor with this view of each pool instead of the one it was trained with (a probe of what it reads)")
     ap.add_argument("--profile", choices=list(PROFILES), default=None,
                     help="show every conductor each pool's profile per area or per subtopic (default: as each was trained)")
+    ap.add_argument("--profile-questions", type=int, default=None,
+                    help="measure each pool's profile on this many questions (default: 960, as sim-pool writes it; more is finer)")
     ap.add_argument("--rank", type=rank_spec, action="append", default=None, metavar="RANKING:PRICE",
                     help="a rank lookup to score (repeatable): over the area's or the subtopic's ranking at that price (default area:0.012)")
     args = ap.parse_args()
+    if args.profile_questions is not None:
+        try:
+            profile_size(args.profile_questions)
+        except ValueError as exc:
+            ap.error(f"--profile-questions: {exc}")
     lookups = args.rank or [("area", SearchSettings.token_weight)]
     from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
 
@@ -82,7 +90,8 @@ def main() -> int:
     names = {key: f"rank lookup ({key[0]}, {key[1]:g})" for key in tables}
     profiles = {c: args.profile or trained_ranking(c) for c in [args.conductor, *others]}
     print("SIMULATED: world v3, generated pools never trained on; accuracy % on", args.n, "held-out questions per pool; "
-          "profiles shown: " + ", ".join(f"{c} per {p}" for c, p in profiles.items()))
+          "profiles shown: " + ", ".join(f"{c} per {p}" for c, p in profiles.items())
+          + f", measured on {args.profile_questions or PROFILE_QUESTIONS} questions a pool")
     extra = "".join(f" {c} |" for c in others)
     ranked = "".join(f" {n} |" for n in names.values())
     print(f"| seed | held-out families | workers | conductor | best single | oracle router | search re-run |{ranked} vs oracle | vs search |"
@@ -95,10 +104,11 @@ def main() -> int:
     start = time.perf_counter()
     for unseen in unseen_pools(seeds, questions, held_out=args.held_out):
         spec, best, router, search, moa = unseen.spec, unseen.best_single, unseen.router, unseen.search, unseen.moa
-        shown = {c: with_profile(spec, p) for c, p in profiles.items()}  # ids and workers as in spec: only the ranking lines differ
+        shown = {c: with_profile(spec, p, args.profile_questions) for c, p in profiles.items()}  # ids and workers as in spec: only the ranking lines differ
+        measured = {r: with_profile(spec, r, args.profile_questions) for r, _ in tables}  # what each rank lookup's places are over
         plans, own = conductor_plans(args.conductor, shown[args.conductor], questions, model=model, show=args.show)
         conductor = run_plans("conductor", spec, questions, plans, own)
-        ranks = {key: run_plans(names[key], spec, questions, rank_lookup_plans(spec, questions, table, BUCKET, key[0])) for key, table in tables.items()}
+        ranks = {key: run_plans(names[key], spec, questions, rank_lookup_plans(measured[key[0]], questions, table, BUCKET, key[0])) for key, table in tables.items()}
         pairs_single.append((conductor.correct, best.correct))
         pairs_router.append((conductor.correct, router.correct))
         pairs_search.append((conductor.correct, search.correct))

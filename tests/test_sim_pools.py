@@ -251,3 +251,27 @@ def test_sim_pool_writes_the_profile_its_checkpoint_was_copied_to_read(tmp_path)
     (ckpt / "openconductor.json").write_text(json.dumps({"format": "openconductor-conductor/1", "copy": {"settings": {"ranking": "bucket"}}}))
     bad = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--checkpoint", str(ckpt)])
     assert bad.exit_code != 0 and "ranking = 'bucket'" in bad.output
+
+
+def test_a_larger_profile_is_a_finer_measurement_of_the_same_skills_and_replaces_the_files_numbers(tmp_path):
+    from typer.testing import CliRunner
+
+    from openconductor.cli import app
+    from openconductor.sim.pools import PROFILE_QUESTIONS, subtopic_profile, with_profile
+
+    pool = generate_pool(10_001)
+    spec = pool_spec(pool, profile="subtopic")
+    fine = with_profile(spec, "subtopic", questions=4 * PROFILE_QUESTIONS)
+    assert fine == with_profile(spec, "subtopic", questions=4 * PROFILE_QUESTIONS)  # deterministic per size
+    assert with_profile(spec, "subtopic") == spec  # without a size, the file's own numbers stand
+    assert fine != spec and [w.profile for w in fine.workers] == [subtopic_profile(w, 4 * PROFILE_QUESTIONS) for w in spec.workers]
+    assert pool_spec(pool, profile="subtopic", profile_questions=4 * PROFILE_QUESTIONS) == fine
+    with pytest.raises(ValueError, match="at least 48 questions"):
+        with_profile(spec, "area", questions=47)
+    out = tmp_path / "fine.toml"
+    done = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--profile", "subtopic", "--profile-questions", "1920"])
+    assert done.exit_code == 0, done.output
+    assert "measured on 1920 questions" in out.read_text()
+    bad = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(tmp_path / "bad.toml"), "--profile-questions", "10"])
+    assert bad.exit_code != 0 and "at least 48 questions" in " ".join(bad.output.split())
+    assert not (tmp_path / "bad.toml").exists()

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from ..clikit import console, fail
+from .pools import PROFILE_QUESTIONS
 
 
 def sim_pool_command(
@@ -20,6 +21,8 @@ def sim_pool_command(
     max_workers: int = typer.Option(8, help="Most workers."),
     profile: Optional[str] = typer.Option(None, "--profile", help="Each worker's measured accuracy per 'area' (4 ranking lines) or per 'subtopic' "
                                           "(16). Default: as the --checkpoint was trained to read, else area."),
+    profile_questions: int = typer.Option(PROFILE_QUESTIONS, "--profile-questions", help="How many questions the profile is measured on "
+                                          "(960: 60 a subtopic; more is a finer measurement of the same skills)."),
 ):
     """Write a random SIMULATED pool (world v3) generated from a seed: workers, descriptions, prices, limits."""
     from .pools import PROFILES, generate_pool, pool_toml
@@ -40,8 +43,12 @@ def sim_pool_command(
         pool = generate_pool(seed, held_out=held_out, min_workers=min_workers, max_workers=max_workers)
     except ValueError as exc:
         fail(str(exc))
+    try:
+        text = pool_toml(pool, latency=latency, checkpoint=checkpoint, profile=profile, profile_questions=profile_questions)
+    except ValueError as exc:
+        fail(f"--profile-questions {profile_questions}: {exc}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(pool_toml(pool, latency=latency, checkpoint=checkpoint, profile=profile))
+    out.write_text(text)
     console.print(f"wrote {out}: pool {pool.name}, {len(pool.workers)} SIMULATED workers ({', '.join(f'{w.name} [{w.family}]' for w in pool.workers)})",
                   markup=False, highlight=False)
 

@@ -274,17 +274,26 @@ PROFILE_QUESTIONS = 960  # 240 a domain (about +-3 points), every bucket in its 
 PROFILE_SEED = 7_000
 
 
-def measured_profile(worker) -> dict[str, float]:
-    """A simulated worker's accuracy alone per area, measured on ``PROFILE_QUESTIONS`` world-v3 questions (what
+def profile_size(questions: int) -> int:
+    """``questions`` if a profile can be measured on that many (every bucket at least once), else a ValueError."""
+    from .world_v3 import buckets
+
+    if isinstance(questions, bool) or not isinstance(questions, int) or questions < len(buckets()):
+        raise ValueError(f"a profile needs at least {len(buckets())} questions (one in each of the world's buckets), got {questions!r}")
+    return questions
+
+
+def measured_profile(worker, questions: int = PROFILE_QUESTIONS) -> dict[str, float]:
+    """A simulated worker's accuracy alone per area, measured on ``questions`` world-v3 questions (what
     ``show = "profile"`` ranks the workers by; areas named as the descriptions name them)."""
-    return dict(_measured(json.dumps(worker.options, sort_keys=True), worker.name))
+    return dict(_measured(json.dumps(worker.options, sort_keys=True), worker.name, profile_size(questions)))
 
 
-def subtopic_profile(worker) -> dict[str, float]:
-    """A simulated worker's accuracy alone per *subtopic*, on the same questions (60 a subtopic), keyed by the
-    subtopic's name as descriptions and questions word it ("algebra", "graph algorithms"): a pool file with this
-    profile is ranked per subtopic (16 lines), and its rank words name places there ("graph#1")."""
-    measured = dict(_measured_subtopics(json.dumps(worker.options, sort_keys=True), worker.name))
+def subtopic_profile(worker, questions: int = PROFILE_QUESTIONS) -> dict[str, float]:
+    """A simulated worker's accuracy alone per *subtopic*, on the same questions (``questions / 16`` a subtopic: 60 by
+    default), keyed by the subtopic's name as descriptions and questions word it ("algebra", "graph algorithms"): a
+    pool file with this profile is ranked per subtopic (16 lines), and its rank words name places there ("graph#1")."""
+    measured = dict(_measured_subtopics(json.dumps(worker.options, sort_keys=True), worker.name, profile_size(questions)))
     return {SUBTOPIC_NAMES[s]: measured[(d, s)] for d in DOMAINS for s in SUBTOPICS[d]}
 
 
@@ -294,15 +303,18 @@ PROFILES = {"area": measured_profile, "subtopic": subtopic_profile}  # what a ge
 PROFILE_KEYS = {"area": frozenset(DOMAIN_AREA.values()), "subtopic": frozenset(SUBTOPIC_NAMES.values())}
 
 
-def with_profile(spec, profile: str = "area"):
+def with_profile(spec, profile: str = "area", questions: Optional[int] = None):
     """``spec`` (a PoolSpec) with every simulated worker's ``profile`` per area or per subtopic (``PROFILES``): what its
     ranking lines, and a profile-reading conductor's rank words, are over. A worker whose file already holds that
-    profile's keys keeps its numbers (the file is what its prompt shows); the others are measured. Other providers'
-    workers are kept as they are."""
+    profile's keys keeps its numbers (the file is what its prompt shows); the others are measured on
+    ``PROFILE_QUESTIONS``. ``questions``: measure every simulated worker on that many instead, replacing the file's
+    numbers (a larger profile is a finer measurement of the same skills). Other providers' workers are kept as they are."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: use one of {', '.join(PROFILES)}")
     measure, keys = PROFILES[profile], PROFILE_KEYS[profile]
-    return spec.model_copy(update={"workers": [w.model_copy(update={"profile": measure(w)}) if w.provider == "simulated" and not keys <= set(w.profile)
+    size = PROFILE_QUESTIONS if questions is None else profile_size(questions)
+    return spec.model_copy(update={"workers": [w.model_copy(update={"profile": measure(w, size)})
+                                               if w.provider == "simulated" and (questions is not None or not keys <= set(w.profile))
                                                else w for w in spec.workers]})
 
 
@@ -326,15 +338,15 @@ def area_ranking(spec) -> dict[str, list[int]]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _measured(options: str, name: str) -> tuple[tuple[str, float], ...]:
-    solo = _solo_on_profile(options, name)
+def _measured(options: str, name: str, questions: int) -> tuple[tuple[str, float], ...]:
+    solo = _solo_on_profile(options, name, questions)
     return tuple((DOMAIN_AREA[d], _share([ok for domain, _, ok in solo if domain == d])) for d in DOMAINS)
 
 
 @functools.lru_cache(maxsize=4096)
-def _measured_subtopics(options: str, name: str) -> tuple[tuple[tuple[str, str], float], ...]:
+def _measured_subtopics(options: str, name: str, questions: int) -> tuple[tuple[tuple[str, str], float], ...]:
     by_subtopic: dict[tuple[str, str], list[bool]] = {}
-    for domain, subtopic, ok in _solo_on_profile(options, name):
+    for domain, subtopic, ok in _solo_on_profile(options, name, questions):
         by_subtopic.setdefault((domain, subtopic), []).append(ok)
     return tuple((key, _share(v)) for key, v in sorted(by_subtopic.items()))
 
@@ -344,21 +356,21 @@ def _share(right: list[bool]) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _solo_on_profile(options: str, name: str) -> tuple[tuple[str, str, bool], ...]:
+def _solo_on_profile(options: str, name: str, questions: int) -> tuple[tuple[str, str, bool], ...]:
     """(domain, subtopic, right alone) of a simulated worker on each profile question: measured once, read by the
     area profile and the subtopic ranking."""
     from ..pool import WorkerSpec
     from .world_v3 import Profile, solo_correct
 
     profile = Profile.from_spec(WorkerSpec(name=name, provider="simulated", options=json.loads(options)))
-    return tuple((q.domain, q.subtopic, solo_correct(q.text, profile)) for q in _profile_questions())
+    return tuple((q.domain, q.subtopic, solo_correct(q.text, profile)) for q in _profile_questions(questions))
 
 
-@functools.lru_cache(maxsize=1)
-def _profile_questions():
+@functools.lru_cache(maxsize=4)
+def _profile_questions(questions: int = PROFILE_QUESTIONS):
     from .world_v3 import make_questions
 
-    return make_questions(PROFILE_QUESTIONS, PROFILE_SEED)
+    return make_questions(questions, PROFILE_SEED)
 
 
 # ------------------------------------------------------------------------------------------- pool files
@@ -374,30 +386,36 @@ def _toml_value(value) -> str:
     return json.dumps(value)
 
 
-def _profile_of(w: SimWorker, latency: bool, profile: str) -> dict:
+def _profile_of(w: SimWorker, latency: bool, profile: str, questions: int) -> dict:
     from ..pool import WorkerSpec
 
-    return PROFILES[profile](WorkerSpec(name=w.name, provider="simulated", options=w.options(latency=latency)))
+    return PROFILES[profile](WorkerSpec(name=w.name, provider="simulated", options=w.options(latency=latency)), questions)
 
 
-def pool_spec(pool: SimPool, *, latency: bool = False, checkpoint: Optional[str] = None, profile: str = "area") -> PoolSpec:
+def pool_spec(pool: SimPool, *, latency: bool = False, checkpoint: Optional[str] = None, profile: str = "area",
+              profile_questions: int = PROFILE_QUESTIONS) -> PoolSpec:
     """The pool as loaded from its file (``pool_toml``), without writing one."""
     import tomllib
 
     from ..pool import PoolSpec
 
-    return PoolSpec.model_validate(tomllib.loads(pool_toml(pool, latency=latency, checkpoint=checkpoint, profile=profile)))
+    return PoolSpec.model_validate(tomllib.loads(pool_toml(pool, latency=latency, checkpoint=checkpoint, profile=profile,
+                                                           profile_questions=profile_questions)))
 
 
-def pool_toml(pool: SimPool, *, latency: bool = False, checkpoint: Optional[str] = None, profile: str = "area") -> str:
+def pool_toml(pool: SimPool, *, latency: bool = False, checkpoint: Optional[str] = None, profile: str = "area",
+              profile_questions: int = PROFILE_QUESTIONS) -> str:
     """The pool as an ordinary pool file (TOML). ``checkpoint``: the trained conductor it names; ``profile``: each
-    worker's measured accuracy per area (4 ranking lines) or per subtopic (16; ``PROFILES``)."""
+    worker's measured accuracy per area (4 ranking lines) or per subtopic (16; ``PROFILES``), on
+    ``profile_questions`` questions."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: use one of {', '.join(PROFILES)}")
+    profile_size(profile_questions)
     lines = [
         f"# A SIMULATED pool generated by `conductor sim-pool --seed {pool.seed}{' --held-out' if pool.held_out else ''}` (openconductor.sim.pools).",
         "# Every worker is answered by world v3 (openconductor/sim/world_v3.py); nothing calls a model and every number",
         f"# measured on it is SIMULATED. Families: {', '.join(pool.families)}.",
+        f"# Each worker's profile: its accuracy alone per {profile}, measured on {profile_questions} questions.",
         f"name = {json.dumps(pool.name)}",
         # The fallback and the single-worker default: the best accuracy alone, averaged over the domains.
         f"strongest = {json.dumps(max(pool.workers, key=lambda w: sum(w.skills.values())).name)}",
@@ -413,7 +431,7 @@ def pool_toml(pool: SimPool, *, latency: bool = False, checkpoint: Optional[str]
             f"price_output_per_m = {w.price_out!r}",
             "concurrency = 64",
             f"options = {_toml_value(w.options(latency=latency))}",
-            f"profile = {_toml_value(_profile_of(w, latency, profile))}",
+            f"profile = {_toml_value(_profile_of(w, latency, profile, profile_questions))}",
             "",
         ]
     lines += ["[conductor]", 'show = "descriptions"', "max_steps = 3", "fine_grained_access = false"]
