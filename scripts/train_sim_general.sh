@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
-# The general conductor for SIMULATED world-v3 pools, end to end on 2 CPU cores (docs/simulation.md, "Fifth
-# step"): the rank-lookup recipe (workers named by their place in the pool's measured ranking), its copy
-# targets "mixed" (the training pool's own searched plans, the rank lookup's on the 60 generated pools),
-# a time-boxed copy (SmolLM2-135M + LoRA), then its table on the training pool and on unseen pools.
+# The general conductor for SIMULATED world-v3 pools, end to end on 2 CPU cores (docs/simulation.md): the rank-lookup
+# recipe (workers named by their place in the pool's measured ranking), its copy targets "mixed" (the training pool's
+# own searched plans, the rank lookup's on the 60 generated pools), a time-boxed copy (SmolLM2-135M + LoRA), then its
+# table on the training pool and on unseen pools.
 #   bash scripts/train_sim_general.sh [RUN_DIR] [UNSEEN_SEEDS]
-# Env: COPY_MAX_MIN (the copy's time box, default 50 minutes), PYTHON. About 2 h in all on an idle 2-core machine.
-# Every number it prints is SIMULATED.
+# RANKING=area (default; "Fifth step", about 2 h): places in each area's ranking, a fresh copy in a 50-minute box.
+# RANKING=subtopic ("Fourteenth step", how builtin:sim-subtopic was made, about 2 h 15 min): every pool profiled per
+#   subtopic, targets the subtopic table at a token price of 0.03 (960 training-pool examples), the ranking view,
+#   copied from builtin:sim-general (learning rate 5e-4) in a 75-minute box; the tables score the subtopic lookups.
+# Env: COPY_MAX_MIN (the copy's time box), PYTHON. Every number it prints is SIMULATED.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=$(realpath -m "${1:-runs/sim-general}")
 SEEDS=${2:-$(seq -s, 901 920)}
 PY=${PYTHON:-.venv/bin/python}
 CONFIG=examples/train_sim_general_ranks.toml
+case ${RANKING:-area} in
+  area)
+    RECIPE=(); COPY=(); BOX=50; TRAINING_POOL=(); UNSEEN=() ;;
+  subtopic)
+    RECIPE=(--training-pool-examples 960 --token-weight 0.03 --ranking subtopic --set prompt.show=ranking)
+    COPY=(--init builtin:sim-general --lr 5e-4); BOX=75
+    TRAINING_POOL=(--rank-price 0.03); UNSEEN=(--rank subtopic:0.012 --rank subtopic:0.03) ;;
+  *) echo "RANKING=${RANKING}: use area or subtopic" >&2; exit 2 ;;
+esac
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$RUN"
-"$PY" -m openconductor.train.sim_general "$CONFIG" --stage search --targets mixed --output-dir "$RUN" 2>&1 | tee "$RUN/search.log"
-"$PY" -m openconductor.train.sim_general "$CONFIG" --stage copy --targets mixed --copy-data "$RUN/copy_data.json.gz" --output-dir "$RUN" \
-    --epochs 1 --batch-size 8 --copy-max-minutes "${COPY_MAX_MIN:-50}" 2>&1 | tee "$RUN/copy.log"
-"$PY" benchmarks/sim_training_pool.py --conductor "$RUN/warmup" --n 1000 | tee "$RUN/training_pool_table.md" || true
-"$PY" benchmarks/unseen_pools.py --seeds "$SEEDS" --n 64 --conductor "$RUN/warmup" | tee "$RUN/unseen_pools_table.md"
+"$PY" -m openconductor.train.sim_general "$CONFIG" --stage search --targets mixed "${RECIPE[@]}" --output-dir "$RUN" 2>&1 | tee "$RUN/search.log"
+"$PY" -m openconductor.train.sim_general "$CONFIG" --stage copy --targets mixed "${RECIPE[@]}" --copy-data "$RUN/copy_data.json.gz" --output-dir "$RUN" \
+    "${COPY[@]}" --epochs 1 --batch-size 8 --copy-max-minutes "${COPY_MAX_MIN:-$BOX}" 2>&1 | tee "$RUN/copy.log"
+"$PY" benchmarks/sim_training_pool.py --conductor "$RUN/warmup" --n 1000 "${TRAINING_POOL[@]}" | tee "$RUN/training_pool_table.md" || true
+"$PY" benchmarks/unseen_pools.py --seeds "$SEEDS" --n 64 --conductor "$RUN/warmup" "${UNSEEN[@]}" | tee "$RUN/unseen_pools_table.md"

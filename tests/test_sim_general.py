@@ -179,10 +179,14 @@ def test_copy_data_of_another_run_or_a_bad_file_is_refused_with_what_differs(tmp
     path = copy_data.save(build(settings, Path(POOL), shape), tmp_path / copy_data.FILE_NAME, key)
     other = copy_data.data_key(CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=6, top=1)),
                                Path(POOL), test_n=10, eval_seed=1000)
-    with pytest.raises(copy_data.CopyDataError, match=r"copy.search.rank: 4 != 6"):
+    with pytest.raises(copy_data.CopyDataError, match=r"copy.search.rank: 4 in the file != 6 in this run"):
         copy_data.load(path, other, Path(POOL), shape)
-    with pytest.raises(copy_data.CopyDataError, match=r"eval_seed: 1000 != 7"):
+    with pytest.raises(copy_data.CopyDataError, match=r"eval_seed: 1000 in the file != 7 in this run"):
         copy_data.load(path, {**key, "eval_seed": 7}, Path(POOL), shape)
+    # a setting a key leaves out (older files never recorded it) is at its default, and the message says so
+    by_subtopic = copy_data.data_key(CopySettings(**{**settings.__dict__, "ranking": "subtopic"}), Path(POOL), test_n=10, eval_seed=1000)
+    with pytest.raises(copy_data.CopyDataError, match=r"copy.ranking: its default in the file != 'subtopic' in this run"):
+        copy_data.load(path, by_subtopic, Path(POOL), shape)
     with pytest.raises(copy_data.CopyDataError, match="not found"):
         copy_data.load(tmp_path / "missing.json.gz", key, Path(POOL), shape)
     (tmp_path / "bad.json.gz").write_text("not gzip")
@@ -253,7 +257,7 @@ def test_the_copy_data_check_names_what_differs_from_the_issue_scale(tmp_path, c
                           copy_data.data_key(settings, Path(POOL), test_n=1000, eval_seed=1000))
     with pytest.raises(SystemExit):
         copy_data.main(["examples/train_sim_general.toml", str(path)])
-    assert "copy.per_pool: 4 != 48" in capsys.readouterr().err
+    assert "copy.per_pool: 4 in the file != 48 in this run" in capsys.readouterr().err
 
 
 def test_a_general_conductor_over_generated_pools_refuses_a_pool_shown_by_ids_or_names():
@@ -418,11 +422,11 @@ def test_copy_data_searched_at_another_price_is_refused_and_the_checker_takes_th
     path = copy_data.save(build(settings, Path(POOL), PromptShape()), tmp_path / copy_data.FILE_NAME, key)
     default_price = copy_data.data_key(CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=4, top=1)),
                                        Path(POOL), test_n=1000, eval_seed=1000)
-    with pytest.raises(copy_data.CopyDataError, match=r"copy.search.token_weight: 0.03 != 0.012"):
+    with pytest.raises(copy_data.CopyDataError, match=r"copy.search.token_weight: 0.03 in the file != 0.012 in this run"):
         copy_data.load(path, default_price, Path(POOL), PromptShape())
     with pytest.raises(SystemExit):
         copy_data.main(["examples/train_sim_general.toml", str(path), "--token-weight", "0.03", "--training-pool-examples", "4"])
-    assert "copy.per_pool: 4 != 48" in capsys.readouterr().err  # the price and the examples as given now match: what is left differs
+    assert "copy.per_pool: 4 in the file != 48 in this run" in capsys.readouterr().err  # the price and the examples as given now match: what is left differs
 
 
 def test_a_higher_token_price_never_makes_the_rank_lookup_dearer():

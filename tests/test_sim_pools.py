@@ -275,3 +275,19 @@ def test_a_larger_profile_is_a_finer_measurement_of_the_same_skills_and_replaces
     bad = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(tmp_path / "bad.toml"), "--profile-questions", "10"])
     assert bad.exit_code != 0 and "at least 48 questions" in " ".join(bad.output.split())
     assert not (tmp_path / "bad.toml").exists()
+
+
+def test_a_profiled_worker_of_another_provider_takes_its_place_in_the_subtopic_ranking_as_the_prompt_shows_it():
+    from openconductor.policies.lm import area_keys, rank_aliases
+    from openconductor.pool import WorkerSpec
+    from openconductor.sim.pools import subtopic_ranking
+    from openconductor.sim.questions import SUBTOPIC_NAMES
+
+    spec = pool_spec(generate_pool(10_001), profile="subtopic")
+    outside = WorkerSpec(name="outside", provider="python", profile={name: 0.99 for name in SUBTOPIC_NAMES.values()})
+    mixed = spec.model_copy(update={"workers": [*spec.workers, outside]})
+    order, words, keys = subtopic_ranking(mixed), dict(rank_aliases(mixed)), area_keys(list(SUBTOPIC_NAMES.values()))
+    new = len(spec.workers)
+    for (_, subtopic), places in order.items():
+        assert places[0] == new and places[1:] == subtopic_ranking(spec)[(_, subtopic)]  # first everywhere, the rest as before
+        assert words[f"{keys[SUBTOPIC_NAMES[subtopic]]}#1"] == new  # the prompt's words name the same places

@@ -322,10 +322,15 @@ def subtopic_ranking(spec) -> dict[tuple[str, str], list[int]]:
     """Per (domain, subtopic), the pool's worker ids best first by measured accuracy alone on that subtopic's share
     of the profile's questions (60 each, rounded as the profile is; ties: pool order), or by the pool file's own profile
     where it is per subtopic (``subtopic_profile``: the numbers its ranking lines show). Finer than ``area_ranking``:
-    a worker strong in one subtopic of an area it is middling in (``options.subtopics``) comes first there."""
-    workers = with_profile(spec, "subtopic").workers
-    ids = [i for i, w in enumerate(workers) if w.provider == "simulated"]
-    return {(d, s): sorted(ids, key=lambda i: (-workers[i].profile[SUBTOPIC_NAMES[s]], i)) for d in DOMAINS for s in SUBTOPICS[d]} if ids else {}
+    a worker strong in one subtopic of an area it is middling in (``options.subtopics``) comes first there. Ranked by
+    the rule the prompt's lines and rank words follow (``policies.lm.ranked_by_area``), so a pool's other workers with
+    a per-subtopic profile take their places as the prompt shows them."""
+    from ..policies.lm import ranked_by_area
+
+    ranked = ranked_by_area(with_profile(spec, "subtopic"), top=None)
+    if not any(SUBTOPIC_NAMES[s] in ranked for d in DOMAINS for s in SUBTOPICS[d]):
+        return {}
+    return {(d, s): [i for _, i in ranked.get(SUBTOPIC_NAMES[s], [])] for d in DOMAINS for s in SUBTOPICS[d]}
 
 
 def area_ranking(spec) -> dict[str, list[int]]:

@@ -105,7 +105,8 @@ def _settings(copy: dict) -> CopySettings:
 
 
 def _differences(found: dict, wanted: dict, prefix: str = "") -> str:
-    """The settings that differ, as ``name: file's value != this run's``."""
+    """The settings that differ, as ``name: file's value != this run's`` (a setting a key leaves out is at its default:
+    keys omit defaults that older files never recorded)."""
     out = []
     for k in sorted(set(found) | set(wanted)):
         a, b = found.get(k), wanted.get(k)
@@ -113,7 +114,8 @@ def _differences(found: dict, wanted: dict, prefix: str = "") -> str:
             inner = _differences(a, b, f"{prefix}{k}.")
             out += [inner] if inner else []
         elif a != b:
-            out.append(f"{prefix}{k}: {a!r} != {b!r}")
+            shown = [repr(v) if k in side else "its default" for v, side in ((a, found), (b, wanted))]
+            out.append(f"{prefix}{k}: {shown[0]} in the file != {shown[1]} in this run")
     return "; ".join(out)
 
 
