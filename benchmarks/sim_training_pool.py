@@ -11,7 +11,8 @@ the places in the question's area's ranking per bucket, found across every train
 question's *subtopic's* measured ranking, ``rank_lookup_prices.py --ranking subtopic``), both at ``--rank-price``. Intervals: paired bootstrap
 over the questions against the per-domain and the per-subtopic lookups (and against the first conductor
 when several are given: what GRPO adds over its warm-up; or with ``--show``, the same conductor prompted with
-another view of the pool). Exits 1 when the first conductor
+another view of the pool; or with ``--profile-questions N``, the same conductor reading the pool's profile measured on N
+questions instead of 960, the rank lookups likewise). Exits 1 when the first conductor
 misses a goal: >= per-domain lookup + 3 and >= per-subtopic lookup.
 """
 
@@ -24,7 +25,7 @@ from pathlib import Path
 from openconductor.pool import WORKER_VIEWS, load_pool
 from openconductor.sim.plan_search import BUCKET, SearchSettings
 from openconductor.sim.world_v3 import make_questions
-from openconductor.sim.pools import with_profile
+from openconductor.sim.pools import profile_size, with_profile
 from openconductor.train.sim_eval import conductor_plans, lookup_plans, moa_plans, rank_lookup_plans, run_plans, single_plans, table, trained_ranking
 from openconductor.train.sim_general import CopySettings, rank_lookup_table
 
@@ -41,8 +42,16 @@ def main() -> int:
     ap.add_argument("--show", choices=WORKER_VIEWS, default=None,
                     help="also score each conductor prompted with this view of the pool instead of the one it was trained with "
                          "(a probe of what it reads; rows compared with the first conductor)")
+    ap.add_argument("--profile-questions", type=int, default=None,
+                    help="also score each conductor and the rank lookups with the pool's profile measured on this many questions "
+                         "(default profile: 960; rows compared with the first conductor)")
     ap.add_argument("--rank-price", type=float, default=SearchSettings.token_weight, help="the token price the rank lookups are found at")
     args = ap.parse_args()
+    if args.profile_questions is not None:
+        try:
+            profile_size(args.profile_questions)
+        except ValueError as exc:
+            ap.error(f"--profile-questions: {exc}")
     from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
 
     spec = load_pool(args.pool)
@@ -59,6 +68,9 @@ def main() -> int:
         if args.show:
             shown = conductor_plans(ckpt, profiled, questions, model=model, show=args.show)
             results.append(run_plans(f"conductor {ckpt} (show = {args.show})", spec, questions, *shown))
+        if args.profile_questions:
+            finer = conductor_plans(ckpt, with_profile(spec, trained_ranking(ckpt), args.profile_questions), questions, model=model)
+            results.append(run_plans(f"conductor {ckpt} (profile on {args.profile_questions} questions)", spec, questions, *finer))
     results += [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
     results.append(run_plans("MoA (7 proposers + random aggregator)", spec, questions, moa_plans(spec, questions)))
     results += [run_plans(k, spec, questions, v) for k, v in lookup_plans(spec, questions, search_questions, LABELS, settings).items()]
@@ -66,10 +78,14 @@ def main() -> int:
     for ranking, label in (("area", "rank lookup (per bucket, over ranks)"), ("subtopic", "rank lookup (per bucket, over the subtopic's ranks)")):
         ranks = rank_lookup_table(args.pool, frozenset(q.text for q in questions), priced, ranking)
         results.append(run_plans(label, spec, questions, rank_lookup_plans(spec, questions, ranks, BUCKET, ranking)))
+        if args.profile_questions:
+            measured = with_profile(spec, ranking, args.profile_questions)
+            results.append(run_plans(f"{label} (profile on {args.profile_questions} questions)", spec, questions,
+                                     rank_lookup_plans(measured, questions, ranks, BUCKET, ranking)))
     print(f"SIMULATED: world v3, pool {spec.name}, {args.n} held-out questions (eval seed {args.eval_seed})")
     against = ["best lookup: one plan per domain", "best lookup: one plan per subtopic", "oracle per-domain router"]
     # With several conductors (e.g. RUN/warmup then RUN/final) the others are also compared with the first.
-    print(table(results, against + ([results[0].system] if len(args.conductor) > 1 or args.show else [])))
+    print(table(results, against + ([results[0].system] if len(args.conductor) > 1 or args.show or args.profile_questions else [])))
     if not args.conductor:
         return 0
     acc = {r.system: r.accuracy for r in results}
