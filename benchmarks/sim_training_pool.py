@@ -25,7 +25,7 @@ from pathlib import Path
 from openconductor.pool import WORKER_VIEWS, load_pool
 from openconductor.sim.plan_search import BUCKET, SearchSettings
 from openconductor.sim.world_v3 import make_questions
-from openconductor.sim.pools import profile_size, with_profile
+from openconductor.sim.pools import profile_size_arg, with_profile
 from openconductor.train.sim_eval import conductor_plans, lookup_plans, moa_plans, rank_lookup_plans, run_plans, single_plans, table, trained_ranking
 from openconductor.train.sim_general import CopySettings, rank_lookup_table
 
@@ -42,16 +42,11 @@ def main() -> int:
     ap.add_argument("--show", choices=WORKER_VIEWS, default=None,
                     help="also score each conductor prompted with this view of the pool instead of the one it was trained with "
                          "(a probe of what it reads; rows compared with the first conductor)")
-    ap.add_argument("--profile-questions", type=int, default=None,
+    ap.add_argument("--profile-questions", type=profile_size_arg, default=None,
                     help="also score each conductor and the rank lookups with the pool's profile measured on this many questions "
                          "(default profile: 960; rows compared with the first conductor)")
     ap.add_argument("--rank-price", type=float, default=SearchSettings.token_weight, help="the token price the rank lookups are found at")
     args = ap.parse_args()
-    if args.profile_questions is not None:
-        try:
-            profile_size(args.profile_questions)
-        except ValueError as exc:
-            ap.error(f"--profile-questions: {exc}")
     from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
 
     spec = load_pool(args.pool)
@@ -62,14 +57,15 @@ def main() -> int:
     results = []
     for ckpt in args.conductor:
         model = load_checkpoint(checkpoint_path(ckpt))  # loaded once for both views
-        profiled = with_profile(spec, trained_ranking(ckpt))  # its ranking lines as its copy's pools showed them
+        trained = trained_ranking(ckpt)
+        profiled = with_profile(spec, trained)  # its ranking lines as its copy's pools showed them
         plans, own = conductor_plans(ckpt, profiled, questions, model=model)
         results.append(run_plans(f"conductor {ckpt}", spec, questions, plans, own))
         if args.show:
             shown = conductor_plans(ckpt, profiled, questions, model=model, show=args.show)
             results.append(run_plans(f"conductor {ckpt} (show = {args.show})", spec, questions, *shown))
         if args.profile_questions:
-            finer = conductor_plans(ckpt, with_profile(spec, trained_ranking(ckpt), args.profile_questions), questions, model=model)
+            finer = conductor_plans(ckpt, with_profile(spec, trained, args.profile_questions), questions, model=model)
             results.append(run_plans(f"conductor {ckpt} (profile on {args.profile_questions} questions)", spec, questions, *finer))
     results += [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
     results.append(run_plans("MoA (7 proposers + random aggregator)", spec, questions, moa_plans(spec, questions)))

@@ -34,7 +34,7 @@ from openconductor.pool import WORKER_VIEWS
 from openconductor.sim.plan_search import BUCKET
 from openconductor.sim.world_v3 import make_questions
 from openconductor.sim.plan_search import SearchSettings
-from openconductor.sim.pools import PROFILE_QUESTIONS, PROFILES, RANKINGS, profile_size, with_profile
+from openconductor.sim.pools import PROFILE_QUESTIONS, PROFILES, RANKINGS, profile_size_arg, with_profile
 from openconductor.train.sim_eval import conductor_plans, pooled_bootstrap, rank_lookup_plans, run_plans, trained_ranking, unseen_pools
 from openconductor.train.sim_general import CopySettings, rank_lookup_table
 
@@ -66,16 +66,11 @@ def main() -> int:
                     help="prompt the conductor with this view of each pool instead of the one it was trained with (a probe of what it reads)")
     ap.add_argument("--profile", choices=list(PROFILES), default=None,
                     help="show every conductor each pool's profile per area or per subtopic (default: as each was trained)")
-    ap.add_argument("--profile-questions", type=int, default=None,
+    ap.add_argument("--profile-questions", type=profile_size_arg, default=None,
                     help="measure each pool's profile on this many questions (default: 960, as sim-pool writes it; more is finer)")
     ap.add_argument("--rank", type=rank_spec, action="append", default=None, metavar="RANKING:PRICE",
                     help="a rank lookup to score (repeatable): over the area's or the subtopic's ranking at that price (default area:0.012)")
     args = ap.parse_args()
-    if args.profile_questions is not None:
-        try:
-            profile_size(args.profile_questions)
-        except ValueError as exc:
-            ap.error(f"--profile-questions: {exc}")
     lookups = args.rank or [("area", SearchSettings.token_weight)]
     from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
 

@@ -192,6 +192,34 @@ def test_the_candidates_come_from_the_pool():
     assert all(len(c.workflow.steps) <= 2 for c in candidate_set(spec, 2))
 
 
+def test_a_pool_workflow_the_conductor_cannot_write_is_named_with_the_reason_not_dropped_silently(tmp_path, world):
+    from openconductor.train.fit import Hooks, candidates_for, context, note_left_out
+
+    settings = _settings(tmp_path)
+    with open(settings.pool, "a") as pool:
+        for name, subtasks in (("short", ["Add the numbers."]), ("wordy", ["Add the numbers. " * 6]), ("long", ["Add.", "Check.", "Answer."])):
+            pool.write(f"[workflows.{name}]\ndescription = \"{name}\"\nsteps = [\n"
+                       + "".join(f'  {{ worker = "calc", subtask = "{t}", access = "all" }},\n' for t in subtasks) + "]\n")
+    with open(settings.recipe, "a") as recipe:
+        recipe.write("[rollout]\nconstrained = true\nreason_chars = 96\nsubtask_chars = 72\n")
+
+    class Notes(Hooks):
+        said: list[str] = []
+
+        def note(self, text):
+            self.said.append(text)
+
+    ctx = context(settings, Notes())
+    note_left_out(ctx)
+    said = " ".join(Notes.said)
+    assert "[workflows.wordy] is left out of the search's candidates: the conductor cannot write it: a subtask is longer than 72 characters" in said
+    assert "[workflows.long] is left out of the search's candidates: it has 3 steps, more than the conductor's 2" in said
+    assert "[workflows.short]" not in said and len(Notes.said) == 2
+    names = [c.name for c in candidates_for(ctx, None)]
+    assert "pool:short" in names and "pool:wordy" not in names and "pool:long" not in names
+    assert plan_fit(settings)["left_out"] == Notes.said  # the dry run says it before anything is spent
+
+
 def test_bad_input_is_a_typed_error_that_says_what_to_do(tmp_path, world):
     f = _files(tmp_path)
     with pytest.raises(FitDataError, match="not both"):
@@ -315,3 +343,21 @@ def test_a_stage_without_a_count_stops_its_clock_when_it_ends():
         time.sleep(0.05)
         assert copy.elapsed == frozen
     assert evaluate.completed == 2 and evaluate.total == 2 and evaluate.finished  # an ended count stage shows what it did
+
+
+def test_the_exact_form_wording_cut_for_the_fit_is_a_candidate_and_the_probed_one_is_not(tmp_path):
+    """examples/workflows/code-exact-fit.toml exists to be searched by the fit (docs/fit.md); code-exact.toml's
+    subtask is longer than the fit recipe's bound, which the fit says rather than dropping it silently."""
+    from openconductor.train.fit import candidates_for, context, left_out_notes
+
+    root = Path(__file__).resolve().parents[1]
+    pool = (root / "src" / "openconductor" / "data" / "local_pool.toml").read_text()
+    for name in ("code-exact-fit", "code-exact"):
+        body = (root / "examples" / "workflows" / f"{name}.toml").read_text()
+        pool += f"\n[workflows.{name}]\n" + body[body.index("description"):]
+    (tmp_path / "pool.toml").write_text(pool)
+    ctx = context(FitSettings(pool=str(tmp_path / "pool.toml"), out=tmp_path / "out", eval_n=0))
+    names = [c.name for c in candidates_for(ctx, None)]
+    assert "pool:code-exact-fit" in names and "pool:code-exact" not in names
+    assert left_out_notes(ctx) == ["[workflows.code-exact] is left out of the search's candidates: the conductor cannot write it: "
+                                   "a subtask is longer than 280 characters (rollout.subtask_chars in the recipe), or has a character it cannot write"]

@@ -1,6 +1,8 @@
 """Fixed workflows as a policy (`fixed:NAME` from the pool file, `fixed:FILE.toml`), on simulated workers
 (labelled: no model is involved; the numbers here are not measurements)."""
 
+from pathlib import Path
+
 import pytest
 
 from openconductor.policies import PolicyError
@@ -61,11 +63,12 @@ def test_eval_specs_check_fixed_workflows_up_front(tmp_path):
         make_policy("fixed", workflow=str(bad))
 
 
-@pytest.mark.parametrize("name", ["facts-then-code", "plain-code"])
+EXAMPLES = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "examples" / "workflows").glob("*.toml"))
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
 def test_the_example_workflow_files_resolve_on_the_offline_pool(name):
     """examples/workflows/*.toml (the plan shapes docs/fit.md probed) name the default pool's workers."""
-    from pathlib import Path
-
     from openconductor.pool import load_default_pool
 
     path = Path(__file__).resolve().parents[1] / "examples" / "workflows" / f"{name}.toml"

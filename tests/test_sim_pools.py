@@ -277,6 +277,20 @@ def test_a_larger_profile_is_a_finer_measurement_of_the_same_skills_and_replaces
     assert not (tmp_path / "bad.toml").exists()
 
 
+def test_the_benchmarks_refuse_a_profile_size_with_a_usage_error_that_says_why(capsys):
+    import argparse
+
+    from openconductor.sim.pools import profile_size_arg
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profile-questions", type=profile_size_arg)
+    assert ap.parse_args(["--profile-questions", "3840"]).profile_questions == 3840
+    for bad, why in (("10", "at least 48 questions"), ("many", "'many' is not a whole number")):
+        with pytest.raises(SystemExit):
+            ap.parse_args(["--profile-questions", bad])
+        assert why in capsys.readouterr().err
+
+
 def test_a_profiled_worker_of_another_provider_takes_its_place_in_the_subtopic_ranking_as_the_prompt_shows_it():
     from openconductor.policies.lm import area_keys, rank_aliases
     from openconductor.pool import WorkerSpec

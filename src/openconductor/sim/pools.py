@@ -283,6 +283,20 @@ def profile_size(questions: int) -> int:
     return questions
 
 
+def profile_size_arg(text: str) -> int:
+    """``profile_size`` as a command line's ``type=``: a usage error that says what size is needed."""
+    import argparse
+
+    try:
+        questions = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    try:
+        return profile_size(questions)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def measured_profile(worker, questions: int = PROFILE_QUESTIONS) -> dict[str, float]:
     """A simulated worker's accuracy alone per area, measured on ``questions`` world-v3 questions (what
     ``show = "profile"`` ranks the workers by; areas named as the descriptions name them)."""
@@ -312,7 +326,7 @@ def with_profile(spec, profile: str = "area", questions: Optional[int] = None):
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: use one of {', '.join(PROFILES)}")
     measure, keys = PROFILES[profile], PROFILE_KEYS[profile]
-    size = PROFILE_QUESTIONS if questions is None else profile_size(questions)
+    size = PROFILE_QUESTIONS if questions is None else profile_size(questions)  # refused even where no worker is simulated
     return spec.model_copy(update={"workers": [w.model_copy(update={"profile": measure(w, size)})
                                                if w.provider == "simulated" and (questions is not None or not keys <= set(w.profile))
                                                else w for w in spec.workers]})

@@ -100,6 +100,20 @@ def candidate_set(spec: PoolSpec, max_steps: int, accuracy: Optional[dict[str, f
     return _distinct([c for c in out if len(c.workflow.steps) <= max_steps and admits(c.text)])
 
 
+def declared_left_out(spec: PoolSpec, max_steps: int, admits: Callable[[str], bool] = lambda text: True,
+                      bound: str = "its bound") -> dict[str, str]:
+    """The pool's own workflows that ``candidate_set`` leaves out, each with the reason: the conductor could
+    never write them, so the search cannot pick them (a user who declared one should hear why it is missing)."""
+    out = {}
+    for key, fixed in spec.workflows.items():
+        steps = fixed.resolve(spec).steps
+        if len(steps) > max_steps:
+            out[key] = f"it has {len(steps)} steps, more than the conductor's {max_steps} (max_steps)"
+        elif not admits(_declared(fixed.resolve(spec), fixed.description)):
+            out[key] = f"the conductor cannot write it: a subtask is longer than {bound}, or has a character it cannot write"
+    return out
+
+
 def _declared(workflow: Workflow, description: str) -> str:
     """A pool's fixed workflow as the conductor would write it: one line of printable reasoning."""
     about = " ".join(description.encode("ascii", "ignore").decode().split())[:72].rstrip(" ;,.") or "the pool's fixed workflow"

@@ -300,6 +300,8 @@ def _fit_dry_run(settings) -> None:
     for name, e in {**plan["stages"], "total": plan["total"]}.items():
         console.print(f"  {name:<9} {e['runs']:>6,} runs  {e['calls']:>6,} calls  {e['tokens']:>10,} tokens  ${e['cost_usd']:.4f}", highlight=False)
     console.print("calls per worker: " + ", ".join(f"{w} {n:,}" for w, n in plan["total"]["per_worker"].items()), highlight=False)
+    for text in plan["left_out"]:
+        console.print(text, style="yellow", markup=False, highlight=False)
 
 
 def _fit(settings) -> None:

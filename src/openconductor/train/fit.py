@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import graders
 from ..pool import PoolSpec, default_pool_path, load_pool
-from .candidates import Candidate, candidate_set
+from .candidates import Candidate, candidate_set, declared_left_out
 from .config import RewardSettings, TrainConfig, load_train_config
 from .data import TrainRow, build_rows
 from ..tasks.kinds import TRAIN_KINDS
@@ -174,13 +174,26 @@ def context(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitContext:
     return FitContext(settings, spec.for_execution(), cfg, q, rows, hooks or Hooks())
 
 
-def candidates_for(ctx: FitContext, accuracy: Optional[dict[str, float]]) -> list[Candidate]:
+def _admits(ctx: FitContext) -> Callable[[str], bool]:
+    """Whether the conductor's constrained output format can write ``text``."""
     fmt = ctx.cfg.rollout.format(len(ctx.spec.workers), ctx.cfg.prompt.max_steps, fine_grained=ctx.cfg.prompt.fine_grained)
+    return lambda text: not ctx.cfg.rollout.constrained or fmt.complete(fmt.advance(fmt.start(), text))
 
-    def admits(text: str) -> bool:
-        return not ctx.cfg.rollout.constrained or fmt.complete(fmt.advance(fmt.start(), text))
 
-    return candidate_set(ctx.spec, ctx.cfg.prompt.max_steps, accuracy, admits=admits)
+def candidates_for(ctx: FitContext, accuracy: Optional[dict[str, float]]) -> list[Candidate]:
+    return candidate_set(ctx.spec, ctx.cfg.prompt.max_steps, accuracy, admits=_admits(ctx))
+
+
+def left_out_notes(ctx: FitContext) -> list[str]:
+    """Which of the pool file's workflows the search cannot consider, and why (the fit and its dry run say so)."""
+    bound = f"{ctx.cfg.rollout.subtask_chars} characters (rollout.subtask_chars in the recipe)"
+    return [f"[workflows.{key}] is left out of the search's candidates: {why}"
+            for key, why in declared_left_out(ctx.spec, ctx.cfg.prompt.max_steps, _admits(ctx), bound).items()]
+
+
+def note_left_out(ctx: FitContext) -> None:
+    for text in left_out_notes(ctx):
+        ctx.hooks.note(text)
 
 
 # ------------------------------------------------------------------------------------------ the pool stages
@@ -204,6 +217,7 @@ async def pool_stages(ctx: FitContext, runner: Runner, state: Optional[FitState]
             state.finish(name, key, time.monotonic() - started, spent_since(meter, before) if meter else {})
         return result
 
+    note_left_out(ctx)
     singles = single_candidates(candidates_for(ctx, None))
     n_groups = len(ctx.rows)
     got["profile"] = await stage("profile", key, len(singles) * n_groups * s.profile_n,
@@ -451,7 +465,8 @@ def plan_fit(settings: FitSettings) -> dict[str, Any]:
     split.by_stage["evaluate"] = recorder.stage()
     total = _sum(split.by_stage.values())
     return {"stages": {k: v.as_dict() for k, v in split.by_stage.items()}, "total": total.as_dict(),
-            "output_tokens_per_call": "measured by the profile" if measured else f"{settings.output_share:g} x max_tokens"}
+            "output_tokens_per_call": "measured by the profile" if measured else f"{settings.output_share:g} x max_tokens",
+            "left_out": left_out_notes(ctx)}
 
 
 def _sum(parts) -> "Estimate":
