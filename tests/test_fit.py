@@ -193,31 +193,61 @@ def test_the_candidates_come_from_the_pool():
 
 
 def test_a_pool_workflow_the_conductor_cannot_write_is_named_with_the_reason_not_dropped_silently(tmp_path, world):
-    from openconductor.train.fit import Hooks, candidates_for, context, note_left_out
+    from typer.testing import CliRunner
 
-    settings = _settings(tmp_path)
+    from openconductor.cli import app
+    from openconductor.train.fit import Hooks, candidates_for, context
+
+    settings = _settings(tmp_path, max_calls=1)
+    declared = {"short": (["Add the numbers."], '"all"'), "twin": (["Add the numbers."], '"all"'), "wordy": (["Add the numbers. " * 6], '"all"'),
+                "long": (["Add.", "Check.", "Answer."], '"all"'), "picky": (["Add the numbers.", "Check it."], "[0]")}
     with open(settings.pool, "a") as pool:
-        for name, subtasks in (("short", ["Add the numbers."]), ("wordy", ["Add the numbers. " * 6]), ("long", ["Add.", "Check.", "Answer."])):
-            pool.write(f"[workflows.{name}]\ndescription = \"{name}\"\nsteps = [\n"
-                       + "".join(f'  {{ worker = "calc", subtask = "{t}", access = "all" }},\n' for t in subtasks) + "]\n")
+        for name, (subtasks, access) in declared.items():
+            pool.write(f"[workflows.{name}]\ndescription = \"{name}\"\nsteps = [\n" + "".join(
+                f'  {{ worker = "calc", subtask = "{t}", access = {"[]" if i == 0 else access} }},\n' for i, t in enumerate(subtasks)) + "]\n")
     with open(settings.recipe, "a") as recipe:
         recipe.write("[rollout]\nconstrained = true\nreason_chars = 96\nsubtask_chars = 72\n")
 
     class Notes(Hooks):
-        said: list[str] = []
+        def __init__(self):
+            self.said: list[str] = []
 
         def note(self, text):
             self.said.append(text)
 
-    ctx = context(settings, Notes())
-    note_left_out(ctx)
-    said = " ".join(Notes.said)
-    assert "[workflows.wordy] is left out of the search's candidates: the conductor cannot write it: a subtask is longer than 72 characters" in said
-    assert "[workflows.long] is left out of the search's candidates: it has 3 steps, more than the conductor's 2" in said
-    assert "[workflows.short]" not in said and len(Notes.said) == 2
-    names = [c.name for c in candidates_for(ctx, None)]
-    assert "pool:short" in names and "pool:wordy" not in names and "pool:long" not in names
-    assert plan_fit(settings)["left_out"] == Notes.said  # the dry run says it before anything is spent
+    hooks = Notes()
+    run_fit(settings, hooks)  # the fit says it before its first call (the cap then stops it)
+    expected = ["[workflows.twin] is left out of the search's candidates because it has the same steps as [workflows.short], searched as pool:short",
+                "[workflows.wordy] is left out of the search's candidates because step 1's subtask has 101 characters and the conductor writes 3 to 72",
+                "[workflows.long] is left out of the search's candidates because it has 3 steps and the conductor writes at most 2",
+                "[workflows.picky] is left out of the search's candidates because step 2 sees chosen steps [0] and this conductor writes only [] or \"all\""]
+    assert hooks.said == expected
+    names = [c.name for c in candidates_for(context(settings), None)]
+    assert "pool:short" in names and not {"pool:twin", "pool:wordy", "pool:long", "pool:picky"} & set(names)
+    assert plan_fit(settings)["left_out"] == expected  # the dry run says it before anything is spent
+    shown = CliRunner().invoke(app, ["fit", str(settings.pool), "--questions", str(settings.questions), "--recipe", str(settings.recipe),
+                                     "--out", str(tmp_path / "dry"), "--dry-run"])
+    assert shown.exit_code == 0, shown.output
+    assert all(" ".join(line.split()) in " ".join(shown.output.split()) for line in expected)
+
+
+def test_the_output_format_says_which_of_its_rules_a_plan_breaks():
+    from openconductor.workflow import Step, Workflow, WorkflowFormat
+
+    fmt = WorkflowFormat(3, 2, reason_chars=20, subtask_chars=30, fine_grained=True)
+    ok = Workflow((Step(0, "Add the numbers.", ()), Step(1, "Check it.", (0,))), reasoning="Reasoning: add then check")
+    assert fmt.why_not(ok) is None and fmt.complete(fmt.advance(fmt.start(), ok.render()))
+    cases = {
+        Workflow((Step(0, "Go", ()),), "Reasoning: short"): "step 1's subtask has 2 characters and the conductor writes 3 to 30",
+        Workflow((Step(0, "Add the numbers.", ()),), "Reasoning: " + "x" * 21): "its reasoning line (written from its description) has 21 characters",
+        Workflow((Step(0, 'Say "hi".', ()),), "Reasoning: quote"): 'characters the conductor cannot write ("; quotes',
+        Workflow((Step(0, "Add.", "all"),), "Reasoning: first"): "step 1 sees earlier steps, and there are none",
+        Workflow((Step(0, "Add.", ()), Step(1, "Check.", (1,))), "Reasoning: self"): "step 2 sees steps [1], not all of them earlier",
+        Workflow((Step(5, "Add.", ()),), "Reasoning: who"): "step 1 names worker id 5 and the pool has 3 workers",
+    }
+    for plan, why in cases.items():
+        assert why in (fmt.why_not(plan) or ""), plan
+        assert not fmt.complete(fmt.advance(fmt.start(), plan.render()))  # each is a plan the format refuses
 
 
 def test_bad_input_is_a_typed_error_that_says_what_to_do(tmp_path, world):
@@ -359,5 +389,5 @@ def test_the_exact_form_wording_cut_for_the_fit_is_a_candidate_and_the_probed_on
     ctx = context(FitSettings(pool=str(tmp_path / "pool.toml"), out=tmp_path / "out", eval_n=0))
     names = [c.name for c in candidates_for(ctx, None)]
     assert "pool:code-exact-fit" in names and "pool:code-exact" not in names
-    assert left_out_notes(ctx) == ["[workflows.code-exact] is left out of the search's candidates: the conductor cannot write it: "
-                                   "a subtask is longer than 280 characters (rollout.subtask_chars in the recipe), or has a character it cannot write"]
+    assert left_out_notes(ctx) == ["[workflows.code-exact] is left out of the search's candidates because step 1's subtask has 332 characters "
+                                   "and the conductor writes 3 to 280"]

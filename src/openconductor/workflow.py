@@ -260,6 +260,35 @@ class WorkflowFormat:
             + len(FORMAT_ACCESS) + sum(cls._access_chars(k, fine_grained) for k in range(n)) + between + len(FORMAT_END)
         )  # fmt: skip
 
+    def why_not(self, workflow: Workflow) -> Optional[str]:
+        """The first of this format's rules that ``workflow`` breaks, as a clause a pool file's author can act on, or
+        None when it breaks none of these (the binding of names to ids is not checked: ``advance`` has the last word)."""
+        n = len(workflow.steps)
+        if n > self.max_steps or (n == 0 and not self.allow_empty):
+            return f"it has {n} steps and the conductor writes 1 to {self.max_steps}"
+        reason = workflow.reasoning.removeprefix(FORMAT_REASON)
+        if not 1 <= len(reason) <= self.reason_chars or not all(_printable(c) for c in reason):
+            return (f"its reasoning line (written from its description) has {len(reason)} characters and the conductor writes 1 to "
+                    f"{self.reason_chars} printable ASCII ones")
+        for k, step in enumerate(workflow.steps):
+            where, text = f"step {k + 1}", step.subtask
+            if not 0 <= step.worker < self.n_workers:
+                return f"{where} names worker id {step.worker} and the pool has {self.n_workers} workers"
+            if not self.min_subtask_chars <= len(text) <= self.subtask_chars:
+                return f"{where}'s subtask has {len(text)} characters and the conductor writes {self.min_subtask_chars} to {self.subtask_chars}"
+            bad = sorted({c for c in text if not _string_char(c)})
+            if bad or text[0] == " ":
+                shown = "".join(bad) if bad else "a leading space"
+                return f"{where}'s subtask has characters the conductor cannot write ({shown}; quotes, backslashes and non-ASCII are not written)"
+            if k == 0 and step.access != ():
+                return "step 1 sees earlier steps, and there are none (access = [])"
+            chosen = () if isinstance(step.access, str) else tuple(step.access)  # "all" is always writable after step 1
+            if chosen and not self.fine_grained:
+                return f"{where} sees chosen steps {list(chosen)} and this conductor writes only [] or \"all\""
+            if chosen and not all(0 <= j < k for j in chosen):
+                return f"{where} sees steps {list(chosen)}, not all of them earlier"
+        return None
+
     # ---- the grammar
 
     def grammar(self) -> "FormatGrammar":

@@ -24,6 +24,7 @@ from typing import Callable, Optional
 
 from ..pool import TOOL_PROVIDERS, PoolSpec
 from ..workflow import Step, Workflow
+from ..workflow import parse as parse_plan
 from .config import TrainConfigError
 from .warmup import PHRASES
 
@@ -97,21 +98,32 @@ def candidate_set(spec: PoolSpec, max_steps: int, accuracy: Optional[dict[str, f
         out.append(Candidate(f"fan-out:{spec.workers[a].name}+{spec.workers[b].name}", _plan(
             "two independent answers, then one agent combines them.", Step(a, PHRASES["solve"][0], ()), Step(b, PHRASES["solve"][0], ()),
             Step(a, PHRASES["aggregate"][0], "all"))))
-    return _distinct([c for c in out if len(c.workflow.steps) <= max_steps and admits(c.text)])
+    return _distinct([c for c in out if _writable(c.workflow, c.text, max_steps, admits)])
 
 
 def declared_left_out(spec: PoolSpec, max_steps: int, admits: Callable[[str], bool] = lambda text: True,
-                      bound: str = "its bound") -> dict[str, str]:
-    """The pool's own workflows that ``candidate_set`` leaves out, each with the reason: the conductor could
-    never write them, so the search cannot pick them (a user who declared one should hear why it is missing)."""
-    out = {}
+                      explain: Callable[[Workflow], Optional[str]] = lambda workflow: None) -> dict[str, str]:
+    """The pool's own workflows that ``candidate_set`` leaves out or searches under another name, each with the
+    reason as a clause (``explain``: the output format's ``why_not``), so that a user who declared one hears why
+    the fit's reports never name it."""
+    out: dict[str, str] = {}
+    seen: dict[tuple, str] = {}
     for key, fixed in spec.workflows.items():
-        steps = fixed.resolve(spec).steps
-        if len(steps) > max_steps:
-            out[key] = f"it has {len(steps)} steps, more than the conductor's {max_steps} (max_steps)"
-        elif not admits(_declared(fixed.resolve(spec), fixed.description)):
-            out[key] = f"the conductor cannot write it: a subtask is longer than {bound}, or has a character it cannot write"
+        text = _declared(fixed.resolve(spec), fixed.description)
+        workflow = parse_plan(text)
+        if not _writable(workflow, text, max_steps, admits):
+            out[key] = (f"it has {len(workflow.steps)} steps and the conductor writes at most {max_steps}" if len(workflow.steps) > max_steps
+                        else explain(workflow) or "the conductor's output format does not admit it")
+        elif workflow.steps in seen:
+            out[key] = f"it has the same steps as [workflows.{seen[workflow.steps]}], searched as pool:{seen[workflow.steps]}"
+        else:
+            seen[workflow.steps] = key
     return out
+
+
+def _writable(workflow: Workflow, text: str, max_steps: int, admits: Callable[[str], bool]) -> bool:
+    """Whether the conductor can write this plan: what ``candidate_set`` keeps and ``declared_left_out`` explains."""
+    return len(workflow.steps) <= max_steps and admits(text)
 
 
 def _declared(workflow: Workflow, description: str) -> str:

@@ -174,9 +174,14 @@ def context(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitContext:
     return FitContext(settings, spec.for_execution(), cfg, q, rows, hooks or Hooks())
 
 
+def _format(ctx: FitContext):
+    """The conductor's output format the fit's candidates must be written in."""
+    return ctx.cfg.rollout.format(len(ctx.spec.workers), ctx.cfg.prompt.max_steps, fine_grained=ctx.cfg.prompt.fine_grained)
+
+
 def _admits(ctx: FitContext) -> Callable[[str], bool]:
     """Whether the conductor's constrained output format can write ``text``."""
-    fmt = ctx.cfg.rollout.format(len(ctx.spec.workers), ctx.cfg.prompt.max_steps, fine_grained=ctx.cfg.prompt.fine_grained)
+    fmt = _format(ctx)
     return lambda text: not ctx.cfg.rollout.constrained or fmt.complete(fmt.advance(fmt.start(), text))
 
 
@@ -185,10 +190,10 @@ def candidates_for(ctx: FitContext, accuracy: Optional[dict[str, float]]) -> lis
 
 
 def left_out_notes(ctx: FitContext) -> list[str]:
-    """Which of the pool file's workflows the search cannot consider, and why (the fit and its dry run say so)."""
-    bound = f"{ctx.cfg.rollout.subtask_chars} characters (rollout.subtask_chars in the recipe)"
-    return [f"[workflows.{key}] is left out of the search's candidates: {why}"
-            for key, why in declared_left_out(ctx.spec, ctx.cfg.prompt.max_steps, _admits(ctx), bound).items()]
+    """Which of the pool file's workflows the search does not consider under their own name, and why (the fit and
+    its dry run say so; the recipe's bounds are under [rollout] and [prompt])."""
+    return [f"[workflows.{key}] is left out of the search's candidates because {why}"
+            for key, why in declared_left_out(ctx.spec, ctx.cfg.prompt.max_steps, _admits(ctx), _format(ctx).why_not).items()]
 
 
 def note_left_out(ctx: FitContext) -> None:
