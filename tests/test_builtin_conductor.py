@@ -75,6 +75,22 @@ async def test_the_shipped_conductor_plans_on_llamacpp_from_its_adapter(tmp_path
         plan = await LMConductor(**options).plan(PlanRequest("Calculate 12 * 34 - 5.", pool, max_steps=spec.conductor.max_steps, seed=0))
     assert plan.workflow is not None and plan.record.fallback is None and plan.record.attempts == 1
     assert all(0 <= s.worker < len(spec.workers) for s in plan.workflow.steps)
+    # Held to the subtasks it was taught (its domain search's kept plans): llama.cpp decodes under the closed grammar.
+    from openconductor.manifest import read_manifest
+    from openconductor.train.warmup import taught_wordings
+
+    manifest = read_manifest(shipped)
+    taught = taught_wordings([k["workflow"] for d in manifest.selection["domains"] for k in d["kept"]])
+    # Free, it splices two of its code wordings on this everyday question (README [3]'s records: 40 of 255 plans did so).
+    question = "How many centimetres are there in 12 inches?\n\nEnd your response with 'Final answer: <answer>'."
+    async with Pool(spec) as pool:
+        free = await LMConductor(**options).plan(PlanRequest(question, pool, max_steps=spec.conductor.max_steps, seed=0))
+        assert any(s.subtask not in taught for s in free.workflow.steps), free.workflow.render()
+        manifest.wordings = taught
+        manifest.write(shipped)
+        closed = await LMConductor(**options).plan(PlanRequest(question, pool, max_steps=spec.conductor.max_steps, seed=0))
+    assert closed.workflow is not None and closed.record.attempts == 1
+    assert all(s.subtask in taught for s in closed.workflow.steps), closed.workflow.render()
 
 
 @pytest.mark.realmodel

@@ -25,6 +25,7 @@ from train_helpers import TINY_LLAMA, tiny_tokenizer  # noqa: E402
 
 from openconductor import worker_message  # noqa: E402
 from openconductor.pool import load_default_pool, load_pool  # noqa: E402
+from openconductor.train.warmup import taught_wordings  # noqa: E402
 from openconductor.providers.simulated import RESPONDERS, register_responder  # noqa: E402
 from openconductor.train.candidates import candidate_set  # noqa: E402
 from openconductor.train.config import TrainConfigError  # noqa: E402
@@ -97,7 +98,11 @@ def test_fit_end_to_end_on_a_simulated_pool(tmp_path, world):
     manifest = json.loads((done.checkpoint / "openconductor.json").read_text())
     assert manifest["pool"]["workers"] == ["calc", "know"] and manifest["fit"]["targets"] == "per question"
     assert manifest["fit"]["from"] == "final" and manifest["fit"]["groups_best"]["sums"] == "single:calc"
-    assert json.loads((out / "train" / "warmup" / "openconductor.json").read_text())["selection"]["selection"].startswith("per question")
+    warm = json.loads((out / "train" / "warmup" / "openconductor.json").read_text())
+    assert warm["selection"]["selection"].startswith("per question")
+    # The copy records what it taught; GRPO's rollouts were free (the recipe's rollout.subtasks), so the final model is not held to it.
+    taught = [json.loads(line)["target"] for line in (out / "train" / "warmup_targets.jsonl").read_text().splitlines()]
+    assert warm["wordings"] == taught_wordings(taught) and len(warm["wordings"]) >= 1 and "wordings" not in manifest
     # Per-question targets: in the mixed kind the capital questions are taught the other worker than the kind's best.
     targets = json.loads((out / "targets.json").read_text())["groups"]
     assert targets["sums"]["best"] == "single:calc" and targets["capitals"]["best"] == "single:know"

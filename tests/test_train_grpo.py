@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("trl")
 sys.path.insert(0, str(Path(__file__).parent))
 
-from train_helpers import TINY_LLAMA, tiny_tokenizer  # noqa: E402
+from train_helpers import TINY_LLAMA, WORDS, tiny_tokenizer  # noqa: E402
 
 from openconductor.workflow import parse  # noqa: E402
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def tiny_config(tmp_path: Path, **extra) -> Path:
-    tok = tiny_tokenizer(tmp_path / "tok")
+    tok = tiny_tokenizer(tmp_path / "tok", **({"words": extra["words"]} if "words" in extra else {}))
     # TOML inline table from the dict (keys are bare words, values numbers/bools/strings).
     tiny = "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in TINY_LLAMA.items()) + " }"
     text = f"""
@@ -280,3 +280,36 @@ def test_warmup_only_stops_before_grpo_and_a_later_run_starts_from_that_warmup(t
     assert (out / "openconductor.json").stat().st_mtime_ns == made
     with pytest.raises(TrainConfigError, match="needs a warm-up"):
         train(load_train_config(path, {"warmup_sft.examples": 0}), warmup_only=True)
+
+
+def test_grpo_held_to_the_warmups_wordings_writes_only_them_and_records_them(tmp_path):
+    """rollout.subtasks = "trained": every rollout's subtasks are the warm-up's recorded wordings (here the one the tiny
+    tokenizer's grammar-form plans use), and the final manifest records them, so the runtime holds the model to them too."""
+    from openconductor.manifest import read_manifest
+    from openconductor.train.config import TrainConfigError, load_train_config
+    from openconductor.train.trainer import build_trainer, prepare, train
+
+    # Without the word "Reasoning:", every token a constrained rollout can start with is a whole plan.
+    path = tiny_config(tmp_path, max_steps=2, words=[w for w in WORDS if w != "Reasoning:"])
+    closed = {"rollout.constrained": True, "rollout.subtasks": "trained"}
+    with pytest.raises(TrainConfigError, match="rollout.subtasks = 'trained' needs rollout.constrained = true"):
+        load_train_config(path, {"rollout.subtasks": "trained"})
+    cfg = load_train_config(path, closed)
+    prepare(cfg)  # the warm-up records what it taught: the format warm-up's phrases
+    warm = cfg.output_dir / "warmup"
+    taught = read_manifest(warm).wordings
+    assert taught and all(isinstance(w, str) for w in taught)
+    manifest = read_manifest(warm)
+    manifest.wordings = ["Solve the task."]  # the only subtask the tiny tokenizer's grammar-form plans carry
+    manifest.write(warm)
+    trainer, _ = build_trainer(load_train_config(path, closed))
+    assert {fmt.wordings for fmt in trainer.rollout_func.formats.values()} == {("Solve the task.",)}
+    final = train(load_train_config(path, closed))
+    assert read_manifest(final).wordings == ["Solve the task."]
+    rows = [json.loads(line) for line in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and all(r["format_error_rate"] == 0.0 for r in rows)
+    # Without a recorded set (a warm-up made before the trainer recorded one) GRPO is refused, with the way out.
+    manifest.wordings = None
+    manifest.write(warm)
+    with pytest.raises(TrainConfigError, match="records none: run the warm-up in this output dir"):
+        train(load_train_config(path, {**closed, "run.output_dir": str(cfg.output_dir)}))

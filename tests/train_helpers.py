@@ -25,12 +25,14 @@ WORKFLOW_TOKENS = [
 WORDS = ["system", "user", "assistant", "Reasoning:", "the", "task", "answer", "one", "agent", "check", "model", "id"]
 
 
-def tiny_tokenizer(path: Path) -> Path:
+def tiny_tokenizer(path: Path, words: list[str] = WORDS) -> Path:
+    """``words``: the word-level vocabulary (a constrained sampler needs every word it may start to lead somewhere:
+    "Reasoning:" alone is a prefix of the format that no token of this vocabulary continues)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     specials = ["<unk>", "<|im_start|>", "<|im_end|>", "<pad>"]
-    vocab = {t: i for i, t in enumerate(specials + WORDS)}
+    vocab = {t: i for i, t in enumerate(specials + words)}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins word tokens with spaces

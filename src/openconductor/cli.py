@@ -317,6 +317,8 @@ def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; defau
         backend = "none declared (only baseline policies can run: --policy single|moa|self-reflection)"
     if c.checkpoint is not None:
         backend = f"trained conductor {c.checkpoint} (--conductor none: the prompted {backend})"
+        if held := _held_wordings(c):
+            backend += f"; it writes only the {held} subtasks it was taught ([conductor] subtasks = \"free\" lifts that)"
     console.print(f"conductor: {backend}; at most {c.max_steps} steps, {c.max_attempts} attempt(s), fallback {c.fallback}", markup=False, highlight=False)
     limits = ", ".join(f"{k} {'none' if v is None else v}" for k, v in spec.limits.model_dump().items())
     console.print(f"limits per request: {limits}", markup=False, highlight=False)
@@ -326,6 +328,19 @@ def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; defau
         console.print(f"[yellow]{label}:[/] {escape(m.what)} for {escape(', '.join(m.workers))}: {escape(m.fix)}")
     if not missing:
         console.print("[green]ready:[/] every key and package this pool needs is here")
+
+
+def _held_wordings(conductor) -> int:
+    """How many trained subtasks the pool holds its conductor to (0: free text, or a checkpoint that cannot be read here,
+    which planning reports)."""
+    from .providers.transformers_local import trained_wordings
+
+    if conductor.subtasks != "trained":
+        return 0
+    try:
+        return len(trained_wordings(conductor.checkpoint))
+    except PoolConfigError:
+        return 0
 
 
 def version_callback(value: bool) -> None:

@@ -69,6 +69,9 @@ class ConductorManifest(BaseModel):
     stage: Optional[str] = None  # "format warm-up" for a warm-up export
     selection: Optional[dict[str, Any]] = None  # the warm-up's target search summary (train/search.py)
     warmup_losses: Optional[list[Optional[float]]] = None  # the supervised warm-up's loss per batch
+    # Every subtask the warm-up taught, in order of first use: with the pool's `[conductor] subtasks = "trained"`
+    # the conductor writes only these, whole (workflow.WorkflowFormat.wordings). None: not recorded (free text).
+    wordings: Optional[list[str]] = None
 
     @property
     def ranking(self) -> str:

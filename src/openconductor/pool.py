@@ -152,6 +152,9 @@ class ConductorSpec(BaseModel):
     # file, or builtin:NAME for one shipped in the package): it replaces the backend, prompted as it was
     # trained. `--conductor DIR` overrides it; `--conductor none` plans with the prompted backend instead.
     checkpoint: Optional[str] = None
+    # "trained": a checkpoint whose manifest records the subtasks it was taught writes only those, whole (it then
+    # chooses an instruction and cannot splice two into one); "free": any text the format admits.
+    subtasks: Literal["trained", "free"] = "trained"
 
     @field_validator("fallback")
     @classmethod

@@ -178,6 +178,10 @@ class WorkflowFormat:
     writes a name-like word that no worker has, and the step it meant is left unbound. ``aliases`` are more words
     that name a worker (``policies.lm.rank_aliases``: "math#1", the best worker of the pool's measured ranking
     in math): bound, and admitted after a slot word, as names are.
+
+    With ``wordings`` (a trained conductor's closed set of subtasks, ``manifest.ConductorManifest.wordings``),
+    each subtask is one of them, whole: the conductor chooses an instruction it was taught and cannot splice
+    two into one (a 135M copy does; docs/fit.md, "Closed wordings").
     """
 
     n_workers: int
@@ -190,6 +194,22 @@ class WorkflowFormat:
     names: tuple[str, ...] = ()
     name_slots: bool = False
     aliases: tuple[tuple[str, int], ...] = ()  # (word, worker id)
+    wordings: tuple[str, ...] = ()  # the only subtasks it writes; () for free text
+
+    def __post_init__(self) -> None:
+        for text in self.wordings:
+            if (problem := self._unwritable(text)) is not None:
+                raise ValueError(f"wording {text[:60] + ('...' if len(text) > 60 else '')!r} {problem}")
+
+    def _unwritable(self, text: str) -> Optional[str]:
+        """Why free text could not write ``text`` as a subtask, or None."""
+        if not self.min_subtask_chars <= len(text) <= self.subtask_chars:
+            return f"has {len(text)} characters and the conductor writes {self.min_subtask_chars} to {self.subtask_chars}"
+        bad = sorted({c for c in text if not _string_char(c)})
+        if bad or text[0] == " ":
+            shown = "".join(bad) if bad else "a leading space"
+            return f"has characters the conductor cannot write ({shown}; quotes, backslashes and non-ASCII are not written)"
+        return None
 
     # ---- what the conductor's prompt says about the output
 
@@ -213,10 +233,10 @@ class WorkflowFormat:
     @classmethod
     def bounded(cls, n_workers: int, max_steps: int, max_tokens: int, *, fine_grained: bool = False,
                 allow_empty: bool = False, names: Sequence[str] = (), name_slots: bool = False,
-                aliases: Sequence[tuple[str, int]] = ()) -> "WorkflowFormat":
+                aliases: Sequence[tuple[str, int]] = (), wordings: Sequence[str] = ()) -> "WorkflowFormat":
         """The format whose longest plan, plus the end-of-text token, fits in ``max_tokens``: the reasoning
         gets up to a quarter of the room (at most ``REASON_CHARS``), the subtasks share the rest (at most
-        ``SUBTASK_CHARS`` each). Raises ValueError when even short subtasks do not fit."""
+        ``SUBTASK_CHARS`` each). Raises ValueError when even short subtasks, or the longest of ``wordings``, do not fit."""
         fixed = cls._fixed_chars(n_workers, max_steps, fine_grained)
         fixed += _finished_name_chars([*names, *(word for word, _ in aliases)], name_slots)
         room = max_tokens - 1 - fixed
@@ -226,8 +246,13 @@ class WorkflowFormat:
             need = 1 + fixed + reason + max_steps * MIN_SUBTASK_CHARS
             raise ValueError(f"max_tokens = {max_tokens} is too small for {max_steps} steps over {n_workers} workers: "
                              f"raise it to at least {need}, or lower max_steps")
+        longest = max(map(len, wordings), default=0)
+        if longest > subtask:
+            need = 1 + fixed + reason + max_steps * longest
+            raise ValueError(f"max_tokens = {max_tokens} leaves {subtask} characters a subtask and the conductor's longest trained "
+                             f"wording has {longest}: raise it to at least {need}, or lower max_steps")
         return cls(n_workers, max_steps, fine_grained=fine_grained, allow_empty=allow_empty, reason_chars=reason, subtask_chars=subtask,
-                   names=tuple(names), name_slots=name_slots, aliases=tuple(aliases))
+                   names=tuple(names), name_slots=name_slots, aliases=tuple(aliases), wordings=tuple(wordings))
 
     def max_chars(self) -> int:
         """The length of the longest string of this language."""
@@ -274,12 +299,10 @@ class WorkflowFormat:
             where, text = f"step {k + 1}", step.subtask
             if not 0 <= step.worker < self.n_workers:
                 return f"{where} names worker id {step.worker} and the pool has {self.n_workers} workers"
-            if not self.min_subtask_chars <= len(text) <= self.subtask_chars:
-                return f"{where}'s subtask has {len(text)} characters and the conductor writes {self.min_subtask_chars} to {self.subtask_chars}"
-            bad = sorted({c for c in text if not _string_char(c)})
-            if bad or text[0] == " ":
-                shown = "".join(bad) if bad else "a leading space"
-                return f"{where}'s subtask has characters the conductor cannot write ({shown}; quotes, backslashes and non-ASCII are not written)"
+            if (problem := self._unwritable(text)) is not None:
+                return f"{where}'s subtask {problem}"
+            if self.wordings and text not in self.wordings:
+                return f"{where}'s subtask is none of the {len(self.wordings)} wordings this conductor writes"
             if k == 0 and step.access != ():
                 return "step 1 sees earlier steps, and there are none (access = [])"
             chosen = () if isinstance(step.access, str) else tuple(step.access)  # "all" is always writable after step 1
@@ -304,8 +327,7 @@ class WorkflowFormat:
             f"root ::= {lit(FORMAT_REASON)} reason {lit(chr(10))} lists",
             f"reason ::= [\\x20-\\x7E]{{1,{self.reason_chars}}}",
             f"id ::= {ids}",
-            # The first character is not a space: a subtask of spaces would be empty once stripped.
-            f'str ::= "\\"" [\\x21\\x23-\\x5B\\x5D-\\x7E] [\\x20\\x21\\x23-\\x5B\\x5D-\\x7E]{{{self.min_subtask_chars - 1},{self.subtask_chars - 1}}} "\\""',
+            self._str_rule(),
             'acc0 ::= "[]"',
         ]
         alts = []
@@ -328,6 +350,13 @@ class WorkflowFormat:
             )
         rules.insert(1, f"lists ::= {' | '.join(alts)}")
         return "\n".join(rules)
+
+    def _str_rule(self) -> str:
+        if self.wordings:  # one of them, whole
+            return f'str ::= "\\"" ({" | ".join(json.dumps(w) for w in self.wordings)}) "\\""'
+        # The first character is not a space: a subtask of spaces would be empty once stripped.
+        return (f'str ::= "\\"" [\\x21\\x23-\\x5B\\x5D-\\x7E] '
+                f'[\\x20\\x21\\x23-\\x5B\\x5D-\\x7E]{{{self.min_subtask_chars - 1},{self.subtask_chars - 1}}} "\\""')
 
     # ---- the automaton: states are small tuples, so a sampler keeps one per row and copies freely
 
@@ -390,17 +419,19 @@ class WorkflowFormat:
             return ("lit", FORMAT_ACCESS, 1, "empty-acc", 0) if ch == "]" else None
         if kind == "empty-acc":
             return ("done",) if ch == "]" else None
-        if kind == "str":  # ("str", n, index, characters or -1 before the opening quote)
-            _, n, i, chars = state
-            if chars < 0:
-                return ("str", n, i, 0) if ch == '"' else None
+        if kind == "str":  # ("str", n, index, the text so far or None before the opening quote)
+            _, n, i, text = state
+            if text is None:
+                return ("str", n, i, "") if ch == '"' else None
             if ch == '"':
-                if chars < self.min_subtask_chars:
-                    return None
-                return ("sep", n, i, "str")
-            if chars == 0 and ch == " ":
+                whole = text in self.wordings if self.wordings else len(text) >= self.min_subtask_chars
+                return ("sep", n, i, "str") if whole else None
+            if self.wordings:
+                grown = text + ch
+                return ("str", n, i, grown) if any(w.startswith(grown) for w in self.wordings) else None
+            if not text and ch == " ":
                 return None  # a subtask starts with a non-space character (else it could strip to nothing)
-            return ("str", n, i, chars + 1) if _string_char(ch) and chars < self.subtask_chars else None
+            return ("str", n, i, text + ch) if _string_char(ch) and len(text) < self.subtask_chars else None
         if kind == "sep":  # ("sep", n, index just finished, list): ", " to the next item or "]" to end
             _, n, i, part = state
             if i + 1 < n:
@@ -433,7 +464,7 @@ class WorkflowFormat:
             return (part,)
         if part == "str":
             count, i = n if isinstance(n, tuple) else (n, 0)
-            return ("str", count, i, -1)
+            return ("str", count, i, None)
         if part == "acc":
             count, k = n
             return ("acc", count, k, "")

@@ -200,10 +200,13 @@ class LMConductor(Policy):
         names: tuple[str, ...] = ()
         aliases: tuple[tuple[str, int], ...] = ()
         name_slots = False
+        wordings: tuple[str, ...] = ()
         if options.checkpoint:
-            from ..providers.transformers_local import trained_prompt
+            from ..providers.transformers_local import trained_prompt, trained_wordings
 
             trained = trained_prompt(options.checkpoint)
+            if options.subtasks == "trained":
+                wordings = trained_wordings(options.checkpoint)
             examples = (trained.examples is not False) if examples is None else examples
             style = trained.style or "paper"  # prompted exactly as it was trained
             if options.show != "ids":  # its ids follow the workers its reasoning names (and the ranking's words)
@@ -218,7 +221,7 @@ class LMConductor(Policy):
             grammar = (
                 WorkflowFormat.bounded(
                     len(spec.workers), request.max_steps, options.max_tokens, allow_empty=recursive, fine_grained=options.fine_grained_access,
-                    names=names, name_slots=name_slots, aliases=aliases,
+                    names=names, name_slots=name_slots, aliases=aliases, wordings=wordings,
                 ).grammar()
                 if use_grammar
                 else None
@@ -267,7 +270,14 @@ class LMConductor(Policy):
         return self._fallback(request, record)
 
     def fingerprint(self, pool: PoolSpec) -> dict:
-        return {**super().fingerprint(pool), "conductor": pool.outcome_view({"conductor"})["conductor"]}
+        conductor = pool.outcome_view({"conductor"})["conductor"]
+        # The subtasks it is held to, not the setting: a checkpoint that records none plans as it did before the setting was.
+        if conductor.pop("subtasks") == "trained" and pool.conductor.checkpoint:
+            from ..providers.transformers_local import trained_wordings
+
+            if wordings := trained_wordings(pool.conductor.checkpoint):
+                conductor["wordings"] = list(wordings)
+        return {**super().fingerprint(pool), "conductor": conductor}
 
     def _fallback(self, request: PlanRequest, record: PlanRecord) -> Plan:
         spec = request.pool.spec

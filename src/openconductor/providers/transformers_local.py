@@ -104,6 +104,11 @@ def trained_prompt(checkpoint: str) -> PromptInfo:
     return _manifest(checkpoint_path(checkpoint)).prompt
 
 
+def trained_wordings(checkpoint: str) -> tuple[str, ...]:
+    """The subtasks a trained conductor was taught (its manifest's ``wordings``); () when it records none."""
+    return tuple(_manifest(checkpoint_path(checkpoint)).wordings or ())
+
+
 def applied(spec: PoolSpec) -> bool:
     """Whether the pool's ``[conductor] checkpoint`` is already its backend (``trained_conductor`` ran)."""
     backend, checkpoint = spec.conductor.backend, spec.conductor.checkpoint

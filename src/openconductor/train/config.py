@@ -287,14 +287,17 @@ class RolloutSettings:
     constrained: bool = False
     reason_chars: int = 80  # the format's bounds while constrained (keep them within max_completion_length); 80 as at run time
     subtask_chars: int = 72
+    # "trained": rollouts write only the subtasks the warm-up taught, whole (its manifest's ``wordings``), so GRPO chooses
+    # among them and the final model records them as its own (the runtime then holds it to them too); "free": any text.
+    subtasks: Literal["free", "trained"] = "free"
 
     def format(self, n_workers: int, max_steps: int, *, fine_grained: bool, recursive: bool = False, names: tuple[str, ...] = (),
-               name_slots: bool = False, aliases: tuple[tuple[str, int], ...] = ()):
+               name_slots: bool = False, aliases: tuple[tuple[str, int], ...] = (), wordings: tuple[str, ...] = ()):
         from ..workflow import WorkflowFormat
 
         return WorkflowFormat(n_workers, max_steps, fine_grained=fine_grained, allow_empty=recursive,
                               reason_chars=self.reason_chars, subtask_chars=self.subtask_chars, names=names, name_slots=name_slots,
-                              aliases=aliases)
+                              aliases=aliases, wordings=wordings)
 
 
 @dataclass(config=_STRICT)
@@ -379,6 +382,8 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
         raise TrainConfigError("rollout.mode = 'shared-prompt' samples with the training model; with grpo.use_vllm = true set rollout.mode = 'trl'")
     if cfg.rollout.constrained and cfg.rollout.mode != "shared-prompt":
         raise TrainConfigError("rollout.constrained needs rollout.mode = 'shared-prompt' (the sampler that applies the format)")
+    if cfg.rollout.subtasks == "trained" and not cfg.rollout.constrained:
+        raise TrainConfigError("rollout.subtasks = 'trained' needs rollout.constrained = true (the sampler holds rollouts to the wordings)")
     if cfg.rollout.mode == "shared-prompt" and g.get("gradient_checkpointing"):
         raise TrainConfigError("rollout.mode = 'shared-prompt' reuses each prompt's cache, which gradient checkpointing turns off; "
                                "set grpo.gradient_checkpointing = false or rollout.mode = 'trl'")

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 
 from ..model_files import resolve_model
 from ..pool import PoolSpec, load_pool
-from ..manifest import ConductorManifest, PoolInfo, PromptInfo, has_manifest
+from ..manifest import ConductorManifest, PoolInfo, PromptInfo, has_manifest, read_manifest
 from .config import TrainConfig, TrainConfigError
 from ..cache import ResponseCache
 from .data import Item, TrainRow, build_rows, load_items, shown_aliases, shown_names, with_bare_questions
@@ -197,7 +197,7 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
     the caller instead (e.g. one pool per row across generated pools)."""
     import torch
 
-    from .warmup import warmup_format
+    from .warmup import taught_wordings, warmup_format
 
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
@@ -232,6 +232,7 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
             shown = with_bare_questions(cfg, spec, shown, items, w.bare_share)
             extra["bare_examples"] = sum(new is not old for new, old in zip(shown, suffixed))
         _check_rollouts_admit(cfg, spec, shown, texts)
+        extra["wordings"] = taught_wordings(texts)
         # What the warm-up was taught, kept beside the model (each prompt's question, domain and target;
         # "bare": asked without the task's answer-format instruction).
         with open(out_dir / WARMUP_TARGETS, "w") as f:
@@ -256,6 +257,7 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     spec, model, tokenizer, rows = prepare(cfg, model=model, tokenizer=tokenizer, pool_spec=pool_spec, warmup=warmup, items=items, rows=rows)
+    wordings = rollout_wordings(cfg)
     settings = cfg.settings
     replay = cache if cache is not None else replay_store(cfg)
     if replay is not None:
@@ -276,7 +278,7 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
         rollout = SharedPromptRollout(
             tokenizer, max_new_tokens=settings["max_completion_length"], temperature=settings["temperature"],
             top_p=settings.get("top_p", 1.0), seed=settings.get("seed", 0),
-            formats={chat(row.prompt): row_format(cfg, row, spec) for row in rows} if cfg.rollout.constrained else None,
+            formats={chat(row.prompt): row_format(cfg, row, spec, wordings) for row in rows} if cfg.rollout.constrained else None,
         )
     trainer_class = conductor_trainer_class() if shared else GRPOTrainer
     trainer = trainer_class(
@@ -356,12 +358,25 @@ def _check_rollouts_admit(cfg: TrainConfig, spec: PoolSpec, shown: list[TrainRow
             )
 
 
-def row_format(cfg: TrainConfig, row: TrainRow, spec: PoolSpec):
+def row_format(cfg: TrainConfig, row: TrainRow, spec: PoolSpec, wordings: tuple[str, ...] = ()):
     """The output format a dataset row's prompt asks for (its pool size; round 2 may accept; with
-    ``prompt.ids_follow_names``, the shown workers' names, to which the ids are bound)."""
+    ``prompt.ids_follow_names``, the shown workers' names, to which the ids are bound; ``wordings``: the only subtasks)."""
     names = shown_names(row.names, row.workers, spec) if cfg.prompt.ids_follow_names else ()
     return cfg.rollout.format(len(row.workers), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, recursive=row.round == 2,
-                              names=names, name_slots=cfg.prompt.name_slots, aliases=shown_aliases(cfg.prompt, row.workers, spec))
+                              names=names, name_slots=cfg.prompt.name_slots, aliases=shown_aliases(cfg.prompt, row.workers, spec),
+                              wordings=wordings)
+
+
+def rollout_wordings(cfg: TrainConfig) -> tuple[str, ...]:
+    """With ``rollout.subtasks = "trained"``, the subtasks the run's warm-up taught (its manifest's ``wordings``); else ()."""
+    if cfg.rollout.subtasks != "trained":
+        return ()
+    warm = cfg.output_dir / "warmup"
+    recorded = read_manifest(warm).wordings if has_manifest(warm) else None
+    if not recorded:
+        raise TrainConfigError(f"rollout.subtasks = 'trained' holds GRPO to the warm-up's wordings, and {warm} records none: "
+                               "run the warm-up in this output dir (warmup_sft.examples > 0), or set rollout.subtasks = 'free'")
+    return tuple(recorded)
 
 
 
@@ -387,7 +402,9 @@ def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False, 
         log.warning("--resume: no checkpoint in %s; starting fresh", cfg.output_dir)
     start = time.time()
     trainer.train(resume_from_checkpoint=str(last) if last else None)
-    extra = {"train_seconds": round(time.time() - start, 1), "global_step": trainer.state.global_step}
+    extra: dict[str, Any] = {"train_seconds": round(time.time() - start, 1), "global_step": trainer.state.global_step}
+    if wordings := rollout_wordings(cfg):  # GRPO wrote only these: the final model is held to them too
+        extra["wordings"] = list(wordings)
     if reward.cache is not None:  # what the replay store saved: calls answered from it vs executed
         extra["replay"] = {k: v for k, v in reward.cache.metrics().items() if k != "per_worker"}
         if cache is None:  # a store the caller passed stays open for the caller

@@ -22,7 +22,7 @@ import random
 from typing import TypeVar
 
 from ..pool import TOOL_PROVIDERS, PoolSpec
-from ..workflow import Access, Step, Workflow
+from ..workflow import Access, Step, Workflow, parse
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -160,6 +160,12 @@ def single_worker_plans(spec: PoolSpec) -> list[str]:
     warm-up's first solve phrase. The domain search ranks them beside its random candidates."""
     return [Workflow((Step(i, PHRASES["solve"][0], ()),), reasoning=_reasoning(["solve"])).render()
             for i, worker in enumerate(spec.workers) if worker.provider not in TOOL_PROVIDERS | {"conductor"}]
+
+
+def taught_wordings(targets: list[str]) -> list[str]:
+    """Every subtask of the warm-up's targets, once, in order of first use: the manifest's ``wordings``, the closed
+    set a pool may hold the conductor to (``[conductor] subtasks = "trained"``)."""
+    return list(dict.fromkeys(step.subtask for text in targets for step in parse(text).steps))
 
 
 def keep_best(candidates: list[list[T]], scores: list[list[float]], k: int, seed: int) -> list[list[T]]:
