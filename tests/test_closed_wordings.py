@@ -198,3 +198,11 @@ def test_an_eval_folder_sees_the_wordings_held_not_the_setting(tmp_path):
     (ckpt / "openconductor.json").write_text(json.dumps({"format": "openconductor-conductor/1", "kind": "full", "wordings": list(WORDINGS)}))
     held, free = fingerprint(str(ckpt), "trained"), fingerprint(str(ckpt), "free")
     assert held != free and held["conductor"]["wordings"] == list(WORDINGS) and "wordings" not in free["conductor"]
+
+
+def test_the_planning_benchmark_refuses_a_conductor_without_wordings(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "openconductor.json").write_text(json.dumps({"format": "openconductor-conductor/1", "kind": "full"}))
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "held_planning.py"), str(ckpt)], capture_output=True, text=True)
+    assert done.returncode == 2 and "records no wordings; run scripts/record_wordings.py on it first" in done.stderr
