@@ -32,6 +32,9 @@ def main() -> int:
     parser.add_argument("--targets", type=Path, help=f"the warm-up's targets (default: {WARMUP_TARGETS} in the checkpoint's parent)")
     parser.add_argument("--from-selection", action="store_true", help="take the targets from the manifest's domain search record")
     args = parser.parse_args()
+    if not (args.checkpoint / "openconductor.json").is_file():
+        print(f"{args.checkpoint}: not a conductor checkpoint (no openconductor.json)", file=sys.stderr)
+        return 2
     manifest = read_manifest(args.checkpoint)
     if args.from_selection:
         targets = selection_targets(manifest.selection or {})

@@ -72,14 +72,20 @@ def test_a_wording_the_conductor_cannot_write_or_fit_is_a_clear_error():
         WorkflowFormat(3, 3, wordings=("x" * 200,))
     with pytest.raises(ValueError, match=r"leaves \d+ characters a subtask and the conductor's longest trained wording has 300: raise it"):
         WorkflowFormat.bounded(3, 3, 512, wordings=("x" * 300,))
+    with pytest.raises(ValueError, match="has 400 characters and no subtask it writes has more than 320: set subtasks"):
+        WorkflowFormat.bounded(3, 3, 4096, wordings=("x" * 400,))
     assert WorkflowFormat.bounded(3, 3, 1024, wordings=WORDINGS).wordings == WORDINGS
 
 
-def test_taught_wordings_are_each_subtask_once_in_order_of_first_use():
+def test_taught_wordings_are_each_subtask_once_in_order_of_first_use_and_writable():
     from openconductor.train.warmup import taught_wordings
+    from openconductor.workflow import Step, Workflow
 
     targets = [plan(WORDINGS[1], WORDINGS[0]), plan(WORDINGS[0]), plan(WORDINGS[3], WORDINGS[1])]
     assert taught_wordings(targets) == [WORDINGS[1], WORDINGS[0], WORDINGS[3]]
+    # A subtask no conductor can write (non-ASCII, longer than any subtask) is left out: holding to it would refuse every plan.
+    odd = Workflow((Step(0, "Summarise the answer \u2014 briefly.", ()), Step(0, "x" * 400, "all"), Step(0, WORDINGS[1], "all")), reasoning="r")
+    assert taught_wordings([odd.render()]) == [WORDINGS[1]]
 
 
 async def test_the_lm_policy_holds_a_trained_conductor_to_its_wordings_unless_the_pool_frees_it(tmp_path, monkeypatch):
@@ -144,7 +150,9 @@ def test_record_wordings_writes_them_from_the_targets_or_the_selection(tmp_path)
     kept = [parse(k["workflow"]) for d in source["selection"]["domains"] for k in d["kept"]]
     assert set(read_manifest(shipped).wordings) == {s.subtask for w in kept for s in w.steps}
     missing = subprocess.run([sys.executable, str(script), str(tmp_path / "nothing")], capture_output=True, text=True)
-    assert missing.returncode == 2 and "no such file; name the warm-up's targets with --targets" in missing.stderr
+    assert missing.returncode == 2 and "not a conductor checkpoint (no openconductor.json)" in missing.stderr
+    untargeted = subprocess.run([sys.executable, str(script), str(shipped)], capture_output=True, text=True)
+    assert untargeted.returncode == 2 and "no such file; name the warm-up's targets with --targets" in untargeted.stderr
 
 
 @pytest.mark.parametrize("subtasks", ["trained", "free"])
@@ -206,3 +214,16 @@ def test_the_planning_benchmark_refuses_a_conductor_without_wordings(tmp_path):
     (ckpt / "openconductor.json").write_text(json.dumps({"format": "openconductor-conductor/1", "kind": "full"}))
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "held_planning.py"), str(ckpt)], capture_output=True, text=True)
     assert done.returncode == 2 and "records no wordings; run scripts/record_wordings.py on it first" in done.stderr
+
+
+@pytest.mark.parametrize("n_workers,steps,max_tokens,longest", [(4, 3, 384, 155), (3, 3, 200, 62), (3, 3, 600, 268), (12, 5, 768, 200)])
+def test_the_max_tokens_a_refusal_asks_for_is_the_least_that_fits(n_workers, steps, max_tokens, longest):
+    import re
+
+    wordings = ("x" * longest,)
+    with pytest.raises(ValueError) as refused:
+        WorkflowFormat.bounded(n_workers, steps, max_tokens, fine_grained=True, wordings=wordings)
+    need = int(re.search(r"raise it to at least (\d+)", str(refused.value)).group(1))
+    assert WorkflowFormat.bounded(n_workers, steps, need, fine_grained=True, wordings=wordings).subtask_chars >= longest
+    with pytest.raises(ValueError):
+        WorkflowFormat.bounded(n_workers, steps, need - 1, fine_grained=True, wordings=wordings)

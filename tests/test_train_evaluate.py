@@ -105,3 +105,41 @@ def test_a_checkpoints_plans_are_scored_through_the_evaluator(tmp_path):
     tiny = rows[-1]
     assert tiny.parse_rate == 1.0 and 1.0 <= tiny.steps <= 2.0 and len(tiny.correct) == cfg.data.n_eval
     assert tiny.tokens > 0 and 0.5 <= tiny.reward <= 1.0  # every plan parsed and ran: wrong answers earn 0.5
+
+
+def test_the_evaluator_decodes_a_held_conductor_under_its_wordings_as_the_runtime_does(tmp_path, monkeypatch):
+    """A checkpoint whose manifest records wordings is scored held to them, as `[conductor] subtasks = "trained"` plans
+    at run time (the tiny model's grammar-form plans all say "Solve the task.", so its plans still parse)."""
+    pytest.importorskip("transformers")
+    from test_train_grpo import tiny_config
+    from test_train_runtime import save_tiny
+
+    from openconductor import decoding
+    from openconductor.manifest import read_manifest
+    from openconductor.pool import load_pool
+    from openconductor.train.config import load_train_config
+    from openconductor.train.data import load_items
+    from openconductor.train.evaluate import conductor_texts
+
+    checkpoint = save_tiny(tmp_path)
+    manifest = read_manifest(checkpoint)
+    manifest.wordings = ["Solve the task."]
+    manifest.write(checkpoint)
+    cfg = load_train_config(tiny_config(tmp_path), {"rollout.constrained": True})
+    seen = []
+    real = decoding.generate_batch
+
+    def recording(*args, formats=None, **kwargs):
+        seen.extend(formats or [])
+        return real(*args, formats=formats, **kwargs)
+
+    monkeypatch.setattr(decoding, "generate_batch", recording)
+    spec = load_pool(cfg.pool_path)
+    items = load_items(cfg, held_out=True)[:2]
+    texts, _ = conductor_texts(str(checkpoint), items, spec, cfg, temperature=0.0, batch_size=2, seed=0)
+    assert seen and all(f.wordings == ("Solve the task.",) for f in seen)
+    assert all('"Solve the task."' in t for t in texts)
+    free = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"subtasks": "free"})})
+    seen.clear()
+    conductor_texts(str(checkpoint), items, free, cfg, temperature=0.0, batch_size=2, seed=0)
+    assert seen and all(f.wordings == () for f in seen)

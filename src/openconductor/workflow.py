@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 import json
 import os
 import re
@@ -239,18 +240,26 @@ class WorkflowFormat:
         ``SUBTASK_CHARS`` each). Raises ValueError when even short subtasks, or the longest of ``wordings``, do not fit."""
         fixed = cls._fixed_chars(n_workers, max_steps, fine_grained)
         fixed += _finished_name_chars([*names, *(word for word, _ in aliases)], name_slots)
-        room = max_tokens - 1 - fixed
-        reason = min(REASON_CHARS, max(8, room // 4))
-        subtask = min(SUBTASK_CHARS, (room - reason) // max_steps)
+
+        def split(tokens: int) -> tuple[int, int]:  # (reasoning, subtask) characters that ``tokens`` leave
+            room = tokens - 1 - fixed
+            reason = min(REASON_CHARS, max(8, room // 4))
+            return reason, min(SUBTASK_CHARS, (room - reason) // max_steps)
+
+        def least(chars: int) -> int:  # the smallest max_tokens whose subtasks get ``chars`` (<= SUBTASK_CHARS)
+            return next(m for m in itertools.count(max_tokens + 1) if split(m)[1] >= chars)
+
+        reason, subtask = split(max_tokens)
         if subtask < MIN_SUBTASK_CHARS:
-            need = 1 + fixed + reason + max_steps * MIN_SUBTASK_CHARS
             raise ValueError(f"max_tokens = {max_tokens} is too small for {max_steps} steps over {n_workers} workers: "
-                             f"raise it to at least {need}, or lower max_steps")
+                             f"raise it to at least {least(MIN_SUBTASK_CHARS)}, or lower max_steps")
         longest = max(map(len, wordings), default=0)
+        if longest > SUBTASK_CHARS:
+            raise ValueError(f"the conductor's longest trained wording has {longest} characters and no subtask it writes has more than "
+                             f"{SUBTASK_CHARS}: set subtasks = \"free\"")
         if longest > subtask:
-            need = 1 + fixed + reason + max_steps * longest
             raise ValueError(f"max_tokens = {max_tokens} leaves {subtask} characters a subtask and the conductor's longest trained "
-                             f"wording has {longest}: raise it to at least {need}, or lower max_steps")
+                             f"wording has {longest}: raise it to at least {least(longest)}, lower max_steps, or set subtasks = \"free\"")
         return cls(n_workers, max_steps, fine_grained=fine_grained, allow_empty=allow_empty, reason_chars=reason, subtask_chars=subtask,
                    names=tuple(names), name_slots=name_slots, aliases=tuple(aliases), wordings=tuple(wordings))
 

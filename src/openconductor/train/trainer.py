@@ -375,7 +375,8 @@ def rollout_wordings(cfg: TrainConfig) -> tuple[str, ...]:
     recorded = read_manifest(warm).wordings if has_manifest(warm) else None
     if not recorded:
         raise TrainConfigError(f"rollout.subtasks = 'trained' holds GRPO to the warm-up's wordings, and {warm} records none: "
-                               "run the warm-up in this output dir (warmup_sft.examples > 0), or set rollout.subtasks = 'free'")
+                               "run the warm-up in this output dir (warmup_sft.examples > 0; a warm-up made before manifests "
+                               "recorded wordings gets them from scripts/record_wordings.py), or set rollout.subtasks = 'free'")
     return tuple(recorded)
 
 

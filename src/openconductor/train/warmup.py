@@ -22,7 +22,7 @@ import random
 from typing import TypeVar
 
 from ..pool import TOOL_PROVIDERS, PoolSpec
-from ..workflow import Access, Step, Workflow, parse
+from ..workflow import SUBTASK_CHARS, Access, Step, Workflow, WorkflowFormat, parse
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -164,8 +164,12 @@ def single_worker_plans(spec: PoolSpec) -> list[str]:
 
 def taught_wordings(targets: list[str]) -> list[str]:
     """Every subtask of the warm-up's targets, once, in order of first use: the manifest's ``wordings``, the closed
-    set a pool may hold the conductor to (``[conductor] subtasks = "trained"``)."""
-    return list(dict.fromkeys(step.subtask for text in targets for step in parse(text).steps))
+    set a pool may hold the conductor to (``[conductor] subtasks = "trained"``). A subtask no conductor can write
+    (a quote, a non-ASCII character, more than ``SUBTASK_CHARS``) is left out: holding the conductor to it would
+    refuse every plan."""
+    writable = WorkflowFormat(1, 1, subtask_chars=SUBTASK_CHARS)
+    subtasks = dict.fromkeys(step.subtask for text in targets for step in parse(text).steps)
+    return [text for text in subtasks if writable.why_not(Workflow((Step(0, text, ()),), reasoning="r")) is None]
 
 
 def keep_best(candidates: list[list[T]], scores: list[list[float]], k: int, seed: int) -> list[list[T]]:
