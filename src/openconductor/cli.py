@@ -333,12 +333,10 @@ def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; defau
 def _held_wordings(conductor) -> int:
     """How many trained subtasks the pool holds its conductor to (0: free text, or a checkpoint that cannot be read here,
     which planning reports)."""
-    from .providers.transformers_local import trained_wordings
+    from .providers.transformers_local import held_wordings
 
-    if conductor.subtasks != "trained":
-        return 0
     try:
-        return len(trained_wordings(conductor.checkpoint))
+        return len(held_wordings(conductor))
     except PoolConfigError:
         return 0
 

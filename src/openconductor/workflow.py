@@ -199,11 +199,11 @@ class WorkflowFormat:
 
     def __post_init__(self) -> None:
         for text in self.wordings:
-            if (problem := self._unwritable(text)) is not None:
+            if (problem := self.unwritable(text)) is not None:
                 raise ValueError(f"wording {text[:60] + ('...' if len(text) > 60 else '')!r} {problem}")
 
-    def _unwritable(self, text: str) -> Optional[str]:
-        """Why free text could not write ``text`` as a subtask, or None."""
+    def unwritable(self, text: str) -> Optional[str]:
+        """Why free text in this format could not write ``text`` as a subtask, or None."""
         if not self.min_subtask_chars <= len(text) <= self.subtask_chars:
             return f"has {len(text)} characters and the conductor writes {self.min_subtask_chars} to {self.subtask_chars}"
         bad = sorted({c for c in text if not _string_char(c)})
@@ -308,7 +308,7 @@ class WorkflowFormat:
             where, text = f"step {k + 1}", step.subtask
             if not 0 <= step.worker < self.n_workers:
                 return f"{where} names worker id {step.worker} and the pool has {self.n_workers} workers"
-            if (problem := self._unwritable(text)) is not None:
+            if (problem := self.unwritable(text)) is not None:
                 return f"{where}'s subtask {problem}"
             if self.wordings and text not in self.wordings:
                 return f"{where}'s subtask is none of the {len(self.wordings)} wordings this conductor writes"

@@ -202,11 +202,10 @@ class LMConductor(Policy):
         name_slots = False
         wordings: tuple[str, ...] = ()
         if options.checkpoint:
-            from ..providers.transformers_local import trained_prompt, trained_wordings
+            from ..providers.transformers_local import held_wordings, trained_prompt
 
             trained = trained_prompt(options.checkpoint)
-            if options.subtasks == "trained":
-                wordings = trained_wordings(options.checkpoint)
+            wordings = held_wordings(options)
             examples = (trained.examples is not False) if examples is None else examples
             style = trained.style or "paper"  # prompted exactly as it was trained
             if options.show != "ids":  # its ids follow the workers its reasoning names (and the ranking's words)
@@ -270,13 +269,13 @@ class LMConductor(Policy):
         return self._fallback(request, record)
 
     def fingerprint(self, pool: PoolSpec) -> dict:
+        from ..providers.transformers_local import held_wordings
+
         conductor = pool.outcome_view({"conductor"})["conductor"]
         # The subtasks it is held to, not the setting: a checkpoint that records none plans as it did before the setting was.
-        if conductor.pop("subtasks") == "trained" and pool.conductor.checkpoint:
-            from ..providers.transformers_local import trained_wordings
-
-            if wordings := trained_wordings(pool.conductor.checkpoint):
-                conductor["wordings"] = list(wordings)
+        del conductor["subtasks"]
+        if wordings := held_wordings(pool.conductor):
+            conductor["wordings"] = list(wordings)
         return {**super().fingerprint(pool), "conductor": conductor}
 
     def _fallback(self, request: PlanRequest, record: PlanRecord) -> Plan:

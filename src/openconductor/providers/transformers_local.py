@@ -26,7 +26,7 @@ from typing import Literal, Optional, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..manifest import MANIFEST, ConductorManifest, ManifestError, PromptInfo, read_manifest
-from ..pool import BUILTIN_CONDUCTOR, RANKED_VIEWS, PoolConfigError, PoolSpec, WorkerSpec
+from ..pool import BUILTIN_CONDUCTOR, RANKED_VIEWS, ConductorSpec, PoolConfigError, PoolSpec, WorkerSpec
 from ..records import Completion, Usage
 from ..workflow import WorkflowFormat
 from .base import Provider, ProviderError, TokenCallback, absent_modules
@@ -107,6 +107,13 @@ def trained_prompt(checkpoint: str) -> PromptInfo:
 def trained_wordings(checkpoint: str) -> tuple[str, ...]:
     """The subtasks a trained conductor was taught (its manifest's ``wordings``); () when it records none."""
     return tuple(_manifest(checkpoint_path(checkpoint)).wordings or ())
+
+
+def held_wordings(conductor: ConductorSpec, checkpoint: Optional[str] = None) -> tuple[str, ...]:
+    """The subtasks a pool's ``[conductor]`` holds its trained conductor to (``checkpoint``: another than the section's):
+    its wordings with ``subtasks = "trained"``; () for free text or a conductor without a checkpoint."""
+    checkpoint = checkpoint or conductor.checkpoint
+    return trained_wordings(checkpoint) if conductor.subtasks == "trained" and checkpoint else ()
 
 
 def applied(spec: PoolSpec) -> bool:

@@ -126,14 +126,14 @@ def conductor_texts(model_dir: str, items: list[Item], spec: PoolSpec, cfg: Trai
     """(plans, what writing each cost the conductor: prompt and completion tokens)."""
     from ..decoding import generate_batch
     from ..model_files import resolve_model
-    from ..providers.transformers_local import load_checkpoint, trained_wordings
+    from ..providers.transformers_local import held_wordings, load_checkpoint
     from .trainer import accelerator_device
 
     model, tokenizer = load_checkpoint(resolve_model(model_dir), device=accelerator_device(), dtype=cfg.model.dtype)
     prompts = [prompt_for(i, spec, cfg) for i in items]
     # A conductor trained with constrained rollouts is evaluated the same way (the runtime's grammar, held to the wordings
     # its manifest records as the pool holds it).
-    wordings = trained_wordings(model_dir) if spec.conductor.subtasks == "trained" else ()
+    wordings = held_wordings(spec.conductor, model_dir)
     fmt = cfg.rollout.format(len(spec.workers), cfg.prompt.max_steps, fine_grained=cfg.prompt.fine_grained, wordings=wordings)
     formats = [fmt] * len(items) if cfg.rollout.constrained else None
     texts = generate_batch(model, tokenizer, prompts, max_new_tokens=cfg.settings["max_completion_length"], temperature=temperature,

@@ -167,9 +167,9 @@ def taught_wordings(targets: list[str]) -> list[str]:
     set a pool may hold the conductor to (``[conductor] subtasks = "trained"``). A subtask no conductor can write
     (a quote, a non-ASCII character, more than ``SUBTASK_CHARS``) is left out: holding the conductor to it would
     refuse every plan."""
-    writable = WorkflowFormat(1, 1, subtask_chars=SUBTASK_CHARS)
+    free = WorkflowFormat(1, 1, subtask_chars=SUBTASK_CHARS)
     subtasks = dict.fromkeys(step.subtask for text in targets for step in parse(text).steps)
-    return [text for text in subtasks if writable.why_not(Workflow((Step(0, text, ()),), reasoning="r")) is None]
+    return [text for text in subtasks if free.unwritable(text) is None]
 
 
 def keep_best(candidates: list[list[T]], scores: list[list[float]], k: int, seed: int) -> list[list[T]]:
