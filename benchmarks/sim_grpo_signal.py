@@ -31,8 +31,9 @@ from typing import Optional, Sequence
 from openconductor.pool import load_pool
 from openconductor.sim.plan_search import steps_of
 from openconductor.sim.questions import Question
+from openconductor.sim.pools import with_profile
 from openconductor.sim.world_v3 import Profile, make_questions, run_plan
-from openconductor.train.sim_eval import conductor_plans, declared
+from openconductor.train.sim_eval import conductor_plans, declared, trained_ranking
 from openconductor.workflow import Workflow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +59,8 @@ def main() -> int:
     args = ap.parse_args()
     from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
 
-    spec, start = load_pool(args.pool), time.perf_counter()
+    # the pool shown as the conductor's copy showed its pools (a subtopic-ranking conductor's rank words bind only there)
+    spec, start = with_profile(load_pool(args.pool), trained_ranking(args.conductor)), time.perf_counter()
     profiles = declared(spec)
     held = frozenset(q.text for q in make_questions(args.test_n, 1000))
     asked = make_questions(48, 11_000, exclude=held)[: args.questions]  # one per bucket, training side

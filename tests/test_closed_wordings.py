@@ -195,9 +195,9 @@ def test_an_eval_folder_sees_the_wordings_held_not_the_setting(tmp_path):
 
     spec = load_default_pool()
 
-    def fingerprint(checkpoint: str, subtasks: str) -> dict:
+    def fingerprint(checkpoint: str, subtasks: str, constrained: bool | None = None) -> dict:
         conductor = spec.conductor.model_copy(update={"checkpoint": checkpoint, "subtasks": subtasks})
-        return LMConductor().fingerprint(PoolSpec.model_validate({**spec.model_dump(), "conductor": conductor.model_dump()}))
+        return LMConductor(constrained=constrained).fingerprint(PoolSpec.model_validate({**spec.model_dump(), "conductor": conductor.model_dump()}))
 
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
@@ -206,6 +206,7 @@ def test_an_eval_folder_sees_the_wordings_held_not_the_setting(tmp_path):
     (ckpt / "openconductor.json").write_text(json.dumps({"format": "openconductor-conductor/1", "kind": "full", "wordings": list(WORDINGS)}))
     held, free = fingerprint(str(ckpt), "trained"), fingerprint(str(ckpt), "free")
     assert held != free and held["conductor"]["wordings"] == list(WORDINGS) and "wordings" not in free["conductor"]
+    assert fingerprint(str(ckpt), "trained", constrained=False)["conductor"] == free["conductor"]  # no grammar, nothing holds it
 
 
 def test_the_planning_benchmark_refuses_a_conductor_without_wordings(tmp_path):

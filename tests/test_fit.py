@@ -271,6 +271,32 @@ def test_bad_input_is_a_typed_error_that_says_what_to_do(tmp_path, world):
     assert load_pool(f["pool"]).name == "fit-sim"
 
 
+def test_a_pool_too_small_for_the_copys_wordings_is_refused_before_grpo_and_a_rerun_goes_on_from_the_copy(tmp_path, world):
+    """The runtime holds a fitted conductor to its copy's wordings; a ``[conductor] max_tokens`` that leaves a subtask
+    less room than the longest of them would refuse every plan. The fit says so after the copy, before GRPO and the
+    evaluation spend anything, names the max_tokens that fits, and a rerun with it goes on from the copy."""
+    from openconductor.pool import PoolConfigError
+    from openconductor.workflow import WorkflowFormat
+
+    settings = _settings(tmp_path, grpo_steps=1)
+    with pytest.raises(ValueError, match="raise it to at least") as small:  # the least budget that leaves 24 characters a subtask
+        WorkflowFormat.bounded(2, 2, 40, names=("calc", "know"))
+    least_room = int(re.search(r"at least (\d+)", str(small.value)).group(1))
+    pool = Path(settings.pool)
+    pool.write_text(pool.read_text().replace("max_steps = 2\n", f"max_steps = 2\nmax_tokens = {least_room}\n"))
+    with pytest.raises(PoolConfigError, match="trained wording has") as refused:
+        run_fit(settings)
+    assert "edit the pool file and run the same command again" in str(refused.value)
+    stages = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
+    assert "copy" in stages and "grpo" not in stages and not (tmp_path / "out" / "eval").exists()
+    enough = int(re.search(r"raise it to at least (\d+)", str(refused.value)).group(1))
+    pool.write_text(pool.read_text().replace(f"max_tokens = {least_room}", f"max_tokens = {enough}"))
+    done = run_fit(settings)
+    after = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
+    assert done.stopped is None and after["copy"] == stages["copy"] and after["search"] == stages["search"]
+    assert (tmp_path / "out" / "eval" / "report.md").exists()
+
+
 @pytest.mark.slow
 def test_fit_on_the_real_offline_pool_with_a_tiny_budget(tmp_path):
     """The real offline pool (Qwen2.5-Coder-0.5B, SmolLM2-135M, the python tool in the sandbox) and the real

@@ -175,6 +175,38 @@ def conductor_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
+def trained_binding(spec: PoolSpec) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...], bool, tuple[str, ...]]:
+    """What the pool's trained checkpoint writes with: (names, rank-word aliases, name slots, held wordings);
+    all empty without a checkpoint."""
+    options = spec.conductor
+    if not options.checkpoint:
+        return (), (), False, ()
+    from ..providers.transformers_local import held_wordings, trained_prompt
+
+    names: tuple[str, ...] = ()
+    aliases: tuple[tuple[str, int], ...] = ()
+    name_slots = False
+    if options.show != "ids":  # its ids follow the workers its reasoning names (and the ranking's words)
+        trained = trained_prompt(options.checkpoint)
+        names, aliases = binding(trained, spec)
+        name_slots = bool(trained.name_slots)
+    return names, aliases, name_slots, held_wordings(options)
+
+
+def planning_format(spec: PoolSpec, max_steps: int, *, recursive: bool = False) -> WorkflowFormat:
+    """The language the pool's conductor plans in under a grammar: a trained checkpoint's names, rank words and
+    held wordings applied, every field bounded so that ``[conductor] max_tokens`` cannot cut a plan. A max_tokens too
+    small for it is a PoolConfigError that names the least that fits."""
+    names, aliases, name_slots, wordings = trained_binding(spec)
+    options = spec.conductor
+    try:
+        return WorkflowFormat.bounded(len(spec.workers), max_steps, options.max_tokens, allow_empty=recursive,
+                                      fine_grained=options.fine_grained_access, names=names, name_slots=name_slots, aliases=aliases,
+                                      wordings=wordings)
+    except ValueError as exc:  # a [conductor] max_tokens too small for max_steps, or for its longest wording
+        raise PoolConfigError(f"pool {spec.name!r}: [conductor] {exc}") from None
+
+
 class ConductorOptions(PolicyOptions):
     temperature: Optional[float] = None  # None: the pool's [conductor] temperature
     examples: Optional[bool] = None  # None: as the pool's trained conductor was trained (its manifest), else with
@@ -197,36 +229,19 @@ class LMConductor(Policy):
         backend = pool.conductor_backend()
         recursive = request.previous is not None
         examples, style = self.examples, "paper"
-        names: tuple[str, ...] = ()
-        aliases: tuple[tuple[str, int], ...] = ()
-        name_slots = False
-        wordings: tuple[str, ...] = ()
         if options.checkpoint:
-            from ..providers.transformers_local import held_wordings, trained_prompt
+            from ..providers.transformers_local import trained_prompt
 
             trained = trained_prompt(options.checkpoint)
-            wordings = held_wordings(options)
             examples = (trained.examples is not False) if examples is None else examples
             style = trained.style or "paper"  # prompted exactly as it was trained
-            if options.show != "ids":  # its ids follow the workers its reasoning names (and the ranking's words)
-                names, aliases = binding(trained, spec)
-                name_slots = bool(trained.name_slots)
         messages = conductor_messages(
             request.question, spec, max_steps=request.max_steps, previous=request.previous, show=options.show,
             fine_grained=options.fine_grained_access, examples=examples is not False, style=style,
         )
+        names, aliases, _, _ = trained_binding(spec)
         use_grammar = backend.provider.supports_grammar if self.constrained is None else self.constrained
-        try:
-            grammar = (
-                WorkflowFormat.bounded(
-                    len(spec.workers), request.max_steps, options.max_tokens, allow_empty=recursive, fine_grained=options.fine_grained_access,
-                    names=names, name_slots=name_slots, aliases=aliases, wordings=wordings,
-                ).grammar()
-                if use_grammar
-                else None
-            )
-        except ValueError as exc:  # a [conductor] max_tokens too small for max_steps
-            raise PoolConfigError(f"pool {spec.name!r}: [conductor] {exc}") from None
+        grammar = planning_format(spec, request.max_steps, recursive=recursive).grammar() if use_grammar else None
         record = PlanRecord(policy=self.name)
         usage = Usage()
         start = time.perf_counter()
@@ -274,7 +289,7 @@ class LMConductor(Policy):
         conductor = pool.outcome_view({"conductor"})["conductor"]
         # The subtasks it is held to, not the setting: a checkpoint that records none plans as it did before the setting was.
         del conductor["subtasks"]
-        if wordings := held_wordings(pool.conductor):
+        if self.constrained is not False and (wordings := held_wordings(pool.conductor)):  # unconstrained, nothing holds it
             conductor["wordings"] = list(wordings)
         return {**super().fingerprint(pool), "conductor": conductor}
 

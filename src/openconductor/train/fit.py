@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import graders
-from ..pool import PoolSpec, default_pool_path, load_pool
+from ..pool import PoolConfigError, PoolSpec, default_pool_path, load_pool
 from .candidates import Candidate, candidate_set, declared_left_out
 from .config import RewardSettings, TrainConfig, load_train_config
 from .data import TrainRow, build_rows
@@ -277,6 +277,20 @@ def copy_stage(ctx: FitContext, state: FitState, key: str) -> tuple[Path, str]:
     return warm, key
 
 
+def check_pool_plans(spec: PoolSpec, checkpoint: Path) -> None:
+    """Refuses, before GRPO and the evaluation, a conductor its own pool file could not plan with: a
+    ``[conductor] max_tokens`` that leaves its subtasks less room than the longest wording its copy taught (which the
+    runtime holds it to). The message names the least max_tokens that fits; every stage done is kept."""
+    from ..policies.lm import planning_format
+    from ..providers.transformers_local import trained_conductor
+
+    planned, _ = trained_conductor(spec, checkpoint, engine="transformers")
+    try:
+        planning_format(planned, planned.conductor.max_steps)
+    except PoolConfigError as exc:
+        raise PoolConfigError(f"{exc}. The fit keeps every stage done: edit the pool file and run the same command again") from None
+
+
 def grpo_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore) -> tuple[Path, str]:
     """GRPO from the copy on the training questions, every rollout run through the replay store: ``OUT/train/final``.
     An interrupted GRPO of the same digest resumes from its last checkpoint."""
@@ -397,6 +411,7 @@ def run_fit(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitResult:
     try:
         got = asyncio.run(_pool_work(ctx, runner, state, meter, grader))
         warm, key = copy_stage(ctx, state, got["digest"])
+        check_pool_plans(ctx.spec, warm)
         source = warm
         if settings.grpo_steps:
             source, key = grpo_stage(ctx, state, key, meter)
