@@ -135,6 +135,45 @@ def test_a_changed_setting_redoes_only_the_stages_it_decides(tmp_path, world):
     assert redone.stopped is None and redone.spend.calls == json.loads((tmp_path / "out" / "fit.json").read_text())["spend"]["calls"]
 
 
+def test_a_fit_folder_copied_elsewhere_keeps_its_copy_and_grpo(tmp_path, world):
+    """Where a fit's files are written does not decide its copy: a finished fit copied to another folder (to branch a
+    longer GRPO run off it) redoes nothing, there and on every later rerun; a folder whose copy was recorded under the
+    digest that still held its path (fits before 2026-11-29) keeps it too."""
+    import dataclasses
+    import shutil
+
+    from openconductor.train import fit as fitmod
+
+    first = run_fit(_settings(tmp_path, grpo_steps=1))
+    state = json.loads((tmp_path / "out" / "fit.json").read_text())
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(tmp_path / "out", moved)
+    warm = (moved / "train" / "warmup" / "openconductor.json").stat().st_mtime_ns
+    for _ in range(2):
+        again = run_fit(_settings(tmp_path, grpo_steps=1).model_copy(update={"out": moved}))
+        stages = json.loads((moved / "fit.json").read_text())["stages"]
+        assert again.report == first.report and again.spend.calls == first.spend.calls
+        assert {k: v["digest"] for k, v in stages.items()} == {k: v["digest"] for k, v in state["stages"].items()}
+        assert (moved / "train" / "warmup" / "openconductor.json").stat().st_mtime_ns == warm  # not copied again
+    # The digest a copy was recorded under before: the recipe with the folder's own path in it.
+    legacy = tmp_path / "legacy"
+    shutil.copytree(tmp_path / "out", legacy)
+    recorded = json.loads((legacy / "fit.json").read_text())
+    settings = _settings(tmp_path, grpo_steps=1)
+    cfg = fitmod.recipe(settings.model_copy(update={"out": legacy}), load_pool(settings.pool))
+    before = recorded["stages"]["targets"]["digest"]
+    old = fitmod.digest(before, dataclasses.asdict(cfg))  # the old formula, with this folder's path
+    assert old != fitmod.copy_digest(before, cfg)
+    recorded["settings"]["out"] = str(legacy)
+    recorded["stages"]["copy"] = {"digest": old, "seconds": 1.0, "spend": {}}
+    for later in ("grpo-started", "grpo"):
+        recorded["stages"][later]["digest"] = fitmod.digest(old, 1)
+    (legacy / "fit.json").write_text(json.dumps(recorded))
+    kept = run_fit(settings.model_copy(update={"out": legacy}))
+    stages = json.loads((legacy / "fit.json").read_text())["stages"]
+    assert kept.report == first.report and stages["copy"]["digest"] == old and stages["grpo"]["digest"] == fitmod.digest(old, 1)
+
+
 def test_a_fit_started_from_a_trained_conductor_copies_from_its_weights_and_a_bad_one_is_refused_before_any_call(tmp_path, world, caplog):
     """``--init``: the copy starts from a conductor's weights (recorded with their digest); only the copy and later
     stages are redone, the paid stages replayed. A directory without trained weights, or an adapter of another LoRA

@@ -89,6 +89,7 @@ class FitState:
         self.path = out / STATE_FILE
         data = json.loads(self.path.read_text()) if self.path.exists() else {}
         self.stages: dict[str, dict] = data.get("stages", {})
+        self.previous_out: Optional[str] = data.get("settings", {}).get("out")  # where the fit's folder was when it last saved
         spent = data.get("spend", {})
         self.spend = Spend(spent.get("calls", 0), spent.get("input_tokens", 0), spent.get("output_tokens", 0), spent.get("cost_usd", 0.0))
 
@@ -257,15 +258,31 @@ def per_question_targets(ctx: FitContext, got: dict[str, Any]) -> tuple[list[Tra
     return rows, [text[n] for n in names], summary
 
 
+def _written_to(cfg: TrainConfig, output_dir: str) -> TrainConfig:
+    return dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=output_dir))
+
+
+def copy_digest(key: str, cfg: TrainConfig) -> str:
+    """What decides the copy: the stage before and the recipe, not where its files are written. A fit folder copied
+    or moved elsewhere (to branch a GRPO run off a finished copy) keeps its copy."""
+    return digest(key, dataclasses.asdict(_written_to(cfg, "")))
+
+
 def copy_stage(ctx: FitContext, state: FitState, key: str) -> tuple[Path, str]:
     """The supervised copy of the per-question targets (the trainer's warm-up): ``OUT/train/warmup``."""
     from ..manifest import has_manifest
     from .trainer import prepare
 
     warm = ctx.out / "train" / "warmup"
-    key = digest(key, dataclasses.asdict(ctx.cfg))
-    if state.done("copy", key) and has_manifest(warm):
-        return warm, key
+    before, key, done = key, copy_digest(key, ctx.cfg), state.stages.get("copy", {})
+    # A copy finished before the digest left out the folder's path (2026-11-29) is kept too, under its old digest so
+    # that the stages after it stay done; "recipe" remembers it wherever the folder goes next.
+    old = (digest(before, dataclasses.asdict(_written_to(ctx.cfg, str((Path(state.previous_out) / "train").resolve()))))
+           if state.previous_out else None)
+    if has_manifest(warm) and (done.get("digest") in (key, old) or done.get("recipe") == key):
+        if done["digest"] != key:
+            done["recipe"] = key
+        return warm, done["digest"]
     shutil.rmtree(warm, ignore_errors=True)  # a copy made for other targets must not be loaded as this one
     got = json.loads((ctx.out / "targets.json").read_text())
     rows, texts, summary = per_question_targets(ctx, {"targets": got, "candidates": _candidates(ctx)})
