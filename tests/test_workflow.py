@@ -164,3 +164,24 @@ def test_format_automaton_has_no_dead_ends_and_every_string_it_admits_is_valid()
                 state, text = fmt.advance(state, ch), text + ch
             wf = parse_and_validate(text, fmt.n_workers, max_steps=fmt.max_steps, allow_empty=fmt.allow_empty)
             assert len(wf) <= fmt.max_steps
+
+
+@pytest.mark.parametrize("fine_grained", [False, True])
+def test_digits_outside_ascii_are_refused_by_the_format_not_crashed_on(fine_grained):
+    """A vocabulary holds tokens such as "²" or "٣" that str.isdigit() accepts and int() may not: at every point of a
+    plan the automaton refuses them (a constrained sampler tries every token when its pick is refused), and a plan
+    that writes one is a parse error."""
+    from openconductor.workflow import WorkflowFormat
+
+    fmt = WorkflowFormat(3, 3, fine_grained=fine_grained, reason_chars=40, subtask_chars=40)
+    plan = Workflow((Step(2, "Design the algorithm for it", ()), Step(0, "Implement the design in Python", (0,) if fine_grained else "all")),
+                    reasoning="plan")
+    state, text = fmt.start(), "Reasoning: " + plan.render()
+    for ch in text:
+        for odd in ("²", "٣", "①", "½", "𝟐"):
+            assert fmt.advance(state, odd) is None
+        state = fmt.advance(state, ch)
+        assert state is not None, text
+    assert fmt.complete(state)
+    with pytest.raises(WorkflowParseError):
+        parse('model_id = [²]\nsubtasks = ["Solve the task please"]\naccess_list = [[]]')

@@ -169,7 +169,7 @@ class _Graph:
             if isinstance(target, dict) and token in target:
                 target = target[token]
                 path.append(token)
-            elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
+            elif isinstance(target, list) and token.isascii() and token.isdigit() and int(token) < len(target):
                 target = target[int(token)]
                 path.append(int(token))
             else:

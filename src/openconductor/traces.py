@@ -139,7 +139,7 @@ class Owner:
     @classmethod
     def parse(cls, owner_id: str) -> Optional["Owner"]:
         parts = owner_id.rsplit("/", 3)
-        if len(parts) != 4 or not parts[2].isdigit():
+        if len(parts) != 4 or not (parts[2].isascii() and parts[2].isdigit()):
             return None
         return cls(parts[0], parts[1], int(parts[2]), parts[3])
 

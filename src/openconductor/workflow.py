@@ -147,7 +147,7 @@ MIN_SUBTASK_CHARS = 24  # below this a budget is refused: plans would have no ro
 
 def _index(text: str, k: int) -> bool:
     """A step index below k, written without leading zeros."""
-    return text.isdigit() and (text == "0" or text[0] != "0") and int(text) < k
+    return text.isascii() and text.isdigit() and (text == "0" or text[0] != "0") and int(text) < k
 
 
 def _printable(ch: str) -> bool:
@@ -411,7 +411,7 @@ class WorkflowFormat:
             _, n, digits, bound = state
             want = str(bound[n]) if n < len(bound) else None
             grown = digits + ch
-            if ch.isdigit() and (digits != "0") and int(grown) < self.n_workers and (want is None or want.startswith(grown)):
+            if ch in "0123456789" and (digits != "0") and int(grown) < self.n_workers and (want is None or want.startswith(grown)):
                 return ("id", n, grown, bound)
             if not digits or (want is not None and digits != want):
                 return None

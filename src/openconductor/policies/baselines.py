@@ -25,7 +25,7 @@ def worker_index(spec: "PoolSpec", worker: Optional[str | int]) -> int:
         return spec.strongest_index()
     if isinstance(worker, bool):
         raise ValueError(f"a worker is a name or an id, not {worker!r}")
-    if isinstance(worker, int) or str(worker).isdigit():
+    if isinstance(worker, int) or (str(worker).isascii() and str(worker).isdigit()):
         index = int(worker)
         if not 0 <= index < len(spec.workers):
             raise ValueError(f"worker id {index} is not in the pool (0..{len(spec.workers) - 1})")

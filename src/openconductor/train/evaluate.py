@@ -105,7 +105,7 @@ def choose_checkpoint(validation_dir: str | Path, system: str = "after GRPO (tra
         if path.stem == "warmup":
             return float("-inf")
         prefix, _, step = path.stem.partition("-")
-        if prefix != "checkpoint" or not step.isdigit():
+        if prefix != "checkpoint" or not (step.isascii() and step.isdigit()):
             raise ValueError(f"{path}: expected warmup.json, checkpoint-<step>.json or final.json")
         return int(step)
 

@@ -414,7 +414,11 @@ def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False, 
 
 
 def _latest_checkpoint(out_dir: Path) -> Optional[Path]:
-    found = sorted(out_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]) if p.name.split("-")[-1].isdigit() else -1)
+    def step(path: Path) -> int:
+        number = path.name.split("-")[-1]
+        return int(number) if number.isascii() and number.isdigit() else -1
+
+    found = sorted(out_dir.glob("checkpoint-*"), key=step)
     return found[-1] if found else None
 
 
