@@ -155,23 +155,36 @@ def test_a_fit_folder_copied_elsewhere_keeps_its_copy_and_grpo(tmp_path, world):
         assert again.report == first.report and again.spend.calls == first.spend.calls
         assert {k: v["digest"] for k, v in stages.items()} == {k: v["digest"] for k, v in state["stages"].items()}
         assert (moved / "train" / "warmup" / "openconductor.json").stat().st_mtime_ns == warm  # not copied again
-    # The digest a copy was recorded under before: the recipe with the folder's own path in it.
-    legacy = tmp_path / "legacy"
-    shutil.copytree(tmp_path / "out", legacy)
-    recorded = json.loads((legacy / "fit.json").read_text())
+    # A fit recorded before (its copy's digest held the folder's path) in one folder, then copied to another: the
+    # copy and the stages after it are kept there, on the first rerun and on the next (the "recipe" field).
     settings = _settings(tmp_path, grpo_steps=1)
-    cfg = fitmod.recipe(settings.model_copy(update={"out": legacy}), load_pool(settings.pool))
+    recorded = json.loads((tmp_path / "out" / "fit.json").read_text())
+    cfg = fitmod.recipe(settings, load_pool(settings.pool))  # as the old fit in tmp_path/out saw it
     before = recorded["stages"]["targets"]["digest"]
-    old = fitmod.digest(before, dataclasses.asdict(cfg))  # the old formula, with this folder's path
+    old = fitmod.digest(before, dataclasses.asdict(cfg))
     assert old != fitmod.copy_digest(before, cfg)
-    recorded["settings"]["out"] = str(legacy)
     recorded["stages"]["copy"] = {"digest": old, "seconds": 1.0, "spend": {}}
     for later in ("grpo-started", "grpo"):
         recorded["stages"][later]["digest"] = fitmod.digest(old, 1)
+    legacy = tmp_path / "legacy"
+    shutil.copytree(tmp_path / "out", legacy)
     (legacy / "fit.json").write_text(json.dumps(recorded))
-    kept = run_fit(settings.model_copy(update={"out": legacy}))
-    stages = json.loads((legacy / "fit.json").read_text())["stages"]
-    assert kept.report == first.report and stages["copy"]["digest"] == old and stages["grpo"]["digest"] == fitmod.digest(old, 1)
+    warm = (legacy / "train" / "warmup" / "openconductor.json").stat().st_mtime_ns
+    for rerun in range(2):
+        kept = run_fit(settings.model_copy(update={"out": legacy}))
+        stages = json.loads((legacy / "fit.json").read_text())["stages"]
+        assert kept.report == first.report and stages["copy"]["digest"] == old and stages["grpo"]["digest"] == fitmod.digest(old, 1)
+        assert stages["copy"]["recipe"] == fitmod.copy_digest(before, cfg), rerun
+        assert (legacy / "train" / "warmup" / "openconductor.json").stat().st_mtime_ns == warm
+    # Without its record the copy on disk is not trusted: it is made again, as is the copy of another recipe.
+    (legacy / "fit.json").unlink()
+    assert run_fit(settings.model_copy(update={"out": legacy})).stopped is None
+    assert (legacy / "train" / "warmup" / "openconductor.json").stat().st_mtime_ns != warm
+    warm = (legacy / "train" / "warmup" / "openconductor.json").stat().st_mtime_ns
+    recipe_file = Path(settings.recipe)
+    recipe_file.write_text(recipe_file.read_text().replace("learning_rate = 1e-3", "learning_rate = 2e-3"))
+    run_fit(settings.model_copy(update={"out": legacy}))
+    assert (legacy / "train" / "warmup" / "openconductor.json").stat().st_mtime_ns != warm
 
 
 def test_a_fit_started_from_a_trained_conductor_copies_from_its_weights_and_a_bad_one_is_refused_before_any_call(tmp_path, world, caplog):

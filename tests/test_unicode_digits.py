@@ -29,3 +29,17 @@ def test_a_schema_reference_through_an_odd_digit_points_at_nothing(odd):
 def test_a_trace_owner_with_an_odd_pid_is_not_an_owner(odd):
     assert Owner.parse(f"host/boot/{odd}/123") is None
     assert Owner.parse("host/boot/42/123") is not None
+
+
+def test_checkpoint_names_with_an_odd_digit_are_not_steps(tmp_path):
+    pytest.importorskip("torch")
+    from openconductor.train.evaluate import choose_checkpoint
+    from openconductor.train.trainer import _latest_checkpoint
+
+    for name in ("checkpoint-²", "checkpoint-3", "checkpoint-12"):
+        (tmp_path / name).mkdir()
+    assert _latest_checkpoint(tmp_path) == tmp_path / "checkpoint-12"
+    (tmp_path / "validation").mkdir()
+    (tmp_path / "validation" / "checkpoint-².json").write_text("[]")
+    with pytest.raises(ValueError, match="expected warmup.json, checkpoint-<step>.json or final.json"):
+        choose_checkpoint(tmp_path / "validation")

@@ -175,7 +175,11 @@ def conductor_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def trained_binding(spec: PoolSpec) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...], bool, tuple[str, ...]]:
+# (names, rank-word aliases, name slots, held wordings): what a trained checkpoint writes with
+TrainedBinding = tuple[tuple[str, ...], tuple[tuple[str, int], ...], bool, tuple[str, ...]]
+
+
+def trained_binding(spec: PoolSpec) -> TrainedBinding:
     """What the pool's trained checkpoint writes with: (names, rank-word aliases, name slots, held wordings);
     all empty without a checkpoint."""
     options = spec.conductor
@@ -193,11 +197,13 @@ def trained_binding(spec: PoolSpec) -> tuple[tuple[str, ...], tuple[tuple[str, i
     return names, aliases, name_slots, held_wordings(options)
 
 
-def planning_format(spec: PoolSpec, max_steps: int, *, recursive: bool = False) -> WorkflowFormat:
+def planning_format(spec: PoolSpec, max_steps: int, *, recursive: bool = False,
+                    trained: Optional[TrainedBinding] = None) -> WorkflowFormat:
     """The language the pool's conductor plans in under a grammar: a trained checkpoint's names, rank words and
-    held wordings applied, every field bounded so that ``[conductor] max_tokens`` cannot cut a plan. A max_tokens too
-    small for it is a PoolConfigError that names the least that fits."""
-    names, aliases, name_slots, wordings = trained_binding(spec)
+    held wordings applied (``trained``: ``trained_binding(spec)``, read already), every field bounded so that
+    ``[conductor] max_tokens`` cannot cut a plan. A max_tokens too small for it is a PoolConfigError that names the
+    least that fits."""
+    names, aliases, name_slots, wordings = trained or trained_binding(spec)
     options = spec.conductor
     try:
         return WorkflowFormat.bounded(len(spec.workers), max_steps, options.max_tokens, allow_empty=recursive,
@@ -239,9 +245,10 @@ class LMConductor(Policy):
             request.question, spec, max_steps=request.max_steps, previous=request.previous, show=options.show,
             fine_grained=options.fine_grained_access, examples=examples is not False, style=style,
         )
-        names, aliases, _, _ = trained_binding(spec)
+        bound = trained_binding(spec)  # read once: the grammar and the parser must agree on the names
+        names, aliases = bound[0], bound[1]
         use_grammar = backend.provider.supports_grammar if self.constrained is None else self.constrained
-        grammar = planning_format(spec, request.max_steps, recursive=recursive).grammar() if use_grammar else None
+        grammar = planning_format(spec, request.max_steps, recursive=recursive, trained=bound).grammar() if use_grammar else None
         record = PlanRecord(policy=self.name)
         usage = Usage()
         start = time.perf_counter()

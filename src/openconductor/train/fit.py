@@ -276,11 +276,14 @@ def copy_stage(ctx: FitContext, state: FitState, key: str) -> tuple[Path, str]:
     warm = ctx.out / "train" / "warmup"
     before, key, done = key, copy_digest(key, ctx.cfg), state.stages.get("copy", {})
     # A copy finished before the digest left out the folder's path (2026-11-29) is kept too, under its old digest so
-    # that the stages after it stay done; "recipe" remembers it wherever the folder goes next.
-    old = (digest(before, dataclasses.asdict(_written_to(ctx.cfg, str((Path(state.previous_out) / "train").resolve()))))
-           if state.previous_out else None)
-    if has_manifest(warm) and (done.get("digest") in (key, old) or done.get("recipe") == key):
-        if done["digest"] != key:
+    # that the stages after it stay done: the recipe with this folder's path, or with the folder it was last saved
+    # from; "recipe" remembers it wherever the folder goes next.
+    old = {digest(before, dataclasses.asdict(ctx.cfg))}
+    if state.previous_out:
+        old.add(digest(before, dataclasses.asdict(_written_to(ctx.cfg, str((Path(state.previous_out) / "train").resolve())))))
+    recorded = done.get("digest")
+    if has_manifest(warm) and recorded is not None and (recorded == key or recorded in old or done.get("recipe") == key):
+        if recorded != key:
             done["recipe"] = key
         return warm, done["digest"]
     shutil.rmtree(warm, ignore_errors=True)  # a copy made for other targets must not be loaded as this one
