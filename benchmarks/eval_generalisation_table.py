@@ -104,8 +104,18 @@ def main():
     ap.add_argument("results", type=Path, nargs="+")
     ap.add_argument("--against", action="append", default=[], metavar="POLICY")
     ap.add_argument("--skip", action="append", default=[], metavar="POLICY", help="leave a policy out (e.g. one run on fewer questions)")
+    ap.add_argument("--tag", action="append", default=[], metavar="FILE=TAG",
+                    help="append +TAG to the policies read from FILE (two runs of one policy, e.g. under two pool settings)")
     args = ap.parse_args()
-    records = [r for path in args.results for r in load_records(path) if r.repeat == 0 and r.policy not in args.skip]
+    tags = dict(t.split("=", 1) for t in args.tag if "=" in t)
+    if len(tags) != len(args.tag) or not set(tags) <= {str(p) for p in args.results}:
+        ap.error(f"--tag takes FILE=TAG with FILE one of the results given; got {args.tag}")
+    records = []
+    for path in args.results:
+        tag = tags.get(str(path))
+        for r in load_records(path):
+            if r.repeat == 0 and r.policy not in args.skip:
+                records.append(r.model_copy(update={"policy": f"{r.policy}+{tag}"}) if tag else r)
     policies = list(dict.fromkeys(r.policy for r in records))
     questions = complete_questions(records, policies)
     correct = {p: {} for p in policies}

@@ -29,7 +29,7 @@ def test_the_default_pool_plans_with_a_shipped_trained_conductor():
     # Small enough to ship: the adapter and manifest, no weights copy, no tokenizer, no machine paths.
     assert manifest["kind"] == "adapter" and manifest["model"].startswith("gguf:") and "base_model" not in manifest
     assert sum(f.stat().st_size for f in path.iterdir()) < 8e6
-    assert {f.name for f in path.iterdir()} == {"adapter_config.json", "adapter_model.safetensors", "openconductor.json"}
+    assert {f.name for f in path.iterdir()} == {"adapter_config.json", "adapter_model.safetensors", "openconductor.json", "familiar.json"}
 
 
 def test_an_unknown_builtin_is_a_clear_error():

@@ -53,7 +53,9 @@ def test_a_json_schema_request_on_the_default_pool_ends_in_a_model_step(tmp_path
     schema = {"type": "object", "properties": {"answer": {"type": "number"}}, "required": ["answer"]}
     with serve(cfg) as url:
         c = openai.OpenAI(base_url=url + "/v1", api_key=KEY, timeout=500, max_retries=0)
-        reply = c.chat.completions.create(model="local", messages=[{"role": "user", "content": "What is 17 * 23?"}], seed=0,
+        # Worded as the conductor's arithmetic training questions, so that it plans (an unfamiliar wording, such as
+        # "What is 17 * 23?", runs the pool's code-run-answer instead, which ends in a model step of its own).
+        reply = c.chat.completions.create(model="local", messages=[{"role": "user", "content": "Calculate 17 * 23."}], seed=0,
                                           response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}})
         run = httpx.get(f"{url}/v1/traces/{reply.model_extra['conductor']['trace_id']}", headers={"Authorization": f"Bearer {KEY}"}).json()
     planned = run["plan"]["workflow"]["steps"]

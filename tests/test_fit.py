@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from train_helpers import TINY_LLAMA, tiny_tokenizer  # noqa: E402
 
 from openconductor import worker_message  # noqa: E402
+from openconductor.policies.familiar import read_familiarity  # noqa: E402
 from openconductor.pool import load_default_pool, load_pool  # noqa: E402
 from openconductor.train.warmup import taught_wordings  # noqa: E402
 from openconductor.providers.simulated import RESPONDERS, register_responder  # noqa: E402
@@ -98,6 +99,12 @@ def test_fit_end_to_end_on_a_simulated_pool(tmp_path, world):
     manifest = json.loads((done.checkpoint / "openconductor.json").read_text())
     assert manifest["pool"]["workers"] == ["calc", "know"] and manifest["fit"]["targets"] == "per question"
     assert manifest["fit"]["from"] == "final" and manifest["fit"]["groups_best"]["sums"] == "single:calc"
+    # What it trained on, for `[conductor] unfamiliar = "best-fixed"`: the questions, a threshold, the best fixed workflow.
+    familiar = read_familiarity(done.checkpoint)
+    assert familiar.data.fallback.name == manifest["fit"]["best_fixed"] and familiar.data.fallback.workers == ["calc", "know"]
+    assert {q.group for q in familiar.data.questions} == {"sums", "capitals", "mixed"}
+    assert read_familiarity(out / "train" / "warmup").threshold == familiar.threshold
+    assert familiar.nearest("Decrypt this Caesar cipher text: YMJ XFNI RW.")[0] < familiar.threshold
     warm = json.loads((out / "train" / "warmup" / "openconductor.json").read_text())
     assert warm["selection"]["selection"].startswith("per question")
     # The copy records what it taught; GRPO's rollouts were free (the recipe's rollout.subtasks), so the final model is not held to it.
@@ -111,7 +118,9 @@ def test_fit_end_to_end_on_a_simulated_pool(tmp_path, world):
     assert all(q["target"] == ("single:know" if "capital" in q["question"] else "single:calc") for q in mixed)
     # The evaluation: every single worker, the best fixed workflow, the lookup table, both conductors, with intervals.
     report = (out / "eval" / "report.md").read_text()
-    for row in ("single:calc", "single:know", "best fixed (", "lookup (per task)", "| conductor |", "conductor, copy only"):
+    # ... and the conductor with its gate on (the pool file plans every question), paired with it in the "vs conductor" column.
+    for row in ("single:calc", "single:know", "best fixed (", "lookup (per task)", "| conductor |", "conductor, copy only",
+                "| conductor, unfamiliar = best-fixed |"):
         assert row in report
     assert re.search(r"[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\]", report)
     # The dry run's calls against what the fit paid (both invocations together): within 25 %.

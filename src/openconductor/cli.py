@@ -285,9 +285,13 @@ def show_trace(
         return
     console.print(f"[bold]question:[/] {run.question}\n[dim]policy {run.policy} · pool {run.pool} · status {run.status}[/]")
     if run.plan:
-        console.print(Panel(run.plan.raw or "", title="conductor output", border_style="blue"))
+        # A fallback after rejected attempts keeps the conductor's last output; one chosen before asking it (an unfamiliar question) has none.
+        title = "conductor output" if run.plan.fallback is None or run.plan.errors else "the plan that ran (the fallback below, not the conductor's)"
+        console.print(Panel(run.plan.raw or "", title=title, border_style="blue"))
         for error in run.plan.errors:
-            console.print(f"[yellow]rejected plan:[/] {error}")
+            console.print(f"[yellow]rejected plan:[/] {escape(error)}")
+        if run.plan.fallback:
+            console.print(f"[yellow]fallback:[/] {escape(run.plan.fallback)}")
     for step in run.steps:
         console.print(step_panel(step))
     console.print(Panel(run.final_answer or "(no answer)", title="final answer", border_style="bold green"))
@@ -320,6 +324,8 @@ def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; defau
         if held := _held_wordings(c):
             backend += f"; it writes only the {held} subtasks it was taught ([conductor] subtasks = \"free\" lifts that)"
     console.print(f"conductor: {backend}; at most {c.max_steps} steps, {c.max_attempts} attempt(s), fallback {c.fallback}", markup=False, highlight=False)
+    if c.unfamiliar == "best-fixed":
+        console.print(f"unfamiliar questions: {_unfamiliar_line(spec)}", markup=False, highlight=False)
     limits = ", ".join(f"{k} {'none' if v is None else v}" for k, v in spec.limits.model_dump().items())
     console.print(f"limits per request: {limits}", markup=False, highlight=False)
     missing = missing_requirements(spec)
@@ -328,6 +334,19 @@ def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; defau
         console.print(f"[yellow]{label}:[/] {escape(m.what)} for {escape(', '.join(m.workers))}: {escape(m.fix)}")
     if not missing:
         console.print("[green]ready:[/] every key and package this pool needs is here")
+
+
+def _unfamiliar_line(spec: PoolSpec) -> str:
+    from .policies.familiar import FamiliarityError, pool_familiarity
+
+    if not spec.conductor.checkpoint:
+        return "no effect: the pool plans with a prompted conductor, which has no training questions to compare with"
+    try:
+        familiar, _ = pool_familiarity(spec)
+    except FamiliarityError as exc:
+        return f"cannot run: {exc}"
+    return (f"a question less than {familiar.threshold:.2f} similar to all {len(familiar.data.questions)} training questions runs "
+            f"{familiar.data.fallback.name} instead of a plan ([conductor] unfamiliar = \"plan\" plans every question)")
 
 
 def _held_wordings(conductor) -> int:

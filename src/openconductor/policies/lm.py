@@ -8,6 +8,7 @@ failure is resampled up to ``max_attempts`` and then a declared fallback runs (t
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Optional
 
@@ -15,8 +16,9 @@ from ..budget import LimitReached
 from ..pool import RANKED_VIEWS, PoolConfigError, PoolSpec, WorkerCallError
 from ..records import PlanRecord, Usage
 from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
-from .base import Plan, PlanRequest, Policy, PolicyOptions, Previous, register_policy
+from .base import Plan, PlanRequest, Policy, PolicyError, PolicyOptions, Previous, register_policy
 from .baselines import SOLVE
+from .familiar import FamiliarityError, pool_familiarity
 
 SYSTEM = """You are the Conductor: you coordinate a pool of AI agents (language models) to solve a task.
 You do not solve the task yourself. You write a workflow of at most {max_steps} steps. Each step gives one agent
@@ -229,11 +231,22 @@ class LMConductor(Policy):
     def __init__(self, temperature: Optional[float] = None, examples: Optional[bool] = None, constrained: Optional[bool] = None):
         self.temperature, self.examples, self.constrained = temperature, examples, constrained
 
+    def check(self, pool: PoolSpec) -> None:
+        super().check(pool)
+        if pool.conductor.unfamiliar == "best-fixed" and pool.conductor.checkpoint:
+            try:
+                pool_familiarity(pool)
+            except FamiliarityError as exc:
+                raise PolicyError(str(exc)) from None
+
     async def plan(self, request: PlanRequest) -> Plan:
         pool, spec = request.pool, request.pool.spec
         options = spec.conductor
-        backend = pool.conductor_backend()
         recursive = request.previous is not None
+        if options.unfamiliar == "best-fixed" and options.checkpoint and not recursive:
+            if (unfamiliar := await self._unfamiliar(request)) is not None:
+                return unfamiliar
+        backend = pool.conductor_backend()
         examples, style = self.examples, "paper"
         if options.checkpoint:
             from ..providers.transformers_local import trained_prompt
@@ -298,7 +311,30 @@ class LMConductor(Policy):
         del conductor["subtasks"]
         if self.constrained is not False and (wordings := held_wordings(pool.conductor)):  # unconstrained, nothing holds it
             conductor["wordings"] = list(wordings)
+        # Planning every question is how results were made before the setting: unchanged. The gate's file decides what it does.
+        if conductor.pop("unfamiliar") == "best-fixed" and pool.conductor.checkpoint:
+            try:
+                familiar, fallback = pool_familiarity(pool)
+                conductor["unfamiliar"] = {"threshold": familiar.threshold, "questions": len(familiar.data.questions), "fallback": fallback.render()}
+            except FamiliarityError as exc:
+                conductor["unfamiliar"] = {"error": str(exc)}
         return {**super().fingerprint(pool), "conductor": conductor}
+
+    async def _unfamiliar(self, request: PlanRequest) -> Optional[Plan]:
+        """The checkpoint's fallback workflow for a question unlike every training question; None for a familiar one."""
+        start = time.perf_counter()
+        try:
+            familiar, workflow = pool_familiarity(request.pool.spec, request.max_steps)
+            # off the event loop: a server's question may be long, and the comparison is pure Python
+            similarity, group = await asyncio.to_thread(familiar.nearest, request.question)
+        except FamiliarityError as exc:
+            raise PolicyError(str(exc)) from None
+        if similarity >= familiar.threshold:
+            return None
+        record = PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record(), latency_s=time.perf_counter() - start,
+                            fallback=f"unfamiliar question: its nearest training question ({group}) is {similarity:.2f} similar, under the "
+                                     f"checkpoint's {familiar.threshold:.2f}; its fallback workflow {familiar.data.fallback.name!r} runs")
+        return Plan(workflow, record)
 
     def _fallback(self, request: PlanRequest, record: PlanRecord) -> Plan:
         spec = request.pool.spec

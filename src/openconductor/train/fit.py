@@ -365,6 +365,38 @@ def fit_record(ctx: FitContext, source: Path) -> dict:
             "groups_best": {g: t["best"] for g, t in targets["groups"].items()}, "best_fixed": search["best_fixed"]}
 
 
+def record_familiarity(ctx: FitContext, *folders: Path) -> None:
+    """``familiar.json`` in each conductor folder: the training questions, the threshold that tells a question of an
+    unseen kind, and the best fixed workflow that ``[conductor] unfamiliar = "best-fixed"`` runs for one."""
+    from ..policies.familiar import FAMILIAR_FILE, Fallback, Familiarity, FamiliarityError, answer_instructions
+
+    items = ctx.questions.train
+    search = json.loads((ctx.out / "search.json").read_text())
+    best = {c.name: c for c in _candidates(ctx)}[search["best_fixed"]]
+    fallback = Fallback(name=best.name, workflow=best.text, workers=[w.name for w in ctx.spec.workers])
+    try:
+        familiar = Familiarity.build([i.question for i in items], [i.domain for i in items], fallback,
+                                     answer_instructions((i.question, i.bare) for i in items))
+    except FamiliarityError as exc:  # one group (a questions file without kinds): nothing to leave out
+        ctx.hooks.note(f"{FAMILIAR_FILE} not written: {exc}")
+        for folder in folders:
+            (folder / FAMILIAR_FILE).unlink(missing_ok=True)  # an earlier fit's would describe other questions
+        return
+    for folder in folders:
+        familiar.write(folder)
+
+
+def gate_row(spec: PoolSpec, checkpoint: Path) -> dict[str, dict[str, Any]]:
+    """The conductor under the other ``[conductor] unfamiliar`` setting than the pool file's, so that the report shows,
+    paired, what the gate does on this pool's held-out and unseen questions; none without a familiar.json."""
+    from ..policies.familiar import FAMILIAR_FILE
+
+    if not (checkpoint / FAMILIAR_FILE).exists():
+        return {}
+    other = "plan" if spec.conductor.unfamiliar == "best-fixed" else "best-fixed"
+    return {f"conductor, unfamiliar = {other}": {"unfamiliar": other}}
+
+
 def _candidates(ctx: FitContext) -> list[Candidate]:
     return [Candidate(**c) for c in json.loads((ctx.out / "search.json").read_text())["candidates"]]
 
@@ -372,7 +404,8 @@ def _candidates(ctx: FitContext) -> list[Candidate]:
 # ------------------------------------------------------------------------------------------ evaluation
 
 
-async def evaluate_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore, conductors: dict[str, Path]) -> str:
+async def evaluate_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore, conductors: dict[str, Path],
+                         settings: Optional[dict[str, dict[str, Any]]] = None) -> str:
     """Held-out (and unseen-kind) questions: baselines and conductors through the one evaluator; the report."""
     from ..evaluation import start_fresh
     from .fiteval import HELD_OUT, UNSEEN, baseline_policies, eval_task, evaluate_fit, report
@@ -395,7 +428,7 @@ async def evaluate_stage(ctx: FitContext, state: FitState, key: str, meter: Mete
     n_questions = sum(len(t.questions) for t in tasks)
     ctx.hooks.stage("evaluate", n_questions * (len(baselines) + len(conductors)))
     started, before = time.monotonic(), meter.spend.as_dict()
-    records = await evaluate_fit(ctx.spec, tasks, baselines, conductors, out, cache=meter, on_record=lambda r: ctx.hooks.advance(1),
+    records = await evaluate_fit(ctx.spec, tasks, baselines, conductors, out, cache=meter, on_record=lambda r: ctx.hooks.advance(1), settings=settings,
                                  threads=local_threads(ctx.settings))
     text = report(records, list(conductors), [label for label, _ in baselines]).rstrip()
     (out / "report.md").write_text(text + "\n")
@@ -435,9 +468,11 @@ def run_fit(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitResult:
         source = warm
         if settings.grpo_steps:
             source, key = grpo_stage(ctx, state, key, meter)
+        record_familiarity(ctx, *{warm, source})
         checkpoint = place_checkpoint(source, settings.out / "conductor", fit_record(ctx, source))
         conductors = {"conductor": checkpoint} | ({"conductor, copy only": warm} if settings.grpo_steps else {})
-        report = asyncio.run(evaluate_stage(ctx, state, key, meter, conductors))
+        gate = gate_row(ctx.spec, checkpoint)
+        report = asyncio.run(evaluate_stage(ctx, state, key, meter, conductors | {label: checkpoint for label in gate}, gate))
     except (FitStopped, SpendCapReached) as exc:
         return FitResult(checkpoint, report, meter.total, stopped=str(meter.refused or exc))
     finally:

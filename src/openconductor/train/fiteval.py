@@ -14,7 +14,7 @@ calls go through the fit's replay store.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..evaluation import EvalRecord, compare, interval_text, run_eval, summarize
 from ..policies import Policy, make_policy
@@ -55,12 +55,16 @@ def with_checkpoint(spec: PoolSpec, checkpoint: Path) -> tuple[PoolSpec, dict]:
 
 
 async def evaluate_fit(spec: PoolSpec, tasks: list[Task], baselines: list[tuple[str, Policy]], conductors: dict[str, Path], out: Path, *,
-                       cache, on_record=None, on_start=None, threads: Optional[int] = None) -> list[EvalRecord]:
+                       cache, on_record=None, on_start=None, threads: Optional[int] = None,
+                       settings: Optional[dict[str, dict[str, Any]]] = None) -> list[EvalRecord]:
     """Baselines, then each conductor (label -> checkpoint), into the eval folder ``out``; all records.
-    ``threads``: for the conductor's llama.cpp copy, as the pool's local workers have them."""
+    ``threads``: for the conductor's llama.cpp copy, as the pool's local workers have them. ``settings``: per label,
+    ``[conductor]`` settings that differ from the pool file's (``unfamiliar``: the same conductor with and without its gate)."""
     records = await run_eval(tasks, baselines, spec, out, cache=cache, on_record=on_record, on_start=on_start)
     for label, checkpoint in conductors.items():
-        planned, options = with_checkpoint(spec, checkpoint)
+        own = (settings or {}).get(label)
+        pool = spec.model_copy(update={"conductor": spec.conductor.model_copy(update=own)}) if own else spec
+        planned, options = with_checkpoint(pool, checkpoint)
         planned = planned.with_local_threads(threads) if threads else planned
         records = await run_eval(tasks, [(label, make_policy("conductor", **options))], planned, out, cache=cache, on_record=on_record,
                                  on_start=on_start)
