@@ -343,8 +343,9 @@ async def test_tools_are_not_the_strongest_worker_and_moa_skips_them(tmp_path):
 
 
 def test_the_offline_pool_auto_imports_and_the_readme_command_writes_it_without(tmp_path):
-    """The default pool's python worker takes auto_import (on since 2026-11-28); the README's sed, which writes the pool
-    its earlier rows were measured on, removes the option and nothing else."""
+    """The default pool's python worker takes auto_import (on since 2026-11-28) and its conductor hands unfamiliar
+    questions to a fixed workflow (since 2026-11-29); the README's two seds, which write the pools its earlier rows were
+    measured on, change those settings and nothing else."""
     import re
     import shlex
     import subprocess
@@ -355,14 +356,22 @@ def test_the_offline_pool_auto_imports_and_the_readme_command_writes_it_without(
     (python,) = [w for w in spec.workers if w.provider == "python"]
     assert python.options["auto_import"] == ["math", "itertools", "functools", "collections", "fractions", "decimal", "statistics",
                                              "datetime", "re", "string", "heapq", "operator", "bisect"]
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    (line,) = [x for x in readme.splitlines() if re.match(r"mkdir -p runs && sed '.*' src/openconductor/data/local_pool.toml > runs/plain.toml$", x)]
-    script = shlex.split(line.split("&& ", 1)[1])[1]
-    plain = tmp_path / "plain.toml"
-    plain.write_text(subprocess.run(["sed", script, str(default_pool_path())], check=True, capture_output=True, text=True).stdout)
-    without = load_pool(plain)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text().splitlines()
+    (plan_line,) = [x for x in readme if re.match(r"mkdir -p runs && sed '.*' src/openconductor/data/local_pool.toml > runs/plan.toml$", x)]
+    (plain_line,) = [x for x in readme if re.match(r"sed '.*' runs/plan.toml > runs/plain.toml$", x)]
+
+    def sed(line: str, source: Path, target: Path) -> Path:
+        script = shlex.split(line.split("&& ", 1)[-1])[1]
+        target.write_text(subprocess.run(["sed", script, str(source)], check=True, capture_output=True, text=True).stdout)
+        return target
+
+    planning = load_pool(sed(plan_line, default_pool_path(), tmp_path / "plan.toml"))
+    assert spec.conductor.unfamiliar == "best-fixed" and planning.conductor.unfamiliar == "plan"
+    assert planning.model_dump(exclude={"conductor"}) == spec.model_dump(exclude={"conductor"})
+    assert planning.conductor.model_dump(exclude={"unfamiliar"}) == spec.conductor.model_dump(exclude={"unfamiliar"})
+    without = load_pool(sed(plain_line, tmp_path / "plan.toml", tmp_path / "plain.toml"))
     (python_plain,) = [w for w in without.workers if w.provider == "python"]
     assert "auto_import" not in python_plain.options
-    assert without.model_dump(exclude={"workers"}) == spec.model_dump(exclude={"workers"})
+    assert without.model_dump(exclude={"workers"}) == planning.model_dump(exclude={"workers"})
     assert [w.model_dump(exclude={"options"}) for w in without.workers] == [w.model_dump(exclude={"options"}) for w in spec.workers]
     assert {k: v for k, v in python.options.items() if k != "auto_import"} == python_plain.options
