@@ -12,10 +12,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from openconductor.policies.familiar import Fallback, Familiarity, FamiliarityError, answer_instructions
+from openconductor.policies.familiar import Fallback, FamiliarityError
 from openconductor.pool import default_pool_path, load_pool
 from openconductor.train.config import load_train_config
 from openconductor.train.data import load_items
+from openconductor.train.fit import familiarity_of
 
 
 def main() -> int:
@@ -35,7 +36,7 @@ def main() -> int:
     items = load_items(load_train_config(args.config))
     fallback = Fallback(name=f"pool:{args.workflow}", workflow=spec.workflows[args.workflow].resolve(spec).render(), workers=[w.name for w in spec.workers])
     try:
-        familiar = Familiarity.build([i.question for i in items], [i.domain for i in items], fallback, answer_instructions((i.question, i.bare) for i in items))
+        familiar = familiarity_of(items, fallback)
     except FamiliarityError as exc:
         print(f"{args.config}: {exc}", file=sys.stderr)
         return 2

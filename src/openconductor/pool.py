@@ -168,6 +168,11 @@ class ConductorSpec(BaseModel):
         raise ValueError(f"fallback must be {FALLBACK_HELP}, got {value!r}")
 
     @property
+    def gates_unfamiliar(self) -> bool:
+        """Whether a question unlike the trained conductor's training questions runs its fallback (a prompted conductor has none)."""
+        return self.unfamiliar == "best-fixed" and bool(self.checkpoint)
+
+    @property
     def fallback_worker(self) -> Optional[str]:
         return self.fallback[len("worker:"):].strip() if self.fallback.startswith("worker:") else None
 

@@ -233,7 +233,7 @@ class LMConductor(Policy):
 
     def check(self, pool: PoolSpec) -> None:
         super().check(pool)
-        if pool.conductor.unfamiliar == "best-fixed" and pool.conductor.checkpoint:
+        if pool.conductor.gates_unfamiliar:
             try:
                 pool_familiarity(pool)
             except FamiliarityError as exc:
@@ -243,7 +243,7 @@ class LMConductor(Policy):
         pool, spec = request.pool, request.pool.spec
         options = spec.conductor
         recursive = request.previous is not None
-        if options.unfamiliar == "best-fixed" and options.checkpoint and not recursive:
+        if options.gates_unfamiliar and not recursive:
             if (unfamiliar := await self._unfamiliar(request)) is not None:
                 return unfamiliar
         backend = pool.conductor_backend()
@@ -312,7 +312,8 @@ class LMConductor(Policy):
         if self.constrained is not False and (wordings := held_wordings(pool.conductor)):  # unconstrained, nothing holds it
             conductor["wordings"] = list(wordings)
         # Planning every question is how results were made before the setting: unchanged. The gate's file decides what it does.
-        if conductor.pop("unfamiliar") == "best-fixed" and pool.conductor.checkpoint:
+        del conductor["unfamiliar"]
+        if pool.conductor.gates_unfamiliar:
             try:
                 familiar, fallback = pool_familiarity(pool)
                 conductor["unfamiliar"] = {"threshold": familiar.threshold, "questions": len(familiar.data.questions), "fallback": fallback.render()}

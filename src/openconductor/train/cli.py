@@ -330,7 +330,9 @@ def _fit(settings) -> None:
     console.print(f"conductor: {ckpt}", markup=False, highlight=False)
     console.print(f'name it in the pool file:  [conductor] checkpoint = "{ckpt.resolve()}"', markup=False, highlight=False)
     console.print(f'or use it once:  conductor ask {pool_line}--conductor {ckpt} "QUESTION"', markup=False, highlight=False)
-    if (ckpt / "familiar.json").exists():
+    from ..policies.familiar import FAMILIAR_FILE
+
+    if (ckpt / FAMILIAR_FILE).exists():
         console.print('questions unlike all it trained on can run the best fixed workflow instead:  [conductor] unfamiliar = "best-fixed"',
                       markup=False, highlight=False)
 

@@ -33,13 +33,14 @@ from .. import graders
 from ..pool import PoolConfigError, PoolSpec, default_pool_path, load_pool
 from .candidates import Candidate, candidate_set, declared_left_out
 from .config import RewardSettings, TrainConfig, load_train_config
-from .data import TrainRow, build_rows
+from .data import Item, TrainRow, build_rows
 from ..tasks.kinds import TRAIN_KINDS
 from .fitdata import FitQuestions, fit_questions
 from .fitsearch import FitStopped, Runner, group_rows, profile, profile_accuracy, search_groups, single_candidates, targets_for_groups
 from .meter import MeteredStore, Spend
 
 if TYPE_CHECKING:
+    from ..policies.familiar import Fallback, Familiarity
     from .fitcost import Estimate
 
 STATE_FILE = "fit.json"
@@ -365,18 +366,22 @@ def fit_record(ctx: FitContext, source: Path) -> dict:
             "groups_best": {g: t["best"] for g, t in targets["groups"].items()}, "best_fixed": search["best_fixed"]}
 
 
+def familiarity_of(items: list[Item], fallback: "Fallback") -> "Familiarity":
+    """The familiarity of a conductor trained on ``items`` (each item's group is its domain)."""
+    from ..policies.familiar import Familiarity, answer_instructions
+
+    return Familiarity.build([i.question for i in items], [i.domain for i in items], fallback, answer_instructions((i.question, i.bare) for i in items))
+
+
 def record_familiarity(ctx: FitContext, *folders: Path) -> None:
     """``familiar.json`` in each conductor folder: the training questions, the threshold that tells a question of an
     unseen kind, and the best fixed workflow that ``[conductor] unfamiliar = "best-fixed"`` runs for one."""
-    from ..policies.familiar import FAMILIAR_FILE, Fallback, Familiarity, FamiliarityError, answer_instructions
+    from ..policies.familiar import FAMILIAR_FILE, Fallback, FamiliarityError
 
-    items = ctx.questions.train
     search = json.loads((ctx.out / "search.json").read_text())
     best = {c.name: c for c in _candidates(ctx)}[search["best_fixed"]]
-    fallback = Fallback(name=best.name, workflow=best.text, workers=[w.name for w in ctx.spec.workers])
     try:
-        familiar = Familiarity.build([i.question for i in items], [i.domain for i in items], fallback,
-                                     answer_instructions((i.question, i.bare) for i in items))
+        familiar = familiarity_of(ctx.questions.train, Fallback(name=best.name, workflow=best.text, workers=[w.name for w in ctx.spec.workers]))
     except FamiliarityError as exc:  # one group (a questions file without kinds): nothing to leave out
         ctx.hooks.note(f"{FAMILIAR_FILE} not written: {exc}")
         for folder in folders:
