@@ -12,6 +12,9 @@ ITS kind (everyday: on its category) over these very questions: an upper bound f
 only chooses among these plans per question, so a margin goal above it cannot be met by choosing alone.
 "any policy (oracle)", printed when a conductor is among the results: right where any policy at all was, so it
 counts the plans a conductor wrote itself; below the table, the questions each conductor alone got right.
+"majority answer (no grader)" answers each question with the answer most policies gave (ties: the best fixed
+workflow's answer when it is among them): a choice made without seeing whether any answer is right, so what
+agreement among these policies is worth, where the oracles are what perfect choosing would be worth.
 """
 
 import argparse
@@ -60,6 +63,23 @@ def any_policy_row(correct, policies, questions):
     return {q: int(any(correct[p][q] for p in policies)) for q in questions}
 
 
+def majority_row(correct, answers, policies, questions, prefer):
+    """Per question, 1 when the answer most policies gave is right (answers compared stripped and lower-cased;
+    a tie goes to ``prefer``'s answer when it is among the tied, else to the first policy's)."""
+    row = {}
+    for q in questions:
+        given = {p: answers[p][q] for p in policies if answers[p][q]}
+        counts = Counter(given.values())
+        if not counts:
+            row[q] = 0
+            continue
+        top = max(counts.values())
+        tied = [p for p, a in given.items() if counts[a] == top]
+        pick = prefer if prefer in tied else tied[0]
+        row[q] = correct[pick][q]
+    return row
+
+
 def only_right(correct, policies, questions):
     """Per policy that is not a baseline: the kinds of the questions it alone got right, with counts."""
     bases = baselines(policies)
@@ -83,7 +103,7 @@ def table(name, questions, correct, policies, tokens, against):
         refs["best single"] = max(singles, key=lambda p: (acc[p], -tokens[p]))
     if fixed:
         refs["best fixed"] = max(fixed, key=lambda p: (acc[p], -tokens[p]))
-    refs.update({f"{p}": p for p in against if p in acc})
+    refs.update({p: p for p in against if p in acc and p not in refs.values()})  # no column twice
     print(f"\n### {name}: {n} questions answered by all {len(policies)} policies\n")
     cols = " | ".join(f"vs {k} ({v})" if k != v else f"vs {k}" for k, v in refs.items())
     print(f"| policy | accuracy | tokens/q | {cols} |\n|---|---|---|" + "---|" * len(refs))
@@ -120,9 +140,11 @@ def main():
     questions = complete_questions(records, policies)
     correct = {p: {} for p in policies}
     tok = defaultdict(dict)
+    answers = defaultdict(dict)
     category = {}
     for r in records:
         correct[r.policy][(r.task, r.question_id)] = int(r.correct)
+        answers[r.policy][(r.task, r.question_id)] = (r.extracted or "").strip().lower()
         tok[r.policy][(r.task, r.question_id)] = r.tokens
     # Everyday questions' categories come from the packaged file (results carry the question, not its category).
     from openconductor.tasks import load_task
@@ -143,6 +165,9 @@ def main():
         bounds = {"lookup (oracle)": lookup_row(correct, policies, qs, kind_of), "any baseline (oracle)": any_baseline_row(correct, policies, qs)}
         if len(baselines(policies)) < len(policies):
             bounds["any policy (oracle)"] = any_policy_row(correct, policies, qs)
+        fixed = [p for p in policies if p.startswith("fixed:")]
+        prefer = max(fixed, key=lambda p: sum(correct[p][q] for q in qs)) if fixed else policies[0]
+        bounds["majority answer (no grader)"] = majority_row(correct, answers, policies, qs, prefer)
         t = {p: sum(tok[p][q] for q in qs) / len(qs) for p in policies} | {b: float("nan") for b in bounds}
         table(name, qs, {**correct, **bounds}, policies + list(bounds), t, args.against)
         per_kind = defaultdict(list)

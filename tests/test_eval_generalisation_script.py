@@ -58,3 +58,24 @@ def test_any_policy_bound_counts_what_only_a_conductor_got_right(tmp_path):
     held = done.stdout.split("### held-out kinds")[1].split("### everyday")[0]
     assert "| any baseline (oracle) | 33.3 | — |" in held and "| any policy (oracle) | 66.7 | — |" in held
     assert "trained:c: right on 1 question(s) that no single worker or fixed workflow got right (lcm 1)" in held
+
+
+def test_majority_answer_chooses_without_the_grader(tmp_path):
+    # lcm 0: two policies say 6 (right), one says 7: the majority is right. lcm 1: two say 9 (wrong), the fixed
+    # workflow alone says 8 (right): the majority is wrong, though an oracle would be right. lcm 2: a three-way tie
+    # goes to the best fixed workflow's answer (right). lcm 3: nobody answers: wrong.
+    def rec(qid, policy, answer, correct):
+        return {**_record("lcm", qid, policy, correct), "extracted": answer}
+
+    rows = [rec("0", "single:qwen", "6", True), rec("0", "fixed:code", "7", False), rec("0", "trained:c", " 6 ", True),
+            rec("1", "single:qwen", "9", False), rec("1", "fixed:code", "8", True), rec("1", "trained:c", "9", False),
+            rec("2", "single:qwen", "1", False), rec("2", "fixed:code", "2", True), rec("2", "trained:c", "3", False),
+            rec("3", "single:qwen", None, False), rec("3", "fixed:code", None, False), rec("3", "trained:c", None, False)]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_generalisation_table.py"), str(tmp_path / "r.jsonl")],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    held = done.stdout.split("### held-out kinds")[1].split("### everyday")[0]
+    assert "| majority answer (no grader) | 50.0 | — |" in held
+    assert "| any policy (oracle) | 75.0 | — |" in held
