@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-local}"
-[ "$extras" = all ] && extras="local,tools,serve,scale,eval,router,train,anthropic,gemini,clients,dev"
+[ "$extras" = all ] && extras="local,local-1.5b,tools,serve,scale,eval,router,train,anthropic,gemini,clients,dev"
 
 # The offline pool's python worker runs generated code in a bubblewrap sandbox (libseccomp2: its system-call
 # filter). As root, install them through apt-get when missing; otherwise print the one command that does.

@@ -119,7 +119,7 @@ def test_the_fallback_runs_on_the_workers_it_names_within_the_pools_steps():
 def test_a_long_question_is_compared_by_its_head():
     f = _familiar()
     assert f.nearest("What is 40 plus 283? " + "x" * 1_000_000)[0] == pytest.approx(f.nearest("What is 40 plus 283? " + "x" * 4000)[0], abs=0.05)
-    assert f.nearest("")[1] == "none"
+    assert f.nearest("")[1] == ""
 
 
 def _pool(tmp_path, unfamiliar: str) -> tuple[PoolSpec, list]:
@@ -147,6 +147,26 @@ async def test_an_unfamiliar_question_runs_the_fits_best_fixed_workflow_and_the_
     assert strange.plan.fallback.startswith("unfamiliar question: its nearest training question") and "'pool:check' runs" in strange.plan.fallback
     assert strange.totals.conductor_usage.total_tokens == 0  # the conductor was not asked
     assert len(asked) == 1 and usual.plan.fallback is None and [s.worker_name for s in usual.steps] == ["b"]
+    # Both runs record the test itself, typed, whether it gated or not.
+    assert strange.plan.familiarity.gated and strange.plan.familiarity.similarity < strange.plan.familiarity.threshold
+    assert not usual.plan.familiarity.gated and usual.plan.familiarity.nearest == "sums"
+
+
+async def test_a_conversation_is_judged_by_its_current_request_not_its_instructions(tmp_path):
+    # The server renders system prompts and earlier turns around the request; a long system prompt compared in its
+    # place gated every question. The gate compares the request alone.
+    from openconductor.server.requests import Accepted, Turn
+
+    spec, asked = _pool(tmp_path, "best-fixed")
+    _familiar().write(tmp_path / "ckpt")
+    accepted = Accepted(model="m", turns=[Turn("system", "You are a helpful assistant. " * 300), Turn("user", "What is 40 plus 283?")])
+    assert accepted.current_request() == "What is 40 plus 283?" and accepted.question().startswith("Instructions:")
+    policy = make_policy("conductor")
+    async with Pool(spec) as pool:
+        rendered_only = await solve(accepted.question(), policy, pool)
+        with_request = await solve(accepted.question(), policy, pool, request_text=accepted.current_request())
+    assert rendered_only.plan.familiarity.gated  # what it did before: the instructions decided
+    assert not with_request.plan.familiarity.gated and with_request.plan.familiarity.nearest == "sums"
 
 
 async def test_plan_is_the_default_and_plans_every_question(tmp_path):
@@ -155,6 +175,31 @@ async def test_plan_is_the_default_and_plans_every_question(tmp_path):
     async with Pool(spec) as pool:
         run = await solve(STRANGE, make_policy("conductor"), pool)  # no familiar.json needed
     assert len(asked) == 1 and run.plan.fallback is None
+
+
+def test_hand_made_files_and_training_sets_get_a_familiarity_error(tmp_path):
+    ok = _familiar()
+    (tmp_path / FAMILIAR_FILE).write_text("[" * 100_000)
+    with pytest.raises(FamiliarityError, match="nested too deeply"):
+        read_familiarity(tmp_path)
+    with pytest.raises(FamiliarityError, match="give every question of a \\[data\\] file a domain"):
+        Familiarity.build(SUMS + CAPITALS, [""] * len(SUMS) + ["capitals"] * len(CAPITALS), ok.data.fallback)
+    # Identical questions in two groups: a cosine that rounds above 1 is held to 1, so the threshold is a valid one.
+    twins = Familiarity.build(["What is 2 plus 3?"] * 2 + ["Sort a, b"] * 2, ["x", "x", "y", "y"], ok.data.fallback)
+    assert 0.0 <= twins.threshold <= 1.0
+    # A written file reads back with the digest of its bytes, which a result's fingerprint records.
+    (tmp_path / "w").mkdir()
+    ok.write(tmp_path / "w")
+    assert read_familiarity(tmp_path / "w").digest == ok.digest and not list((tmp_path / "w").glob(".*tmp"))
+
+
+def test_a_fallback_is_held_to_the_pools_max_steps_not_a_default(tmp_path):
+    six = "Reasoning: six.\nmodel_id = [0, 1, 0, 1, 0, 1]\nsubtasks = [" + ", ".join(['"s"'] * 6) + "]\naccess_list = [" + ", ".join(["[]"] * 6) + "]"
+    spec, _ = _pool(tmp_path, "best-fixed")
+    familiar = _familiar(fallback=six)
+    assert len(familiar.fallback_workflow(spec, 8).steps) == 6
+    with pytest.raises(FamiliarityError, match="has 6 steps, more than \\[conductor\\] max_steps = 3"):
+        familiar.fallback_workflow(spec, 3)
 
 
 def test_best_fixed_needs_a_checkpoint_that_records_its_questions(tmp_path):
@@ -185,6 +230,12 @@ def test_the_setting_is_in_an_eval_folders_fingerprint_only_when_it_gates(tmp_pa
     _familiar().write(tmp_path / "ckpt")
     gating = policy.fingerprint(spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"unfamiliar": "best-fixed"})}))
     assert gating["conductor"]["unfamiliar"]["threshold"] == _familiar().threshold and "Work it out." in gating["conductor"]["unfamiliar"]["fallback"]
+    # A file rewritten with other questions but the same count and threshold is another gate.
+    edited = json.loads((tmp_path / "ckpt" / FAMILIAR_FILE).read_text())
+    edited["questions"][0]["question"] = "Something else entirely"
+    (tmp_path / "ckpt" / FAMILIAR_FILE).write_text(json.dumps(edited))
+    again = policy.fingerprint(spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"unfamiliar": "best-fixed"})}))
+    assert again["conductor"]["unfamiliar"]["sha256"] != gating["conductor"]["unfamiliar"]["sha256"]
 
 
 @pytest.mark.timeout(300)
@@ -210,4 +261,44 @@ def test_conductor_pool_says_what_an_unfamiliar_question_runs():
     from openconductor.cli import app
 
     out = " ".join(CliRunner().invoke(app, ["pool"]).output.split())  # the offline pool sets unfamiliar = "best-fixed"
-    assert "unfamiliar questions: a question less than 0.22 similar to all 480 training questions runs pool:code-run-answer" in out
+    assert "unfamiliar questions: a question less than 0.225 similar to all 480 training questions runs pool:code-run-answer" in out
+
+
+def test_the_server_gates_a_chat_by_its_request_not_its_system_prompt(tmp_path):
+    # Real HTTP: the official openai client against uvicorn; SIMULATED workers and conductor backend.
+    import httpx
+    import openai
+    from _server_kit import KEY, config, serve, sim_worker, write_pool
+
+    _pool(tmp_path, "best-fixed")  # registers the planner and writes the checkpoint's manifest
+    _familiar().write(tmp_path / "ckpt")
+    conductor = {"backend": {"name": "planner", "provider": "simulated", "options": {"world": "familiar-planner"}},
+                 "checkpoint": str(tmp_path / "ckpt"), "unfamiliar": "best-fixed", "max_steps": 3}
+    pool = write_pool(tmp_path, "gated", [sim_worker("a"), sim_worker("b")], conductor=conductor)
+    cfg = config(tmp_path, {"conductor": {"version": "v1", "pool": pool, "policy": "conductor"}})
+    system = {"role": "system", "content": "You are a helpful assistant who answers carefully. " * 100}
+    runs = {}
+    with serve(cfg) as url:
+        client = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=30)
+        for name, question in (("usual", "What is 40 plus 283?"), ("strange", STRANGE)):
+            resp = client.chat.completions.create(model="conductor", messages=[system, {"role": "user", "content": question}])
+            run_id = resp.model_extra["conductor"]["trace_id"]
+            runs[name] = httpx.get(f"{url}/v1/traces/{run_id}", headers={"Authorization": f"Bearer {KEY}"}).json()
+    assert runs["usual"]["question"].startswith("Instructions:")  # the workers still see the whole conversation
+    assert not runs["usual"]["plan"]["familiarity"]["gated"] and runs["usual"]["plan"]["familiarity"]["nearest"] == "sums"
+    assert runs["strange"]["plan"]["familiarity"]["gated"] and [s["worker_name"] for s in runs["strange"]["steps"]] == ["a", "b"]
+
+
+def test_conductor_pool_is_not_ready_when_the_gate_cannot_run(tmp_path):
+    from typer.testing import CliRunner
+    from _server_kit import sim_worker, write_pool
+
+    from openconductor.cli import app
+
+    _pool(tmp_path, "best-fixed")  # a checkpoint without familiar.json
+    conductor = {"backend": {"name": "planner", "provider": "simulated", "options": {"world": "familiar-planner"}},
+                 "checkpoint": str(tmp_path / "ckpt"), "unfamiliar": "best-fixed"}
+    pool = tmp_path / write_pool(tmp_path, "gated", [sim_worker("a"), sim_worker("b")], conductor=conductor)
+    out = " ".join(CliRunner().invoke(app, ["pool", str(pool)]).output.split())
+    assert "unfamiliar questions: cannot run:" in out and "not ready: the conductor policy is refused on this pool" in out
+    assert "ready: every key" not in out

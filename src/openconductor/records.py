@@ -102,6 +102,15 @@ class WorkflowRecord(BaseModel):
     steps: list[PlannedStep] = Field(default_factory=list)
 
 
+class FamiliarityCheck(BaseModel):
+    """A trained conductor's test of whether a question is like those it trained on (policies/familiar.py)."""
+
+    similarity: float  # to the nearest training question
+    nearest: str  # that question's group (its kind); "" when the question shares no n-gram with any
+    threshold: float
+    gated: bool  # under the threshold: the checkpoint's fallback workflow ran instead of a plan
+
+
 class PlanRecord(BaseModel):
     # Policies assign ``workflow = Workflow.to_dict()``: validated on assignment, it is stored typed.
     model_config = ConfigDict(validate_assignment=True)
@@ -112,6 +121,7 @@ class PlanRecord(BaseModel):
     attempts: int = 0
     errors: list[str] = Field(default_factory=list)  # one per failed attempt, typed code + message
     fallback: Optional[str] = None  # set when a declared fallback replaced the conductor's plan
+    familiarity: Optional[FamiliarityCheck] = None  # set where the pool gates unfamiliar questions (unfamiliar = "best-fixed")
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
 

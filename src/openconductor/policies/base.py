@@ -43,6 +43,9 @@ class PlanRequest:
     # (the task or generator it comes from), for policies that key on them (policies/lookup.py).
     domain: Optional[str] = None
     kind: Optional[str] = None
+    # The user's current request alone, where ``question`` renders a whole conversation (the server: instructions,
+    # earlier turns, tools): what a trained conductor's familiarity test compares (policies/familiar.py).
+    request_text: Optional[str] = None
 
 
 @dataclass

@@ -17,8 +17,10 @@ kind seen) from its similarity to the nearest question of another group (a kind 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -38,6 +40,7 @@ MIN_GROUPS = 2  # leaving a group out needs another to compare with
 # Training questions are short (the shipped conductor's: 16-1,166 characters); comparing more of a long question
 # changes little and costs time linear in its length.
 MAX_CHARS = 4000
+MAX_FILE_BYTES = 64 * 2**20  # the shipped file is 0.1 MB; a file this large was not written by a fit
 FIX = 'refit, or set [conductor] unfamiliar = "plan"'
 
 
@@ -75,7 +78,8 @@ class Index:
 
     def similarities(self, text: str) -> list[float]:
         query = self._vector(grams(text))
-        return [sum(w * ref.get(g, 0.0) for g, w in query.items()) for ref in self.vectors]
+        # at most 1: a float sum of unit vectors' products can round just above it
+        return [min(1.0, sum(w * ref.get(g, 0.0) for g, w in query.items())) for ref in self.vectors]
 
 
 def threshold(questions: Sequence[str], groups: Sequence[str]) -> float:
@@ -140,36 +144,47 @@ class Familiarity:
     """A checkpoint's ``familiar.json``, and the test it makes."""
 
     data: FamiliarFile
+    digest: str = ""  # sha256 of the file it was read from (of its JSON when built): what a result's fingerprint records
     index: Index = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.index = Index([q.question for q in self.data.questions])
+        # cut as questions are: a hand-made file with one huge question would otherwise be slow to load and compare
+        self.index = Index([q.question[:MAX_CHARS] for q in self.data.questions])
+        self.digest = self.digest or hashlib.sha256(self.dump().encode()).hexdigest()
 
     @classmethod
     def build(cls, questions: Sequence[str], groups: Sequence[str], fallback: Fallback, instructions: Sequence[str] = ()) -> "Familiarity":
         """From the training questions as they were asked (each with its group) and the fallback workflow."""
         if not questions or len(questions) != len(groups):
             raise FamiliarityError(f"familiarity needs questions, one group each; got {len(questions)} questions and {len(groups)} groups")
+        if not all(isinstance(g, str) and g for g in groups):
+            raise FamiliarityError("familiarity needs each training question's group (its kind, task or domain); some have none: "
+                                   "give every question of a [data] file a domain")
         kept = sorted({i for i in instructions if i.strip()})
         bare = [strip_instruction(q, kept) for q in questions]
-        rows = [TrainingQuestion(group=g, question=q) for q, g in zip(bare, groups)]
-        return cls(FamiliarFile(threshold=threshold(bare, groups), fallback=fallback, instructions=kept, questions=rows))
+        cut = threshold(bare, groups)
+        try:
+            rows = [TrainingQuestion(group=g, question=q) for q, g in zip(bare, groups)]
+            return cls(FamiliarFile(threshold=cut, fallback=fallback, instructions=kept, questions=rows))
+        except ValidationError as exc:
+            raise FamiliarityError(f"familiarity cannot be recorded: {_errors(exc)}") from None
 
     @property
     def threshold(self) -> float:
         return self.data.threshold
 
     def nearest(self, question: str) -> tuple[float, str]:
-        """(similarity, group) of the training question nearest to ``question`` ("none" when no n-gram is shared)."""
+        """(similarity, group) of the training question nearest to ``question`` (group "" when no n-gram is shared)."""
         sims = self.index.similarities(strip_instruction(question, self.data.instructions)[:MAX_CHARS])
         best = max(range(len(sims)), key=sims.__getitem__)
-        return sims[best], (self.data.questions[best].group if sims[best] > 0 else "none")
+        return sims[best], (self.data.questions[best].group if sims[best] > 0 else "")
 
     def fallback_workflow(self, spec: "PoolSpec", max_steps: int) -> Workflow:
         """The fallback on ``spec``: its workers found by name, within ``max_steps``."""
         fallback = self.data.fallback
         try:
-            workflow = parse_and_validate(fallback.workflow, len(fallback.workers))
+            # no step bound here: the pool's is checked below, with a message that names it
+            workflow = parse_and_validate(fallback.workflow, len(fallback.workers), max_steps=2**31)
         except WorkflowError as exc:
             raise FamiliarityError(f"{FAMILIAR_FILE}: fallback {fallback.name!r} is not a workflow ({exc}); {FIX}") from None
         names = [w.name for w in spec.workers]
@@ -183,10 +198,20 @@ class Familiarity:
         steps = tuple(Step(spec.index(fallback.workers[s.worker]), s.subtask, s.access) for s in workflow.steps)
         return Workflow(steps, reasoning=workflow.reasoning)
 
+    def dump(self) -> str:
+        return self.data.model_dump_json(indent=1) + "\n"
+
     def write(self, checkpoint: Path) -> Path:
+        """Written whole or not at all: a server may read it while a refit writes it."""
         path = Path(checkpoint) / FAMILIAR_FILE
-        path.write_text(self.data.model_dump_json(indent=1) + "\n")
+        partial = path.with_name(f".{FAMILIAR_FILE}.{os.getpid()}.tmp")
+        partial.write_text(self.dump())
+        os.replace(partial, path)
         return path
+
+
+def _errors(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the whole file'}: {e['msg']}" for e in exc.errors()[:3])
 
 
 def read_familiarity(checkpoint: Path) -> Familiarity:
@@ -196,15 +221,18 @@ def read_familiarity(checkpoint: Path) -> Familiarity:
     except OSError:
         raise FamiliarityError(f"{path} not found: [conductor] unfamiliar = \"best-fixed\" needs a checkpoint that records its training questions "
                                "(`conductor fit` writes them); set unfamiliar = \"plan\" or refit") from None
+    if stat.st_size > MAX_FILE_BYTES:
+        raise FamiliarityError(f"{path}: {stat.st_size / 2**20:.0f} MB, over the {MAX_FILE_BYTES // 2**20} MB a familiarity file may be; {FIX}")
     return _read(str(path), stat.st_mtime_ns, stat.st_size)
 
 
 @lru_cache(maxsize=8)
 def _read(path: str, mtime_ns: int, size: int) -> Familiarity:  # keyed on the file's stat: a refit is re-read
     try:
-        return Familiarity(FamiliarFile.model_validate(json.loads(Path(path).read_bytes())))
-    except (OSError, ValueError) as exc:  # ValidationError and JSONDecodeError are ValueErrors
-        detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the whole file'}: {e['msg']}" for e in exc.errors()[:3]) if isinstance(exc, ValidationError) else exc
+        raw = Path(path).read_bytes()
+        return Familiarity(FamiliarFile.model_validate(json.loads(raw)), digest=hashlib.sha256(raw).hexdigest())
+    except (OSError, ValueError, RecursionError) as exc:  # ValidationError and JSONDecodeError are ValueErrors; RecursionError: nesting
+        detail = _errors(exc) if isinstance(exc, ValidationError) else "nested too deeply" if isinstance(exc, RecursionError) else exc
         raise FamiliarityError(f"{path}: not a familiarity file ({detail}); {FIX}") from None
 
 

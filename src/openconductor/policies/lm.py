@@ -14,7 +14,7 @@ from typing import Optional
 
 from ..budget import LimitReached
 from ..pool import RANKED_VIEWS, PoolConfigError, PoolSpec, WorkerCallError
-from ..records import PlanRecord, Usage
+from ..records import FamiliarityCheck, PlanRecord, Usage
 from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
 from .base import Plan, PlanRequest, Policy, PolicyError, PolicyOptions, Previous, register_policy
 from .baselines import SOLVE
@@ -243,8 +243,10 @@ class LMConductor(Policy):
         pool, spec = request.pool, request.pool.spec
         options = spec.conductor
         recursive = request.previous is not None
+        familiarity = None
         if options.gates_unfamiliar and not recursive:
-            if (unfamiliar := await self._unfamiliar(request)) is not None:
+            familiarity, unfamiliar = await self._familiarity(request)
+            if unfamiliar is not None:
                 return unfamiliar
         backend = pool.conductor_backend()
         examples, style = self.examples, "paper"
@@ -262,7 +264,7 @@ class LMConductor(Policy):
         names, aliases = bound[0], bound[1]
         use_grammar = backend.provider.supports_grammar if self.constrained is None else self.constrained
         grammar = planning_format(spec, request.max_steps, recursive=recursive, trained=bound).grammar() if use_grammar else None
-        record = PlanRecord(policy=self.name)
+        record = PlanRecord(policy=self.name, familiarity=familiarity)
         usage = Usage()
         start = time.perf_counter()
         temperature = options.temperature if self.temperature is None else self.temperature
@@ -316,26 +318,34 @@ class LMConductor(Policy):
         if pool.conductor.gates_unfamiliar:
             try:
                 familiar, fallback = pool_familiarity(pool)
-                conductor["unfamiliar"] = {"threshold": familiar.threshold, "questions": len(familiar.data.questions), "fallback": fallback.render()}
+                conductor["unfamiliar"] = {"threshold": familiar.threshold, "questions": len(familiar.data.questions), "fallback": fallback.render(),
+                                           "sha256": familiar.digest}
             except FamiliarityError as exc:
                 conductor["unfamiliar"] = {"error": str(exc)}
         return {**super().fingerprint(pool), "conductor": conductor}
 
-    async def _unfamiliar(self, request: PlanRequest) -> Optional[Plan]:
-        """The checkpoint's fallback workflow for a question unlike every training question; None for a familiar one."""
+    async def _familiarity(self, request: PlanRequest) -> tuple[FamiliarityCheck, Optional[Plan]]:
+        """The familiarity test of the question (the current request alone, where the server rendered a conversation:
+        its instructions would otherwise decide), and the checkpoint's fallback plan when the question fails it."""
         start = time.perf_counter()
-        try:
+
+        def test():  # off the event loop: reading the file and comparing are pure Python, and a question may be long
             familiar, workflow = pool_familiarity(request.pool.spec, request.max_steps)
-            # off the event loop: a server's question may be long, and the comparison is pure Python
-            similarity, group = await asyncio.to_thread(familiar.nearest, request.question)
+            return familiar, workflow, *familiar.nearest(request.request_text or request.question)
+
+        try:
+            familiar, workflow, similarity, group = await asyncio.to_thread(test)
         except FamiliarityError as exc:
             raise PolicyError(str(exc)) from None
-        if similarity >= familiar.threshold:
-            return None
+        check = FamiliarityCheck(similarity=similarity, nearest=group, threshold=familiar.threshold, gated=similarity < familiar.threshold)
+        if not check.gated:
+            return check, None
         record = PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record(), latency_s=time.perf_counter() - start,
-                            fallback=f"unfamiliar question: its nearest training question ({group}) is {similarity:.2f} similar, under the "
-                                     f"checkpoint's {familiar.threshold:.2f}; its fallback workflow {familiar.data.fallback.name!r} runs")
-        return Plan(workflow, record)
+                            familiarity=check,
+                            fallback=f"unfamiliar question: its nearest training question ({group or 'none shares an n-gram'}) is "
+                                     f"{similarity:.3f} similar, under the checkpoint's {familiar.threshold:.3f}; its fallback workflow "
+                                     f"{familiar.data.fallback.name!r} runs")
+        return check, Plan(workflow, record)
 
     def _fallback(self, request: PlanRequest, record: PlanRecord) -> Plan:
         spec = request.pool.spec

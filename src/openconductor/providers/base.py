@@ -82,6 +82,11 @@ class Provider:
         """Where this worker's API key must come from (one of them set); empty when it needs none."""
         return (spec.api_key_env,) if spec.api_key_env else cls.key_envs
 
+    @classmethod
+    def absent_packages(cls, spec: "WorkerSpec") -> list[tuple[str, str]]:
+        """(what, the command that installs it) for each package this worker's model needs that is not installed."""
+        return []
+
     async def complete(
         self,
         messages: list[dict[str, str]],

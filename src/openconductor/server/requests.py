@@ -248,6 +248,10 @@ class Accepted:
     def question(self) -> str:
         return render_question(self.turns, self.answer)
 
+    def current_request(self) -> str:
+        """The last user turn alone: what the request asks, without the instructions and history around it."""
+        return next((t.text.strip() for t in reversed(self.turns) if t.role == "user"), "")
+
 
 # ---------------------------------------------------------------------------------- chat completions
 

@@ -74,6 +74,7 @@ class Request:
     metadata: dict[str, Any] = field(default_factory=dict)
     answer: Optional[AnswerFormat] = None  # what the caller asks of the final answer (tools, JSON, stop, sampling)
     max_output_tokens: Optional[int] = None
+    request_text: Optional[str] = None  # the current user turn alone (``question`` renders the conversation)
 
 
 class RunHandle:
@@ -120,7 +121,8 @@ class RunHandle:
         try:
             policy = r.preset.policy or make_policy(r.preset.spec.policy, **r.preset.spec.policy_options)
             return await solve(r.question, policy, pool, limits=r.limits, on_event=self._on_event, seed=r.seed,
-                               metadata=r.metadata, stream_tokens=self.stream, answer=r.answer, max_output_tokens=r.max_output_tokens)
+                               metadata=r.metadata, stream_tokens=self.stream, answer=r.answer, max_output_tokens=r.max_output_tokens,
+                               request_text=r.request_text)
         except asyncio.CancelledError:
             self._abort("cancelled: the client disconnected before the run finished")
             raise
