@@ -45,17 +45,22 @@ def test_groups_baselines_and_the_lookup_bound(tmp_path):
     assert "+33.3 [" in lookup_line
 
 
-def test_any_policy_bound_counts_what_only_a_conductor_got_right(tmp_path):
-    # lcm 0: code right; lcm 1: only the conductor right; lcm 2: nobody.
-    rows = [_record("lcm", "0", "single:qwen", False), _record("lcm", "0", "fixed:code", True), _record("lcm", "0", "trained:c", False),
-            _record("lcm", "1", "single:qwen", False), _record("lcm", "1", "fixed:code", False), _record("lcm", "1", "trained:c", True),
-            _record("lcm", "2", "single:qwen", False), _record("lcm", "2", "fixed:code", False), _record("lcm", "2", "trained:c", False)]
+def _held_out_section(tmp_path, rows) -> str:
+    """The script's held-out-kinds table for these records."""
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_generalisation_table.py"), str(tmp_path / "r.jsonl")],
                           capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
-    held = done.stdout.split("### held-out kinds")[1].split("### everyday")[0]
+    return done.stdout.split("### held-out kinds")[1].split("### everyday")[0]
+
+
+def test_any_policy_bound_counts_what_only_a_conductor_got_right(tmp_path):
+    # lcm 0: code right; lcm 1: only the conductor right; lcm 2: nobody.
+    rows = [_record("lcm", "0", "single:qwen", False), _record("lcm", "0", "fixed:code", True), _record("lcm", "0", "trained:c", False),
+            _record("lcm", "1", "single:qwen", False), _record("lcm", "1", "fixed:code", False), _record("lcm", "1", "trained:c", True),
+            _record("lcm", "2", "single:qwen", False), _record("lcm", "2", "fixed:code", False), _record("lcm", "2", "trained:c", False)]
+    held = _held_out_section(tmp_path, rows)
     assert "| any baseline (oracle) | 33.3 | — |" in held and "| any policy (oracle) | 66.7 | — |" in held
     assert "trained:c: right on 1 question(s) that no single worker or fixed workflow got right (lcm 1)" in held
 
@@ -71,11 +76,6 @@ def test_majority_answer_chooses_without_the_grader(tmp_path):
             rec("1", "single:qwen", "9", False), rec("1", "fixed:code", "8", True), rec("1", "trained:c", "9", False),
             rec("2", "single:qwen", "1", False), rec("2", "fixed:code", "2", True), rec("2", "trained:c", "3", False),
             rec("3", "single:qwen", None, False), rec("3", "fixed:code", None, False), rec("3", "trained:c", None, False)]
-    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_generalisation_table.py"), str(tmp_path / "r.jsonl")],
-                          capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr
-    held = done.stdout.split("### held-out kinds")[1].split("### everyday")[0]
+    held = _held_out_section(tmp_path, rows)
     assert "| majority answer (no grader) | 50.0 | — |" in held
     assert "| any policy (oracle) | 75.0 | — |" in held

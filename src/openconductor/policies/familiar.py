@@ -13,6 +13,8 @@ idf, as scikit-learn's ``char_wb``; written here because the runtime does not de
 reference set is a few hundred short texts). The threshold is chosen on the training questions alone, leaving one
 group (kind) out at a time: it best separates each question's similarity to its nearest other training question (a
 kind seen) from its similarity to the nearest question of another group (a kind never seen), by balanced accuracy.
+The idf weights are computed once over all training questions, the left-out group's included: a simplification that
+keeps the choice one pass over the pairs.
 """
 
 from __future__ import annotations
