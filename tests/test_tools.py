@@ -132,6 +132,27 @@ async def test_auto_import_lets_a_program_use_math_unimported_and_its_own_names_
     assert step.detail["status"] == "ok" and step.output == "7 None True\n1 0"
 
 
+def test_answer_lines_print_what_a_coder_wrote_as_its_programs_last_line():
+    from openconductor.providers.python_tool import with_answer_lines_printed
+
+    # The 1.5B coder's habit, asked to end its response with "Final answer: <answer>": it ends the program with it.
+    program = "import math\nlcm = 49 * 42 // math.gcd(49, 42)\n# Print the result\nFinal answer: lcm"
+    assert with_answer_lines_printed(program).endswith("print('Final answer:', lcm)")
+    assert with_answer_lines_printed("x = 3\nFinal answer: {x * 2}").endswith("print(f'Final answer: {x * 2}')")
+    assert with_answer_lines_printed("for i in range(2):\n    Final answer: i").endswith("\n    print('Final answer:', i)")
+    assert with_answer_lines_printed("print('Final answer: 4')") is None  # parses as written: left alone
+    assert with_answer_lines_printed("Final answer: ZNK UL CUARJ") is None  # not an expression: the error is reported as written
+    assert with_answer_lines_printed("x = (\nFinal answer: 3") is None  # another error stays
+
+
+async def test_answer_lines_run_in_the_sandbox_only_when_the_option_is_on():
+    program = "total = sum(range(5))\nFinal answer: total"
+    run, step = await run_code(program)
+    assert step.detail["status"] == "error" and "SyntaxError" in step.output
+    run, step = await run_code(program, answer_lines=True)
+    assert step.detail["status"] == "ok" and step.output == "Final answer: 10" and step.detail["code_from"].endswith("(answer lines printed)")
+
+
 def test_a_program_that_imports_what_it_uses_runs_as_without_auto_import():
     from openconductor.providers.python_tool import modules_to_preload
 
@@ -151,6 +172,9 @@ def test_the_replay_key_names_the_modules_preloaded_and_nothing_when_there_are_n
     assert key("print(math.pi)", auto_import=["re", "math"]) == {"code": "print(math.pi)\n", "auto_import": ["math"]}
     # A program that needs nothing preloaded keeps the key it had without the option: older stores still answer.
     assert key("import math\nprint(math.pi)", auto_import=["math"]) == {"code": "import math\nprint(math.pi)\n"}
+    # answer_lines: the key is the program that runs, so a store made without the option answers only where it changes nothing.
+    assert key("Final answer: 2 + 2", answer_lines=True) == {"code": "print('Final answer:', 2 + 2)\n"}
+    assert key("print(4)", answer_lines=True) == {"code": "print(4)\n"}
 
 
 async def test_no_code_anywhere_fails_the_step_with_a_message():

@@ -56,6 +56,13 @@ class PythonToolOptions(BaseModel):
                     "often writes math.gcd and forgets the import; the program's own names still come first",
     )
 
+    answer_lines: bool = Field(
+        False,
+        description="a program line `Final answer: <expression>` runs as a print of the expression: a coder asked to end its "
+                    "response with that line sometimes ends its program with it instead (a SyntaxError); applied only to a "
+                    "program that does not parse as written and does after the change",
+    )
+
     @field_validator("auto_import")
     @classmethod
     def _standard_library_only(cls, names: list[str]) -> list[str]:
@@ -82,6 +89,35 @@ def modules_to_preload(code: str, auto_import: list[str]) -> list[str]:
     named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
     return sorted(m for m in set(auto_import) if m in named and m not in imported)
+
+
+_ANSWER_LINE = re.compile(r"^(?P<indent>[ \t]*)Final answer:[ \t]*(?P<value>\S.*?)[ \t]*$", re.MULTILINE)
+_PLACEHOLDER = re.compile(r"\{[^{}]+\}")
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def with_answer_lines_printed(code: str) -> Optional[str]:
+    """``code`` with each line ``Final answer: <value>`` made a print of it (``answer_lines``); None when the code parses
+    as written, has no such line, or does not parse after the change either. A value with ``{placeholders}`` is printed
+    as an f-string ("Final answer: {lcm}"), any other as an expression ("Final answer: lcm", "Final answer: 42")."""
+    if _parses(code) or not _ANSWER_LINE.search(code):
+        return None
+
+    def printed(m: re.Match) -> str:
+        value = m["value"]
+        if _PLACEHOLDER.search(value):
+            return f"{m['indent']}print(f{('Final answer: ' + value)!r})"
+        return f"{m['indent']}print('Final answer:', {value})"
+
+    fixed = _ANSWER_LINE.sub(printed, code)
+    return fixed if _parses(fixed) else None
 
 
 # ------------------------------------------------------------------------------------ finding the code
@@ -277,10 +313,13 @@ class PythonToolProvider(Provider):
             return str(exc)
         return None
 
-    @staticmethod
-    def code(messages: list[dict]) -> tuple[Optional[str], str]:
+    def code(self, messages: list[dict]) -> tuple[Optional[str], str]:
+        """The program to run (after ``answer_lines``' change, where it applies) and where it was found."""
         context = worker_message.parse(messages)
-        return find_code(context.question, [response for _, _, response in context.earlier], context.subtask)
+        code, origin = find_code(context.question, [response for _, _, response in context.earlier], context.subtask)
+        if code is not None and self.options.answer_lines and (fixed := with_answer_lines_printed(code)) is not None:
+            return fixed, origin + " (answer lines printed)"
+        return code, origin
 
     def replay_key(self, messages: list[dict]) -> Optional[dict]:
         """The replay store's key: the program decides the output (sampling settings do not), and so do the
