@@ -107,7 +107,9 @@ def test_unique_items_is_linear_and_compares_as_json_schema_does():
     items = [{"a": i} for i in range(20_000)]
     start = time.perf_counter()
     assert first_error(items, {"uniqueItems": True}, budget_s=5) is None
-    assert time.perf_counter() - start < 1.0  # jsonschema's own pairwise fallback takes minutes here
+    # jsonschema's own pairwise fallback takes minutes here; the linear check well under a second alone, and up to a
+    # few seconds inside a full suite on 2 busy cores (it failed there at 1 s), so the bound only tells the two apart
+    assert time.perf_counter() - start < 10.0
     assert first_error(items + [{"a": 3}], {"uniqueItems": True}) is not None
     assert first_error([1, 1.0], {"uniqueItems": True}) is not None
     assert first_error([1, True], {"uniqueItems": True}) is None
