@@ -80,6 +80,11 @@ def majority_row(correct, answers, policies, questions, prefer):
     return row
 
 
+def best_of(candidates, acc, tokens):
+    """The candidate with the highest accuracy; a tie goes to the cheaper one (the one a user would pick)."""
+    return max(candidates, key=lambda p: (acc[p], -tokens[p]))
+
+
 def only_right(correct, policies, questions):
     """Per policy that is not a baseline: the kinds of the questions it alone got right, with counts."""
     bases = baselines(policies)
@@ -98,11 +103,10 @@ def table(name, questions, correct, policies, tokens, against):
     singles = [p for p in policies if p.startswith("single:")]
     fixed = [p for p in policies if p.startswith("fixed:")]
     refs = {}
-    # The best by accuracy; a tie goes to the cheaper policy (the one a user would pick).
     if singles:
-        refs["best single"] = max(singles, key=lambda p: (acc[p], -tokens[p]))
+        refs["best single"] = best_of(singles, acc, tokens)
     if fixed:
-        refs["best fixed"] = max(fixed, key=lambda p: (acc[p], -tokens[p]))
+        refs["best fixed"] = best_of(fixed, acc, tokens)
     refs.update({p: p for p in against if p in acc and p not in refs.values()})  # no column twice
     print(f"\n### {name}: {n} questions answered by all {len(policies)} policies\n")
     cols = " | ".join(f"vs {k} ({v})" if k != v else f"vs {k}" for k, v in refs.items())
@@ -165,10 +169,12 @@ def main():
         bounds = {"lookup (oracle)": lookup_row(correct, policies, qs, kind_of), "any baseline (oracle)": any_baseline_row(correct, policies, qs)}
         if len(baselines(policies)) < len(policies):
             bounds["any policy (oracle)"] = any_policy_row(correct, policies, qs)
+        t = {p: sum(tok[p][q] for q in qs) / len(qs) for p in policies}
         fixed = [p for p in policies if p.startswith("fixed:")]
-        prefer = max(fixed, key=lambda p: sum(correct[p][q] for q in qs)) if fixed else policies[0]
+        acc = {p: sum(correct[p][q] for q in qs) for p in fixed}
+        prefer = best_of(fixed, acc, t) if fixed else policies[0]  # the table's "best fixed"
         bounds["majority answer (no grader)"] = majority_row(correct, answers, policies, qs, prefer)
-        t = {p: sum(tok[p][q] for q in qs) / len(qs) for p in policies} | {b: float("nan") for b in bounds}
+        t |= {b: float("nan") for b in bounds}
         table(name, qs, {**correct, **bounds}, policies + list(bounds), t, args.against)
         per_kind = defaultdict(list)
         for q in qs:

@@ -107,7 +107,7 @@ def with_answer_lines_printed(code: str) -> Optional[str]:
     """``code`` with each line ``Final answer: <value>`` made a print of it (``answer_lines``); None when the code parses
     as written, has no such line, or does not parse after the change either. A value with ``{placeholders}`` is printed
     as an f-string ("Final answer: {lcm}"), any other as an expression ("Final answer: lcm", "Final answer: 42")."""
-    if _parses(code) or not _ANSWER_LINE.search(code):
+    if not _ANSWER_LINE.search(code) or _parses(code):  # the cheap test first: most programs have no such line
         return None
 
     def printed(m: re.Match) -> str:
