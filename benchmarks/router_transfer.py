@@ -12,6 +12,7 @@ Only questions that every arm answered count. Needs the `router` extra (the ques
 
 import argparse
 from collections import defaultdict
+from pathlib import Path
 
 from openconductor.evaluation import load_records, paired_bootstrap
 from openconductor.policies.router import embed, train_router
@@ -29,7 +30,7 @@ def main() -> None:
     parser.add_argument("--arm", action="append", required=True, help="single:WORKER or fixed:WORKFLOW (at least two)")
     parser.add_argument("--l2", type=float, default=1e-2)
     args = parser.parse_args()
-    records = [r for path in args.results for r in load_records(path) if r.policy in args.arm]
+    records = [r for path in args.results for r in load_records(Path(path)) if r.policy in args.arm]
     correct: dict[str, dict[str, int]] = defaultdict(dict)
     kind_of: dict[str, str] = {}
     for r in records:
