@@ -414,7 +414,7 @@ async def test_a_router_trained_on_other_workers_ends_plan_failed_not_raising():
     model = RouterModel(["elsewhere"], np.zeros((1, 384)), np.zeros(1), train_questions=1, train_accuracy={"elsewhere": 1.0})
     async with pool_of(sim("a")) as pool:
         run = await solve("q", LearnedRouter(model), pool)
-    assert run.status == "plan_failed" and "none is in pool" in run.error
+    assert run.status == "plan_failed" and "trained on ['single:elsewhere']; pool 'test' has none of them" in run.error
 
 
 async def test_a_recursive_round_whose_policy_raises_keeps_the_answer():

@@ -73,6 +73,10 @@ class RouterModel:
     train_questions: int
     train_accuracy: dict[str, float]
 
+    def __post_init__(self) -> None:
+        # A bare name is a worker, as every arm was before arms could be fixed workflows.
+        self.arms = [a if _is_arm(a) else f"single:{a}" for a in self.arms]
+
     def scores(self, embedding) -> list[float]:
         import numpy as np
 
@@ -99,8 +103,7 @@ class RouterModel:
         try:
             data = np.load(path, allow_pickle=False)
             meta = json.loads(str(data["meta"]))
-            # Files written before arms were policies name workers (every arm a single:<worker>).
-            arms = meta["arms"] if "arms" in meta else [f"single:{w}" for w in meta["workers"]]
+            arms = meta["arms"] if "arms" in meta else meta["workers"]  # files written before arms name workers
             return cls(arms, data["weights"], data["bias"], meta["train_questions"], meta["train_accuracy"])
         except (KeyError, ValueError, OSError) as exc:
             raise RouterError(f"{path} is not a router model: {exc}") from exc
