@@ -373,6 +373,8 @@ def test_router_arms_errors(tmp_path, pool_spec):
         train_router(_router_records(), arms=["single:alpha", "fixed:nope"])
     with pytest.raises(RouterError, match="at least two arms; the results hold single:alpha only"):
         train_router([r for r in _router_records() if r.policy == "single:alpha"])
+    with pytest.raises(RouterError, match="at least two arms"):
+        train_router(_router_records(), arms=["single:alpha", "single:alpha"])
     # A pool with none of the router's arms is refused before anything runs, naming what it has.
     model = RouterModel(["fixed:elsewhere", "single:gamma"], np.zeros((2, 384)), np.zeros(2), 1, {})
     with pytest.raises(PolicyError, match=r"trained on \['fixed:elsewhere', 'single:gamma'\]; pool 'sim-eval' has none of them"):

@@ -132,7 +132,7 @@ def training_table(records: Iterable, arms: Optional[list[str]] = None) -> tuple
         raise RouterError(f"no results of {', '.join(missing)} to learn from; evaluate them first (conductor eval -p {missing[0]})")
     if not sums:
         raise RouterError("no single-worker results to learn from; run `conductor eval --policy 'single:*'` first, or name the arms")
-    names = list(arms) if arms is not None else sorted(sums)
+    names = list(dict.fromkeys(arms)) if arms is not None else sorted(sums)  # an arm named twice is one arm
     if len(names) < 2:
         raise RouterError(f"a router chooses between at least two arms; the results hold {names[0]} only")
     questions = sorted(set.intersection(*(set(sums[a]) for a in names)))
