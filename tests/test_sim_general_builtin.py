@@ -37,14 +37,15 @@ def test_the_shipped_general_conductor_plans_an_unseen_pool_by_the_names_it_give
 
 def test_sampling_the_shipped_conductor_as_grpo_does_gives_a_group_of_parsed_and_varied_plans():
     # benchmarks/sim_grpo_signal.py reads GRPO's groups this way: one question asked 12 times at temperature 2.
+    # Here a group of 6 (it was 12, 83 s of the suite's time on 2 cores; a group of 6 shows the same three things).
     spec = pool_spec(generate_pool(951, held_out=True))
     question = make_questions(1, 4243)
-    greedy, _ = conductor_plans("builtin:sim-general", spec, question * 3, batch_size=3)
+    greedy, _ = conductor_plans("builtin:sim-general", spec, question * 2, batch_size=2)
     assert len({p.steps for p in greedy}) == 1  # greedy decoding repeats itself
-    sampled, _ = conductor_plans("builtin:sim-general", spec, question * 12, batch_size=12, temperature=2.0, seed=7)
+    sampled, _ = conductor_plans("builtin:sim-general", spec, question * 6, batch_size=6, temperature=2.0, seed=7)
     assert all(p is not None for p in sampled)  # the grammar holds at any temperature
     assert len({(p.reasoning, p.steps) for p in sampled}) > 1
-    again, _ = conductor_plans("builtin:sim-general", spec, question * 12, batch_size=12, temperature=2.0, seed=7)
+    again, _ = conductor_plans("builtin:sim-general", spec, question * 6, batch_size=6, temperature=2.0, seed=7)
     assert again == sampled  # a seed repeats its samples
 
 
