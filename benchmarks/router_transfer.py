@@ -54,7 +54,7 @@ def main() -> None:
     for kind in kinds:
         held = [q for q in questions if kind_of[q] == kind]
         model = train_router([r for r in records if kind_of[r.question] != kind and r.question in vectors], arms=args.arm, l2=args.l2)
-        picks = [max(range(len(args.arm)), key=lambda i: (model.scores(vectors[q])[i], -i)) for q in held]
+        picks = [model.choose(model.scores(vectors[q]), range(len(args.arm))) for q in held]
         for q, i in zip(held, picks):
             routed[q] = correct[args.arm[i]][q]
         best = max(args.arm, key=lambda a: sum(correct[a][q] for q in held))
@@ -77,11 +77,12 @@ def main() -> None:
 def program_ran(run_id: str) -> bool:
     """The run's first tool step ran and its tool counts its output as a result (a python program that failed or
     printed nothing does not)."""
+    from openconductor.executor import _tool_answered  # the executor's own test of whether a tool step answered
     from openconductor.traces import TraceStore
 
     run = TraceStore().get(run_id)
     tools = [s for s in run.steps if s.detail.get("status") is not None or s.worker_name == "python"]
-    return bool(tools) and tools[0].status == "ok" and tools[0].detail.get("status", "ok") == "ok"
+    return bool(tools) and _tool_answered(tools[0])
 
 
 def cascades(arms, questions, correct, run_of) -> None:

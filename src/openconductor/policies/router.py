@@ -83,6 +83,12 @@ class RouterModel:
         logits = self.weights @ embedding + self.bias
         return list(1.0 / (1.0 + np.exp(-logits)))
 
+    @staticmethod
+    def choose(scores: list[float], rows: Iterable[int]) -> int:
+        """The row (arm) among ``rows`` with the highest predicted success (``scores``); ties go to the arm trained
+        first, so routing is deterministic."""
+        return max(rows, key=lambda r: (scores[r], -r))
+
     def save(self, path: str | Path) -> Path:
         import numpy as np
 
@@ -218,8 +224,8 @@ class LearnedRouter(Policy):
         # The user's current request where the question renders a whole conversation (the server), as the gate does.
         embedding = (await asyncio.to_thread(embed, [request.request_text or request.question]))[0]
         scores = self.model.scores(embedding)
-        # Ties go to the arm trained first, so routing is deterministic.
-        row, chosen = max(known, key=lambda pair: (scores[pair[0]], -pair[0]))
-        detail = ", ".join(f"{self.model.arms[r]}={scores[r]:.3f}" for r, _ in known)
-        workflow = Workflow(chosen.steps, reasoning=f"router chose {self.model.arms[row]}; scores: {detail}")
+        workflows = dict(known)
+        row = self.model.choose(scores, workflows)
+        detail = ", ".join(f"{self.model.arms[r]}={scores[r]:.3f}" for r in workflows)
+        workflow = Workflow(workflows[row].steps, reasoning=f"router chose {self.model.arms[row]}; scores: {detail}")
         return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()))
