@@ -14,7 +14,10 @@ def _export(tmp_path, **fields):
     d = tmp_path / "final"
     d.mkdir()
     ConductorManifest(**fields).write(d)
-    (d / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "/root/.cache/openconductor/models/SmolLM2-135M-Instruct.Q4_1"}))
+    # The GPU box's de-quantised base: a path that is not on this machine (a fixed /root/.cache/... path exists here
+    # once a local run has de-quantised a GGUF named by path, and the runtime then rightly prefers it).
+    gpu_box_base = tmp_path / "gpu-box" / ".cache" / "openconductor" / "models" / "SmolLM2-135M-Instruct.Q4_1"
+    (d / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(gpu_box_base)}))
     return d
 
 
