@@ -74,6 +74,17 @@ def test_validation_is_bounded_by_its_deadline():
         first_error(deep, {"properties": {"a": {"$ref": "#"}}}, budget_s=10)
 
 
+def test_a_full_reply_to_a_schema_at_the_cap_fits_the_default_budget():
+    """A legitimate reply that fills every property of the largest schema the door lets in: ~35 ms of CPU alone on
+    2 cores. The earlier budget (20 ms, on the event loop) refused a 1,200-property one at random under load (a 422
+    in clean-clone CI); the check now runs in a thread, with a budget that only hostile schemas reach."""
+    n = (MAX_NODES - 3) // 2
+    schema = {"type": "object", "properties": {f"field_{i:05d}": {"type": "string"} for i in range(n)}}
+    check_schema(schema)
+    assert first_error({f"field_{i:05d}": "x" for i in range(n)}, schema) is None
+    assert "is not of type 'string'" in first_error({f"field_{i:05d}": "x" if i else 1 for i in range(n)}, schema).message
+
+
 def test_the_garbage_collector_is_not_charged_to_the_budget():
     """A full collection costs the whole heap's time (a tenth of a second with torch imported) and lands in
     whichever validation allocates past the threshold: charged to the reply, it refused valid replies at random."""

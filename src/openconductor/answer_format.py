@@ -199,7 +199,7 @@ def check_json(text: str, fmt: JSONFormat) -> str:
     if not isinstance(value, dict) and not (fmt.type == "json_schema" and fmt.json_schema):
         raise AnswerFormatError("the reply is JSON but not an object, as response_format json_object requires")
     if fmt.type == "json_schema" and fmt.json_schema:
-        try:  # bounded: this runs on the event loop, and neither the schema nor the reply is ours
+        try:  # bounded: neither the schema nor the reply is ours (callers run this off the event loop)
             error = json_schemas.first_error(value, fmt.json_schema)
         except json_schemas.ValidationTooCostly as exc:
             raise AnswerFormatError(f"the reply could not be checked against the JSON schema {fmt.name!r}: {exc}") from None

@@ -180,7 +180,7 @@ async def _run_round(ctx: Context, run: Run, plan: Plan, final: bool = True) -> 
     if plan.workflow is None:
         run.status = "limit" if ctx.budget.hits else "plan_failed"
         run.error = "; ".join(plan.record.errors) or "the policy returned no workflow"
-        _finish(ctx, run)
+        await _finish(ctx, run)
         return
     workflow = plan.workflow
     if final and _wants_format(ctx) and _ends_in_tool(ctx, workflow):
@@ -192,7 +192,7 @@ async def _run_round(ctx: Context, run: Run, plan: Plan, final: bool = True) -> 
     await execute(ctx, run, workflow, final)
     if _ends_in_tool(ctx, workflow) and not _tool_answered(run.steps[-1]) and not (ctx.limits_hit or ctx.budget.hits):
         await _answer_after_tool(ctx, run, workflow, final)
-    _finish(ctx, run)
+    await _finish(ctx, run)
 
 
 def _record(ctx: Context, workflow: Workflow, i: int) -> StepRecord:
@@ -247,14 +247,14 @@ async def _answer_after_tool(ctx: Context, run: Run, workflow: Workflow, final: 
         await _emit(ctx.on_event, Event("step_finished", run, record))
 
 
-def _finish(ctx: Context, run: Run) -> None:
+async def _finish(ctx: Context, run: Run) -> None:
     for limit in ctx.budget.hits:  # also those hit while planning
         ctx.hit(limit)
     last = run.steps[-1] if run.steps else None
     if last is not None and last.status == "ok" and last.tool_calls:  # the answer is a request to run tools
         run.final_answer, run.tool_calls = clean_answer(last.output), list(last.tool_calls)
     elif run.depth == 0 and ctx.answer is not None and ctx.answer.features() & {"tools", "json_schema"}:
-        _formatted_answer(ctx.answer, run, last)
+        await _formatted_answer(ctx.answer, run, last)
     else:
         run.final_answer = final_answer(run.steps)
     run.limits_hit = list(ctx.limits_hit)
@@ -270,13 +270,14 @@ def _finish(ctx: Context, run: Run) -> None:
             run.error = run.error or (last.error if last else "no steps ran")
 
 
-def _formatted_answer(answer: AnswerFormat, run: Run, last: Optional[StepRecord]) -> None:
+async def _formatted_answer(answer: AnswerFormat, run: Run, last: Optional[StepRecord]) -> None:
     """With tools or a JSON format asked for, only the final step's own answer counts (earlier steps
-    wrote for the team, not in that format); a JSON answer that does not match fails the step."""
+    wrote for the team, not in that format); a JSON answer that does not match fails the step. The check
+    runs in a thread: a reply to a large schema takes tens of milliseconds to validate, too long for the event loop."""
     run.final_answer = clean_answer(last.output) if last is not None and last.status == "ok" else ""
     if run.final_answer and answer.json_format is not None and last is not None and last.finish_reason != "length":
         try:
-            run.final_answer = check_json(run.final_answer, answer.json_format)
+            run.final_answer = await asyncio.to_thread(check_json, run.final_answer, answer.json_format)
         except AnswerFormatError as exc:  # e.g. a recursive last round that kept an earlier, unformatted answer
             last.status, last.error, last.error_code = "error", str(exc), "invalid_answer_format"
             run.final_answer = ""

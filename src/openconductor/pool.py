@@ -446,8 +446,8 @@ class Worker:
                         )
                     if not completion.latency_s:
                         completion.latency_s = time.perf_counter() - start
-                if prepared is not None:
-                    completion = prepared.finish(completion)
+                if prepared is not None:  # in a thread: checking a reply against a large schema takes tens of ms
+                    completion = await asyncio.to_thread(prepared.finish, completion)
                 completion.usage.cost_usd = self.spec.cost(completion.usage)
                 return completion, attempts
             except asyncio.TimeoutError:
