@@ -112,6 +112,7 @@ def test_grpo_rows_run_each_question_on_its_own_pool_inside_one_union_pool():
     assert any("~" in w.name for w in union.workers)  # some name was taken twice (the check above is not empty)
 
 
+@pytest.mark.heavy
 def test_renamed_workers_show_fresh_names_in_prompts_targets_and_grpo_rows_but_run_the_same_workers():
     from pathlib import Path
 
@@ -429,6 +430,7 @@ def test_copy_data_searched_at_another_price_is_refused_and_the_checker_takes_th
     assert "copy.per_pool: 4 in the file != 48 in this run" in capsys.readouterr().err  # the price and the examples as given now match: what is left differs
 
 
+@pytest.mark.heavy
 def test_a_higher_token_price_never_makes_the_rank_lookup_dearer():
     """The copy's targets at ``--token-weight``: per bucket, the plan chosen at a higher price costs no more tokens
     (on the questions it is chosen on) than the one chosen at a lower price, and some get cheaper."""

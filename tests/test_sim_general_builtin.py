@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from typer.testing import CliRunner
 
 from openconductor.cli import app
@@ -18,6 +20,7 @@ from openconductor.train.sim_eval import conductor_plans
 from openconductor.workflow import named_workers
 
 
+@pytest.mark.heavy
 def test_the_shipped_general_conductor_plans_an_unseen_pool_by_the_names_it_gives():
     spec = pool_spec(generate_pool(951, held_out=True))  # a held-out family, a seed no table uses
     names, aliases = binding(read_manifest(checkpoint_path("builtin:sim-general")).prompt, spec)
@@ -35,6 +38,7 @@ def test_the_shipped_general_conductor_plans_an_unseen_pool_by_the_names_it_give
     assert all(p is not None and named_workers(p.reasoning, names, dict(aliases)) for p in short)
 
 
+@pytest.mark.heavy
 def test_sampling_the_shipped_conductor_as_grpo_does_gives_a_group_of_parsed_and_varied_plans():
     # benchmarks/sim_grpo_signal.py reads GRPO's groups this way: one question asked 12 times at temperature 2.
     # Here a group of 6 (it was 12, 83 s of the suite's time on 2 cores; a group of 6 shows the same three things).
@@ -49,6 +53,7 @@ def test_sampling_the_shipped_conductor_as_grpo_does_gives_a_group_of_parsed_and
     assert again == sampled  # a seed repeats its samples
 
 
+@pytest.mark.heavy
 def test_conductor_eval_runs_the_shipped_conductor_from_a_generated_pool_file(tmp_path):
     pool = tmp_path / "sim-952.toml"
     pool.write_text(pool_toml(generate_pool(952), checkpoint="builtin:sim-general"))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from typer.testing import CliRunner
 
 from openconductor.cli import app
@@ -21,6 +23,7 @@ from openconductor.train.sim_eval import conductor_plans, trained_ranking
 SHIPPED = "builtin:sim-subtopic"
 
 
+@pytest.mark.heavy
 def test_the_subtopic_conductor_names_places_in_the_questions_subtopic_and_runs_those_workers():
     assert trained_ranking(SHIPPED) == "subtopic"
     spec = pool_spec(generate_pool(951, held_out=True), profile="subtopic")  # a held-out family, a seed no table uses

@@ -27,6 +27,7 @@ def traits(spec):
     return {w.name: world.Traits.from_spec(w) for w in spec.workers}
 
 
+@pytest.mark.heavy
 def test_calibration_reproduces_the_papers_baselines_within_tolerance(spec):
     rows = calibrate(spec, n=1000, seed=11)  # n=400 leaves self-reflection +-2.4 points of sampling noise
     by_kind = {}

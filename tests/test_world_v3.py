@@ -85,12 +85,14 @@ def test_difficulty_changes_what_structure_pays(profiles):
     assert _accuracy(chain, hard, profiles) > _accuracy(single, hard, profiles) + 0.08
 
 
+@pytest.mark.heavy
 def test_calibration_reproduces_table_7_within_tolerance(spec):
     rows = calibrate_v3(spec, n=1000, seed=11, select_n=0)
     assert [r for r in rows if r.kind == "single"] and not [r.system for r in rows if r.within() is False], table(rows)
     assert {r.kind for r in rows} == {"single", "MoA", "self-reflection", "oracle"}
 
 
+@pytest.mark.heavy
 def test_the_best_per_bucket_plan_beats_the_best_per_domain_plan_by_4_points(profiles):
     """Lookup tables selected on one question set and scored on another (the world's fast path)."""
     plans = candidate_plans(len(profiles))
