@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from openconductor.answer_format import AnswerFormatError, JSONFormat, check_json
+from openconductor.answer_format import AnswerFormat, AnswerFormatError, JSONFormat, check_json
 from openconductor.json_schemas import MAX_NODES, SchemaProblem, ValidationTooCostly, check_schema, first_error
+from openconductor.pool import Pool, PoolSpec, WorkerCallError, WorkerSpec
 
 
 @pytest.mark.parametrize("schema, where, words", [
@@ -171,3 +172,15 @@ def test_a_reply_against_a_catastrophic_pattern_is_an_answer_format_error_in_bou
         check_json(json.dumps({"code": "a" * 40 + "b"}), fmt)
     assert time.monotonic() - started < 2.0
     assert check_json('{"code": "aaaa"}', fmt) == '{"code": "aaaa"}'
+
+
+async def test_a_reply_that_cannot_be_checked_in_time_is_not_sampled_again():
+    """The cost is the schema's (2^15 oneOf paths for any string), so another sample would spend the budget again."""
+    defs = {f"a{i}": {"oneOf": [{"$ref": f"#/$defs/a{i + 1}"}, {"$ref": f"#/$defs/a{i + 1}"}]} for i in range(15)}
+    schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/a0"}}, "required": ["x"], "$defs": {**defs, "a15": {"type": "string"}}}
+    spec = PoolSpec(name="t", workers=[WorkerSpec(name="w", provider="simulated", max_retries=2)])
+    answer = AnswerFormat(json_format=JSONFormat(type="json_schema", name="diamonds", schema=schema))
+    async with Pool(spec) as pool:
+        with pytest.raises(WorkerCallError, match="could not be checked against the JSON schema 'diamonds'") as caught:
+            await pool[0].call([{"role": "user", "content": "q"}], answer=answer)
+    assert caught.value.attempts == 1 and caught.value.code == "invalid_answer_format"

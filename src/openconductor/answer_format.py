@@ -12,7 +12,8 @@ team, not for the caller). Providers declare what they take natively (``Provider
 
 ``Prepared.finish`` checks every reply (native or not) before it becomes the answer: tool names exist,
 arguments are JSON objects, JSON output parses and matches its schema. A reply that does not is an
-``AnswerFormatError`` (the worker retries the call).
+``AnswerFormatError`` (the worker retries the call), except one that could not be checked within its
+budget, ``AnswerUncheckable``: that cost is the schema's, and another sample would pay it again.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ PROMPTED_MAX_CALLS = 4  # tool calls in one prompted reply, unless the request s
 
 class AnswerFormatError(ValueError):
     """A reply that does not match what the request asked for (unknown tool, invalid JSON, schema)."""
+
+
+class AnswerUncheckable(AnswerFormatError):
+    """A reply that could not be checked against the schema within the budget: the schema's cost, not the
+    sample's, so the worker does not sample again (each try would spend the budget once more)."""
 
 
 class Strict(BaseModel):
@@ -202,7 +208,7 @@ def check_json(text: str, fmt: JSONFormat) -> str:
         try:  # bounded: neither the schema nor the reply is ours (callers run this off the event loop)
             error = json_schemas.first_error(value, fmt.json_schema)
         except json_schemas.ValidationTooCostly as exc:
-            raise AnswerFormatError(f"the reply could not be checked against the JSON schema {fmt.name!r}: {exc}") from None
+            raise AnswerUncheckable(f"the reply could not be checked against the JSON schema {fmt.name!r}: {exc}") from None
         if error is not None:
             path = "/".join(str(p) for p in error.absolute_path) or "(top level)"
             raise AnswerFormatError(f"the reply does not match the JSON schema {fmt.name!r} at {path}: {error.message}")

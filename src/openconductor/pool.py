@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from .answer_format import AnswerFormat, AnswerFormatError, prepare
+from .answer_format import AnswerFormat, AnswerFormatError, AnswerUncheckable, prepare
 from .budget import Limits
 from .configfile import problems, read_config
 from .policies.fixed import FixedWorkflowSpec
@@ -457,7 +457,7 @@ class Worker:
             except ProviderError as exc:
                 error = exc
             except AnswerFormatError as exc:  # e.g. invalid JSON for a JSON response_format: sample again
-                error = ProviderError(str(exc), retryable=True, code="invalid_answer_format")
+                error = ProviderError(str(exc), retryable=not isinstance(exc, AnswerUncheckable), code="invalid_answer_format")
             except Exception as exc:  # a provider bug or an unmapped SDK error: fail the step, not the run
                 log.exception("worker %s: unexpected error from provider %s", self.name, self.spec.provider)
                 error = ProviderError(f"unexpected {type(exc).__name__}: {exc}")
