@@ -18,11 +18,13 @@ budget, ``AnswerUncheckable``: that cost is the schema's, and another sample wou
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -199,13 +201,26 @@ def _json_object(text: str) -> Any:
         raise AnswerFormatError(f"the reply is not valid JSON: {text[:200]!r}") from None
 
 
+T = TypeVar("T")
+
+# Reply checks run on one thread of their own: off the event loop (a full reply to a large schema takes tens
+# of milliseconds), and one at a time, so that costly schemas contend with the loop for the GIL from one
+# thread, not from every thread of the default executor, and never queue behind local generations there.
+_REPLY_CHECKS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reply-check")
+
+
+async def off_the_loop(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on the reply-check thread (``check_json``, ``Prepared.finish``)."""
+    return await asyncio.get_running_loop().run_in_executor(_REPLY_CHECKS, fn, *args)
+
+
 def check_json(text: str, fmt: JSONFormat) -> str:
     """The reply as JSON text, or AnswerFormatError naming what is wrong."""
     value = _json_object(text)
     if not isinstance(value, dict) and not (fmt.type == "json_schema" and fmt.json_schema):
         raise AnswerFormatError("the reply is JSON but not an object, as response_format json_object requires")
     if fmt.type == "json_schema" and fmt.json_schema:
-        try:  # bounded: neither the schema nor the reply is ours (callers run this off the event loop)
+        try:  # bounded: neither the schema nor the reply is ours (callers run this through ``off_the_loop``)
             error = json_schemas.first_error(value, fmt.json_schema)
         except json_schemas.ValidationTooCostly as exc:
             raise AnswerUncheckable(f"the reply could not be checked against the JSON schema {fmt.name!r}: {exc}") from None

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Literal, Optional, Union
 
 from . import worker_message
-from .answer_format import AnswerFormat, AnswerFormatError, check_json
+from .answer_format import AnswerFormat, AnswerFormatError, check_json, off_the_loop
 from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous
 from .pool import TOOL_PROVIDERS, Pool, WorkerCallError
@@ -272,15 +272,15 @@ async def _finish(ctx: Context, run: Run) -> None:
 
 async def _formatted_answer(answer: AnswerFormat, run: Run, last: Optional[StepRecord]) -> None:
     """With tools or a JSON format asked for, only the final step's own answer counts (earlier steps
-    wrote for the team, not in that format); a JSON answer that does not match fails the step. The check
-    runs in a thread: a reply to a large schema takes tens of milliseconds to validate, too long for the event loop."""
-    run.final_answer = clean_answer(last.output) if last is not None and last.status == "ok" else ""
-    if run.final_answer and answer.json_format is not None and last is not None and last.finish_reason != "length":
+    wrote for the team, not in that format); a JSON answer that does not match fails the step."""
+    text = clean_answer(last.output) if last is not None and last.status == "ok" else ""
+    if text and answer.json_format is not None and last is not None and last.finish_reason != "length":
         try:
-            run.final_answer = await asyncio.to_thread(check_json, run.final_answer, answer.json_format)
+            text = await off_the_loop(check_json, text, answer.json_format)
         except AnswerFormatError as exc:  # e.g. a recursive last round that kept an earlier, unformatted answer
             last.status, last.error, last.error_code = "error", str(exc), "invalid_answer_format"
-            run.final_answer = ""
+            text = ""
+    run.final_answer = text  # once, checked: a cancellation while the check runs leaves no unchecked answer
 
 
 def _totals(run: Run, wall_s: float) -> Totals:

@@ -28,10 +28,11 @@ from typing import Any, Iterator
 MAX_NODES = 5_000  # JSON values in one schema (objects, arrays and scalars)
 MAX_DEPTH = 48  # nesting of one schema's JSON
 MAX_IN_PLACE_CHAIN = 32  # allOf/anyOf/oneOf/not/if/$ref applied to the same value, one inside another
-# CPU seconds validating one reply. Callers run it in a thread, not on the event loop, so the budget only
-# stops hostile schemas: a legitimate full reply to a schema near MAX_NODES takes ~20 ms alone and twice that
-# on a busy 2-core machine, which the earlier 20-ms budget refused at random.
-REPLY_BUDGET_S = 0.25
+# CPU seconds validating one reply. Callers run it on a thread of its own, not on the event loop (whose
+# 50-ms bound the earlier 20-ms budget served): a legitimate full reply to a schema at MAX_NODES takes ~35 ms
+# alone on 2 cores, and 20 ms for 1,200 properties, which that budget refused at random under load. Pure
+# Python holds the GIL, so a costly schema still slows the loop while it is checked: hence a bound, not more.
+REPLY_BUDGET_S = 0.1
 
 # Keywords whose subschemas apply to the value itself (no step down into it): a cycle through these never ends.
 IN_PLACE_ONE = ("not", "if", "then", "else")

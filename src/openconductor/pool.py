@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from .answer_format import AnswerFormat, AnswerFormatError, AnswerUncheckable, prepare
+from .answer_format import AnswerFormat, AnswerFormatError, AnswerUncheckable, off_the_loop, prepare
 from .budget import Limits
 from .configfile import problems, read_config
 from .policies.fixed import FixedWorkflowSpec
@@ -446,8 +446,8 @@ class Worker:
                         )
                     if not completion.latency_s:
                         completion.latency_s = time.perf_counter() - start
-                if prepared is not None:  # in a thread: checking a reply against a large schema takes tens of ms
-                    completion = await asyncio.to_thread(prepared.finish, completion)
+                if prepared is not None:
+                    completion = await off_the_loop(prepared.finish, completion)
                 completion.usage.cost_usd = self.spec.cost(completion.usage)
                 return completion, attempts
             except asyncio.TimeoutError:

@@ -60,7 +60,7 @@ class Gateway:
         self.checks = checks or Checks()  # threads; the HTTP app gives worker processes
 
     async def start(self) -> None:
-        json_schemas.warm()  # replies are checked on the event loop: no import there
+        json_schemas.warm()  # not inside the first request's reply check
         await self.counters.start()
         await self.checks.start()
         await self.runtime.start()
