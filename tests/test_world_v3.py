@@ -85,7 +85,6 @@ def test_difficulty_changes_what_structure_pays(profiles):
     assert _accuracy(chain, hard, profiles) > _accuracy(single, hard, profiles) + 0.08
 
 
-@pytest.mark.heavy
 def test_calibration_reproduces_table_7_within_tolerance(spec):
     rows = calibrate_v3(spec, n=1000, seed=11, select_n=0)
     assert [r for r in rows if r.kind == "single"] and not [r.system for r in rows if r.within() is False], table(rows)
