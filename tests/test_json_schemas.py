@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -184,3 +185,23 @@ async def test_a_reply_that_cannot_be_checked_in_time_is_not_sampled_again():
         with pytest.raises(WorkerCallError, match="could not be checked against the JSON schema 'diamonds'") as caught:
             await pool[0].call([{"role": "user", "content": "q"}], answer=answer)
     assert caught.value.attempts == 1 and caught.value.code == "invalid_answer_format"
+
+
+def test_a_forked_child_still_checks_replies():
+    """The reply-check thread does not survive a fork; the child gets its own (else its checks would wait forever)."""
+    import multiprocessing
+
+    from openconductor import answer_format
+
+    fmt = JSONFormat(type="json_schema", name="r", schema={"type": "object", "properties": {"n": {"type": "integer"}}})
+    assert asyncio.run(answer_format.off_the_loop(check_json, '{"n": 1}', fmt)) == '{"n": 1}'  # the parent's thread runs
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        assert pool.apply_async(_check_in_child).get(timeout=30) == '{"n": 2}'
+
+
+def _check_in_child() -> str:
+    fmt = JSONFormat(type="json_schema", name="r", schema={"type": "object", "properties": {"n": {"type": "integer"}}})
+    from openconductor import answer_format
+
+    return asyncio.run(answer_format.off_the_loop(check_json, '{"n": 2}', fmt))

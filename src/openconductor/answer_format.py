@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -207,6 +208,14 @@ T = TypeVar("T")
 # of milliseconds), and one at a time, so that costly schemas contend with the loop for the GIL from one
 # thread, not from every thread of the default executor, and never queue behind local generations there.
 _REPLY_CHECKS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reply-check")
+
+
+def _new_reply_checks() -> None:
+    global _REPLY_CHECKS  # a forked child has the executor but not its thread: work sent there would never run
+    _REPLY_CHECKS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reply-check")
+
+
+os.register_at_fork(after_in_child=_new_reply_checks)
 
 
 async def off_the_loop(fn: Callable[..., T], *args: Any) -> T:
