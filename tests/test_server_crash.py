@@ -181,3 +181,42 @@ def test_no_hostile_request_holds_the_event_loop(stack):
     # The goal is 50 ms, measured by benchmarks/server_hostile.py under the heavy-job lock; here, on a shared
     # 2-core machine where the clients, the check process and other jobs take turns on the cores, a margin.
     assert worst[0] < 0.15, sorted(steps, reverse=True)[:5]
+
+
+def _descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        try:
+            children = [int(c) for c in Path(f"/proc/{todo[0]}/task/{todo[0]}/children").read_text().split()]
+        except OSError:
+            children = []
+        todo = todo[1:] + children
+        found.update(children)
+    return found
+
+
+def test_a_killed_server_leaves_no_check_processes(stack):
+    """SIGKILL to a two-worker server and its direct children (uvicorn's workers): the request-check processes
+    those workers started are gone too, not orphans waiting for work forever."""
+    url = stack.server(server_config(stack.directory), name="victim", workers=2, env=SRC)
+    for i in range(4):  # the check processes are started with each worker; a request or two makes sure
+        assert httpx.post(f"{url}/v1/chat/completions", json={"model": "one", "messages": [{"role": "user", "content": f"q{i}"}]},
+                          headers=H, timeout=60).status_code == 200
+    proc = next(p for n, p in stack.processes if n == "victim")
+    checkers = {pid for pid in _descendants(proc.pid) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()}
+    assert checkers, "no check process found under the server"
+    stack.kill("victim", signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() and _state(pid) != "Z" for pid in checkers):
+        time.sleep(0.1)
+    left = [pid for pid in checkers if Path(f"/proc/{pid}").exists() and _state(pid) != "Z"]
+    for pid in left:  # do not leave them behind for the next test either
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"{len(left)} of {len(checkers)} check processes outlived the server"
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

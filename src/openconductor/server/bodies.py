@@ -18,7 +18,10 @@ import asyncio
 import json
 import math
 import multiprocessing
+import os
 import re
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
@@ -137,6 +140,19 @@ def _warm() -> None:
     from . import requests  # noqa: F401
 
 
+def _exit_with_parent(parent: int) -> None:
+    """A check process's initializer: exit once the server process that started it is gone. A SIGKILL or a
+    crash skips the pool's shutdown, and the worker would otherwise wait for work forever (found as orphans
+    of ``--workers 2`` replicas killed in the scale-out tests)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 class Checks:
     """Where request checks run, so the event loop never does: worker processes by default.
 
@@ -156,7 +172,8 @@ class Checks:
         if not self.processes:
             return ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="request-check")
         # spawn: a fresh interpreter (forking a process with running threads is unsafe)
-        return ProcessPoolExecutor(max_workers=self.processes, mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(max_workers=self.processes, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_exit_with_parent, initargs=(os.getpid(),))
 
     async def start(self) -> None:
         if self.processes:
