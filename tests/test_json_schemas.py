@@ -191,17 +191,13 @@ def test_a_forked_child_still_checks_replies():
     """The reply-check thread does not survive a fork; the child gets its own (else its checks would wait forever)."""
     import multiprocessing
 
-    from openconductor import answer_format
+    assert _check_off_the_loop('{"n": 1}') == '{"n": 1}'  # the parent's thread has run
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply_async(_check_off_the_loop, ('{"n": 2}',)).get(timeout=30) == '{"n": 2}'
+
+
+def _check_off_the_loop(reply: str) -> str:
+    from openconductor.answer_format import off_the_loop
 
     fmt = JSONFormat(type="json_schema", name="r", schema={"type": "object", "properties": {"n": {"type": "integer"}}})
-    assert asyncio.run(answer_format.off_the_loop(check_json, '{"n": 1}', fmt)) == '{"n": 1}'  # the parent's thread runs
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(1) as pool:
-        assert pool.apply_async(_check_in_child).get(timeout=30) == '{"n": 2}'
-
-
-def _check_in_child() -> str:
-    fmt = JSONFormat(type="json_schema", name="r", schema={"type": "object", "properties": {"n": {"type": "integer"}}})
-    from openconductor import answer_format
-
-    return asyncio.run(answer_format.off_the_loop(check_json, '{"n": 2}', fmt))
+    return asyncio.run(off_the_loop(check_json, reply, fmt))

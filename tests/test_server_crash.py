@@ -26,7 +26,7 @@ from openconductor.server import hash_key
 from openconductor.traces import Owner, TraceStore, row
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
-from stack import Stack  # noqa: E402  (deploy/stack.py: a development tool, not in the package)
+from stack import Stack, _children  # noqa: E402  (deploy/stack.py: a development tool, not in the package)
 
 pytestmark = pytest.mark.timeout(300)
 H = {"Authorization": f"Bearer {KEY}"}
@@ -122,7 +122,7 @@ def test_a_dead_owner_not_yet_reaped_is_swept(tmp_path):
         assert proc.stdout.readline().strip() == "ready"
         proc.send_signal(signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z" and time.monotonic() < deadline:
+        while _state(proc.pid) != "Z" and time.monotonic() < deadline:
             time.sleep(0.01)  # dead, not reaped: its pid and start time are still in /proc
         swept = store.sweep_interrupted()
     finally:
@@ -183,15 +183,20 @@ def test_no_hostile_request_holds_the_event_loop(stack):
     assert worst[0] < 0.15, sorted(steps, reverse=True)[:5]
 
 
+def _state(pid: int) -> str:
+    """The process's state letter ("Z": dead, not reaped), or "gone"."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
 def _descendants(pid: int) -> set[int]:
     found, todo = set(), [pid]
     while todo:
-        try:
-            children = [int(c) for c in Path(f"/proc/{todo[0]}/task/{todo[0]}/children").read_text().split()]
-        except OSError:
-            children = []
-        todo = todo[1:] + children
+        children = _children(todo.pop())
         found.update(children)
+        todo += children
     return found
 
 
@@ -206,17 +211,14 @@ def test_a_killed_server_leaves_no_check_processes(stack):
     checkers = {pid for pid in _descendants(proc.pid) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()}
     assert checkers, "no check process found under the server"
     stack.kill("victim", signal.SIGKILL)
+
+    def alive() -> list[int]:
+        return [pid for pid in checkers if _state(pid) not in ("Z", "gone")]
+
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() and _state(pid) != "Z" for pid in checkers):
+    while time.monotonic() < deadline and alive():
         time.sleep(0.1)
-    left = [pid for pid in checkers if Path(f"/proc/{pid}").exists() and _state(pid) != "Z"]
+    left = alive()
     for pid in left:  # do not leave them behind for the next test either
         os.kill(pid, signal.SIGKILL)
     assert not left, f"{len(left)} of {len(checkers)} check processes outlived the server"
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "gone"

@@ -207,14 +207,16 @@ T = TypeVar("T")
 # Reply checks run on one thread of their own: off the event loop (a full reply to a large schema takes tens
 # of milliseconds), and one at a time, so that costly schemas contend with the loop for the GIL from one
 # thread, not from every thread of the default executor, and never queue behind local generations there.
-_REPLY_CHECKS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reply-check")
+_REPLY_CHECKS: ThreadPoolExecutor
 
 
 def _new_reply_checks() -> None:
-    global _REPLY_CHECKS  # a forked child has the executor but not its thread: work sent there would never run
+    global _REPLY_CHECKS
     _REPLY_CHECKS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reply-check")
 
 
+_new_reply_checks()
+# A forked child has the executor but not its thread: work sent there would never run.
 os.register_at_fork(after_in_child=_new_reply_checks)
 
 
