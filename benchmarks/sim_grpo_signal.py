@@ -16,6 +16,11 @@ policy). Printed per temperature:
 * uphill / downhill: groups with spread whose advantages favour the plans of higher (lower) value, by the sign
   of sum_i advantage_i x (value_i - mean value); the rest are flat (one plan, or ties): GRPO's step follows
   the value in the first, against it in the second, and is noise in the rest.
+
+``--worker-slots`` adds what a sampler that explored only the worker slots could find: per question, every
+assignment of the pool's workers to the greedy plan's steps (its subtasks and access lists kept), the best of
+them chosen on half of the bucket's value questions and scored on the other half, against the greedy plan on
+that half (an unbiased estimate of the room a worker-level exploration would reach; no model is sampled).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import argparse
 import sys
 import time
 from collections import defaultdict
+from dataclasses import replace
+from itertools import product
 from pathlib import Path
 from statistics import mean
 from typing import Optional, Sequence
@@ -47,6 +54,29 @@ def value(plan: Optional[Workflow], questions: Sequence[Question], profiles: Seq
     return sum(run_plan(q.text, steps, profiles).correct for q in questions) / len(questions)
 
 
+def reassigned(plan: Workflow, workers: int) -> list[Workflow]:
+    """Every assignment of ``workers`` to ``plan``'s steps, its subtasks and access lists kept."""
+    return [replace(plan, steps=tuple(replace(s, worker=w) for s, w in zip(plan.steps, ws)))
+            for ws in product(range(workers), repeat=len(plan.steps))]
+
+
+def worker_slot_room(greedy: Sequence[Optional[Workflow]], questions: Sequence[Sequence[Question]], profiles: Sequence[Profile]) -> str:
+    """Markdown: per question, the best re-assignment of the greedy plan's workers, chosen on one half of the
+    bucket's questions and scored against the greedy plan on the other."""
+    room, better, changed = [], 0, 0
+    for plan, pool in zip(greedy, questions):
+        if plan is None:
+            continue
+        choose, score = pool[: len(pool) // 2], pool[len(pool) // 2 :]
+        best = max(reassigned(plan, len(profiles)), key=lambda p: (value(p, choose, profiles), p == plan))
+        gain = value(best, score, profiles) - value(plan, score, profiles)
+        room.append(gain)
+        changed += best != plan
+        better += gain > 0
+    return ("| greedy plans | re-assigned (chosen on half) | better on the other half | best re-assignment - greedy (other half) |\n"
+            f"|---|---|---|---|\n| {len(room)} | {changed} | {better} | {100 * mean(room):+.1f} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--conductor", default="builtin:sim-general")
@@ -56,6 +86,7 @@ def main() -> int:
     ap.add_argument("--questions", type=int, default=48, help="questions, one per bucket (48 buckets)")
     ap.add_argument("--value-questions", type=int, default=200, help="questions of a bucket that value a plan")
     ap.add_argument("--test-n", type=int, default=1000, help="held-out questions kept out (the tables' eval set)")
+    ap.add_argument("--worker-slots", action="store_true", help="also: the best re-assignment of the greedy plan's workers")
     args = ap.parse_args()
     from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
 
@@ -73,8 +104,10 @@ def main() -> int:
     print(f"SIMULATED: world v3, pool {spec.name}, conductor {args.conductor}; {len(asked)} training-side questions "
           f"(one a bucket), {args.group} samples each; a plan's value: its accuracy on {args.value_questions} questions of the bucket")
     print(f"greedy: value {100 * mean(greedy_value):.1f} %, {len({p.steps for p in greedy if p})} distinct plans over {len(asked)} buckets\n")
+    if args.worker_slots:
+        print(worker_slot_room(greedy, [pool_of_bucket[q.bucket] for q in asked], profiles) + "\n")
     print("| temperature | parsed | plans/group | spread | reward | sample - greedy | best - greedy | uphill / downhill |\n|---|---|---|---|---|---|---|---|")
-    for t in (float(x) for x in args.temperatures.split(",")):
+    for t in (float(x) for x in args.temperatures.split(",") if x):
         repeated = [q for q in asked for _ in range(args.group)]
         plans, _ = conductor_plans(args.conductor, spec, repeated, model=model, temperature=t, seed=int(100 * t), batch_size=args.group)
         parsed = distinct = spread = uphill = downhill = 0
