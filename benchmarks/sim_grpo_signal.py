@@ -73,6 +73,8 @@ def worker_slot_room(greedy: Sequence[Optional[Workflow]], questions: Sequence[S
         room.append(gain)
         changed += best != plan
         better += gain > 0
+    if not room:
+        return "no greedy plan parsed: nothing to re-assign"
     return ("| greedy plans | re-assigned (chosen on half) | better on the other half | best re-assignment - greedy (other half) |\n"
             f"|---|---|---|---|\n| {len(room)} | {changed} | {better} | {100 * mean(room):+.1f} |")
 
@@ -81,7 +83,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--conductor", default="builtin:sim-general")
     ap.add_argument("--pool", type=Path, default=ROOT / "examples" / "pools" / "simulated_paper_v3.toml")
-    ap.add_argument("--temperatures", default="1.0,1.5,2.0")
+    ap.add_argument("--temperatures", default="1.0,1.5,2.0", help='comma-separated; "" samples nothing (with --worker-slots)')
     ap.add_argument("--group", type=int, default=16, help="plans sampled per question (GRPO's group)")
     ap.add_argument("--questions", type=int, default=48, help="questions, one per bucket (48 buckets)")
     ap.add_argument("--value-questions", type=int, default=200, help="questions of a bucket that value a plan")
@@ -106,8 +108,10 @@ def main() -> int:
     print(f"greedy: value {100 * mean(greedy_value):.1f} %, {len({p.steps for p in greedy if p})} distinct plans over {len(asked)} buckets\n")
     if args.worker_slots:
         print(worker_slot_room(greedy, [pool_of_bucket[q.bucket] for q in asked], profiles) + "\n")
-    print("| temperature | parsed | plans/group | spread | reward | sample - greedy | best - greedy | uphill / downhill |\n|---|---|---|---|---|---|---|---|")
-    for t in (float(x) for x in args.temperatures.split(",") if x):
+    temperatures = [float(x) for x in args.temperatures.split(",") if x.strip()]  # none: the --worker-slots table alone
+    if temperatures:
+        print("| temperature | parsed | plans/group | spread | reward | sample - greedy | best - greedy | uphill / downhill |\n|---|---|---|---|---|---|---|---|")
+    for t in temperatures:
         repeated = [q for q in asked for _ in range(args.group)]
         plans, _ = conductor_plans(args.conductor, spec, repeated, model=model, temperature=t, seed=int(100 * t), batch_size=args.group)
         parsed = distinct = spread = uphill = downhill = 0

@@ -339,3 +339,4 @@ def test_the_worker_slot_probe_tries_every_assignment_and_finds_a_worse_workers_
     assert table.splitlines()[0].startswith("| greedy plans | re-assigned")
     counted, changed, better, gain = (cell.strip() for cell in table.splitlines()[2].strip("|").split("|"))
     assert (counted, changed, better) == ("1", "1", "1") and float(gain) > 0  # a plan that does not parse is skipped
+    assert probe.worker_slot_room([None], [by_bucket[bucket]], profiles) == "no greedy plan parsed: nothing to re-assign"
