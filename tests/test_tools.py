@@ -140,6 +140,15 @@ def test_answer_lines_print_what_a_coder_wrote_as_its_programs_last_line():
     assert with_answer_lines_printed(program).endswith("print('Final answer:', lcm)")
     assert with_answer_lines_printed("x = 3\nFinal answer: {x * 2}").endswith("print(f'Final answer: {x * 2}')")
     assert with_answer_lines_printed("for i in range(2):\n    Final answer: i").endswith("\n    print('Final answer:', i)")
+    # A bare number right after the statement that assigns the result is a number the coder stated, not computed: the
+    # 1.5B's trace for "the LCM of 49 and 42" computes lcm_value and then writes "Final answer: 147"; the result prints.
+    stated = "import math\nlcm_value = abs(49 * 42) // math.gcd(49, 42)\n\n# Print the result\nFinal answer: 147\n"
+    assert with_answer_lines_printed(stated).endswith("print('Final answer:', lcm_value)\n")
+    assert with_answer_lines_printed("total = 2\ntotal += 3\nFinal answer: 4.5").endswith("print('Final answer:', total)")
+    assert with_answer_lines_printed("x = 3\nprint(x)\nFinal answer: 3").endswith("print('Final answer:', 3)")  # no assignment just before
+    assert with_answer_lines_printed("Final answer: 3") == "print('Final answer:', 3)"
+    assert with_answer_lines_printed("for i in range(2):\n    y = i\n    Final answer: 5").endswith("    print('Final answer:', 5)")  # nested: as written
+    assert with_answer_lines_printed("a, b = 1, 2\nFinal answer: 3").endswith("print('Final answer:', 3)")  # not one name
     assert with_answer_lines_printed("print('Final answer: 4')") is None  # parses as written: left alone
     assert with_answer_lines_printed("Final answer: ZNK UL CUARJ") is None  # not an expression: the error is reported as written
     assert with_answer_lines_printed("x = (\nFinal answer: 3") is None  # another error stays
@@ -151,6 +160,8 @@ async def test_answer_lines_run_in_the_sandbox_only_when_the_option_is_on():
     assert step.detail["status"] == "error" and "SyntaxError" in step.output
     run, step = await run_code(program, answer_lines=True)
     assert step.detail["status"] == "ok" and step.output == "Final answer: 10" and step.detail["code_from"].endswith("(answer lines printed)")
+    run, step = await run_code("result = 6 * 7\nFinal answer: 41", answer_lines=True)
+    assert step.detail["status"] == "ok" and step.output == "Final answer: 42"
 
 
 def test_a_program_that_imports_what_it_uses_runs_as_without_auto_import():

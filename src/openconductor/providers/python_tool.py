@@ -103,10 +103,37 @@ def _parses(code: str) -> bool:
     return True
 
 
+def _number(text: str) -> bool:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return False
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _computed_name(code: str, line: re.Match) -> Optional[str]:
+    """The name the program's statement just before a top-level answer line assigns, if that is what it does: a coder
+    that computes ``lcm_value = lcm(49, 42)`` and then writes ``Final answer: 147`` states a number it did not compute
+    (measured on the 1.5B coder: 8 of 35 such numbers were right), while the program holds the one it did."""
+    if line["indent"]:
+        return None
+    try:
+        body = ast.parse(code[: line.start()]).body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    last = body[-1] if body else None
+    if isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.targets[0], ast.Name):
+        return last.targets[0].id
+    if isinstance(last, (ast.AnnAssign, ast.AugAssign)) and isinstance(last.target, ast.Name):
+        return last.target.id
+    return None
+
+
 def with_answer_lines_printed(code: str) -> Optional[str]:
     """``code`` with each line ``Final answer: <value>`` made a print of it (``answer_lines``); None when the code parses
     as written, has no such line, or does not parse after the change either. A value with ``{placeholders}`` is printed
-    as an f-string ("Final answer: {lcm}"), any other as an expression ("Final answer: lcm", "Final answer: 42")."""
+    as an f-string ("Final answer: {lcm}"), any other as an expression ("Final answer: lcm", "Final answer: 42"); a bare
+    number right after the statement that assigns the program's result prints that result instead (``_computed_name``)."""
     if not _ANSWER_LINE.search(code) or _parses(code):  # the cheap test first: most programs have no such line
         return None
 
@@ -114,6 +141,8 @@ def with_answer_lines_printed(code: str) -> Optional[str]:
         value = m["value"]
         if _PLACEHOLDER.search(value):
             return f"{m['indent']}print(f{('Final answer: ' + value)!r})"
+        if _number(value) and (name := _computed_name(code, m)) is not None:
+            return f"print('Final answer:', {name})"
         return f"{m['indent']}print('Final answer:', {value})"
 
     fixed = _ANSWER_LINE.sub(printed, code)
