@@ -154,6 +154,20 @@ def test_answer_lines_print_what_a_coder_wrote_as_its_programs_last_line():
     assert with_answer_lines_printed("x = (\nFinal answer: 3") is None  # another error stays
 
 
+def test_answer_lines_look_back_from_the_last_line_only(monkeypatch):
+    # A program of many bare-number lines (hostile, or a coder stuck in a loop) costs one look back, not one a line.
+    from openconductor.providers import python_tool
+
+    looked = []
+    real = python_tool._computed_name
+    monkeypatch.setattr(python_tool, "_computed_name", lambda code, line: looked.append(line.start()) or real(code, line))
+    program = "x = 1\n" + "Final answer: 1\n" * 1000 + "y = 2\nFinal answer: 3\n"
+    fixed = python_tool.with_answer_lines_printed(program)
+    assert len(looked) == 1 and fixed.count("print('Final answer:', 1)") == 1000
+    assert fixed.endswith("print('Final answer:', 3)\n")  # the lines before it do not parse: the stated number stays
+    assert python_tool.with_answer_lines_printed("y = 2\nFinal answer: 1\nz = 5\nFinal answer: 3").endswith("print('Final answer:', 3)")
+
+
 async def test_answer_lines_run_in_the_sandbox_only_when_the_option_is_on():
     program = "total = sum(range(5))\nFinal answer: total"
     run, step = await run_code(program)

@@ -133,16 +133,20 @@ def with_answer_lines_printed(code: str) -> Optional[str]:
     """``code`` with each line ``Final answer: <value>`` made a print of it (``answer_lines``); None when the code parses
     as written, has no such line, or does not parse after the change either. A value with ``{placeholders}`` is printed
     as an f-string ("Final answer: {lcm}"), any other as an expression ("Final answer: lcm", "Final answer: 42"); a bare
-    number right after the statement that assigns the program's result prints that result instead (``_computed_name``)."""
-    if not _ANSWER_LINE.search(code) or _parses(code):  # the cheap test first: most programs have no such line
+    number as the last such line, right after the statement that assigns the program's result, prints that result
+    instead (``_computed_name``; only the last line is looked at, so a program of many such lines costs one parse)."""
+    lines = list(_ANSWER_LINE.finditer(code))
+    if not lines or _parses(code):  # the cheap test first: most programs have no such line
         return None
+    last = lines[-1]
+    computed = _computed_name(code, last) if _number(last["value"]) else None
 
     def printed(m: re.Match) -> str:
         value = m["value"]
         if _PLACEHOLDER.search(value):
             return f"{m['indent']}print(f{('Final answer: ' + value)!r})"
-        if _number(value) and (name := _computed_name(code, m)) is not None:
-            return f"print('Final answer:', {name})"
+        if computed is not None and m.start() == last.start():
+            return f"print('Final answer:', {computed})"
         return f"{m['indent']}print('Final answer:', {value})"
 
     fixed = _ANSWER_LINE.sub(printed, code)
