@@ -24,11 +24,13 @@ from pathlib import Path
 
 from openconductor.evaluation.records import EvalRecord, load_records
 from openconductor.evaluation.summary import paired_bootstrap
+from openconductor.graders.exact import normalize_text
 from openconductor.tasks.kinds import kind_name
 
 
 def answer(record: EvalRecord) -> str | None:
-    return " ".join(record.extracted.split()).lower() if record.extracted and record.extracted.strip() else None
+    """The extracted answer as the exact grader compares answers (case, spaces, quotes, a final period), or None."""
+    return (normalize_text(record.extracted) or None) if record.extracted else None
 
 
 def choose(runs: dict[str, list[EvalRecord]], fallback: str) -> tuple[EvalRecord, EvalRecord]:

@@ -95,12 +95,12 @@ _ANSWER_LINE = re.compile(r"^(?P<indent>[ \t]*)Final answer:[ \t]*(?P<value>\S.*
 _PLACEHOLDER = re.compile(r"\{[^{}]+\}")
 
 
-def _parses(code: str) -> bool:
+def _tree(code: str) -> Optional[ast.Module]:
+    """The program's syntax tree, or None where it does not parse."""
     try:
-        ast.parse(code)
+        return ast.parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return False
-    return True
+        return None
 
 
 def _number(text: str) -> bool:
@@ -115,13 +115,8 @@ def _computed_name(code: str, line: re.Match) -> Optional[str]:
     """The name the program's statement just before a top-level answer line assigns, if that is what it does: a coder
     that computes ``lcm_value = lcm(49, 42)`` and then writes ``Final answer: 147`` states a number it did not compute
     (of the 1.5B coder's programs that end with a bare number, 8 in 35 had it right), while the program holds the one it did."""
-    if line["indent"]:
-        return None
-    try:
-        body = ast.parse(code[: line.start()]).body
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    last = body[-1] if body else None
+    head = None if line["indent"] else _tree(code[: line.start()])
+    last = head.body[-1] if head is not None and head.body else None
     if isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.targets[0], ast.Name):
         return last.targets[0].id
     if isinstance(last, (ast.AnnAssign, ast.AugAssign)) and isinstance(last.target, ast.Name):
@@ -136,7 +131,7 @@ def with_answer_lines_printed(code: str) -> Optional[str]:
     number as the last such line, right after the statement that assigns the program's result, prints that result
     instead (``_computed_name``; only the last line is looked at, so a program of many such lines costs one parse)."""
     lines = list(_ANSWER_LINE.finditer(code))
-    if not lines or _parses(code):  # the cheap test first: most programs have no such line
+    if not lines or _tree(code) is not None:  # the cheap test first: most programs have no such line
         return None
     last = lines[-1]
     computed = _computed_name(code, last) if _number(last["value"]) else None
@@ -150,7 +145,7 @@ def with_answer_lines_printed(code: str) -> Optional[str]:
         return f"{m['indent']}print('Final answer:', {value})"
 
     fixed = _ANSWER_LINE.sub(printed, code)
-    return fixed if _parses(fixed) else None
+    return fixed if _tree(fixed) is not None else None
 
 
 # ------------------------------------------------------------------------------------ finding the code
