@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 from collections import defaultdict
@@ -85,26 +86,33 @@ def fit_rule(train_pairs: list[tuple[dict, dict]]) -> tuple[str, float]:
 
 
 def coder_step(run, worker: str) -> tuple[list[dict], str] | None:
-    """The first ok step of ``worker`` in a stored run: (messages sent, its output)."""
+    """The worker's first step in a stored run as (messages sent, program), or None where that step gave no program.
+    Only the first: in code-run-answer the same coder also writes the answer, which is not a program."""
     for step in run.steps:
-        if step.worker_name == worker and step.status == "ok" and step.output.strip():
-            return step.messages, step.output
-    return None
+        if step.worker_name == worker:
+            return (step.messages, step.output) if step.status == "ok" and step.output.strip() else None
+    raise SystemExit(f"run {run.id} has no step of worker {worker!r}: does that --arm name the coder of its policy?")
 
 
-def score_records(records: list[EvalRecord], worker: str, model_name: str, traces, cached: dict[str, dict], save) -> None:
-    """Add to ``cached`` (keyed by run id) the statistics of every record's coder step not scored yet, saving as it goes."""
-    todo = [r for r in records if r.run_id not in cached]
-    if not todo:
-        return
+def score_records(records: list[EvalRecord], worker: str, model_name: str, traces, cached: dict[str, dict], save) -> set[str]:
+    """Add to ``cached`` (keyed by model and run id) the statistics of every record's program not scored yet, saving as it
+    goes; return the run ids whose coder step gave no program (not cached: a later run looks again)."""
     from openconductor.traces import TraceNotFound
 
-    steps = {}
-    for record in todo:  # every trace first, so that a missing one stops the run before a model loads
+    steps, no_program = {}, set()
+    for record in records:  # every trace first, so that a missing one stops the run before a model loads
+        if f"{model_name}:{record.run_id}" in cached:
+            continue
         try:
-            steps[record.run_id] = coder_step(traces.get(record.run_id), worker)
+            step = coder_step(traces.get(record.run_id), worker)
         except TraceNotFound as exc:
             raise SystemExit(f"{exc}: score the records where they were run, or pass --traces with their store") from None
+        if step is None:
+            no_program.add(record.run_id)
+        else:
+            steps[record.run_id] = step
+    if not steps:
+        return no_program
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -113,12 +121,13 @@ def score_records(records: list[EvalRecord], worker: str, model_name: str, trace
     gguf = resolve_model(model_name)[0]
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
-    for n, (run_id, step) in enumerate(steps.items(), 1):
-        cached[run_id] = program_stats(model, tokenizer, *step) if step else {"missing": True}
+    for n, (run_id, (messages, program)) in enumerate(steps.items(), 1):
+        cached[f"{model_name}:{run_id}"] = program_stats(model, tokenizer, messages, program)
         print(f"  {worker}: {n}/{len(steps)}", end="\r", file=sys.stderr, flush=True)
         if n % 10 == 0 or n == len(steps):
             save()
     print(file=sys.stderr)
+    return no_program
 
 
 def pct(rights: list[int]) -> str:
@@ -140,8 +149,8 @@ def main() -> None:
     parser.add_argument("--traces", type=Path, help="the trace store the records' runs are in (default: the user's)")
     args = parser.parse_args()
     arms = [a.split("=", 1) for a in args.arm]
-    if len(arms) != 2 or any(len(a) != 2 for a in arms):
-        parser.error(f"exactly two --arm WORKER=POLICY, the smaller coder first: got {args.arm}")
+    if len(arms) != 2 or any(len(a) != 2 for a in arms) or arms[0][0] == arms[1][0]:
+        parser.error(f"exactly two --arm WORKER=POLICY with two different workers, the smaller coder first: got {args.arm}")
     pool = load_pool(args.pool)
     workers = {w.name: w for w in pool.workers}
     for worker, _ in arms:
@@ -150,11 +159,20 @@ def main() -> None:
 
     from openconductor.traces import TraceStore
 
-    cached: dict[str, dict] = json.loads(args.scores.read_text()) if args.scores and args.scores.exists() else {}
+    cached: dict[str, dict] = {}
+    if args.scores and args.scores.exists():
+        try:
+            cached = json.loads(args.scores.read_text())
+        except ValueError as exc:
+            parser.error(f"--scores {args.scores} is not JSON ({exc}): move it away to score again")
+        if not isinstance(cached, dict):
+            parser.error(f"--scores {args.scores} is not a scores file this script wrote: move it away to score again")
 
-    def save() -> None:
+    def save() -> None:  # whole or not at all: an interrupted write leaves the previous file
         if args.scores:
-            args.scores.write_text(json.dumps(cached))
+            partial = args.scores.with_name(args.scores.name + ".partial")
+            partial.write_text(json.dumps(cached))
+            os.replace(partial, args.scores)
 
     traces = TraceStore(args.traces)
     records: dict[tuple[str, str], list[EvalRecord]] = {}
@@ -163,18 +181,28 @@ def main() -> None:
             records[split, worker] = [r for r in load_records(path) if r.policy == policy and r.repeat == 0]
             if not records[split, worker]:
                 parser.error(f"no records of {policy} in {path}")
+            if any(not r.run_id for r in records[split, worker]):
+                parser.error(f"records of {policy} in {path} without a run_id: their programs cannot be read back")
+    shared = {(r.task, r.question_id) for r in records["train", arms[0][0]]} & {(r.task, r.question_id) for r in records["test", arms[0][0]]}
+    if shared:
+        parser.error(f"--train and --test share {len(shared)} questions (e.g. {sorted(shared)[0]}): the rule must be scored on questions it was not chosen on")
+    no_program: set[str] = set()
     for worker, _ in arms:  # one model load a coder
-        score_records(records["train", worker] + records["test", worker], worker, workers[worker].model, traces, cached, save)
+        no_program |= score_records(records["train", worker] + records["test", worker], worker, workers[worker].model, traces, cached, save)
     split_pairs: dict[str, list[tuple[dict, dict]]] = {}
     for split in ("train", "test"):
         by_question: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
         for worker, _ in arms:
             for r in records[split, worker]:
-                if not cached[r.run_id].get("missing"):
-                    by_question[(r.task, r.question_id)][worker] = dict(cached[r.run_id], correct=r.correct, task=r.task)
+                if r.run_id not in no_program:
+                    stats = cached[f"{workers[worker].model}:{r.run_id}"]
+                    by_question[(r.task, r.question_id)][worker] = dict(stats, correct=r.correct, task=r.task)
         split_pairs[split] = [(q[arms[0][0]], q[arms[1][0]]) for _, q in sorted(by_question.items()) if len(q) == 2]
-
-    print(f"{len(split_pairs['train'])} training and {len(split_pairs['test'])} held-out questions answered by both coders\n")
+        if not split_pairs[split]:
+            parser.error(f"no question of --{split} has a program from both coders")
+        print(f"--{split}: {len(split_pairs[split])} questions with a program from both coders; "
+              f"{len(by_question) - len(split_pairs[split])} left out (a coder wrote no program, or answered no record)")
+    print()
     print("| coder | split | questions | right | " + " | ".join(f"AUC {s} (within a kind)" for s in STATS) + " |")
     print("|---|---|---|---|" + "---|" * len(STATS))
     for i, (worker, policy) in enumerate(arms):
