@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from openconductor.evaluation.records import EvalRecord, load_records
-from openconductor.evaluation.summary import paired_bootstrap
+from openconductor.evaluation.summary import Interval, interval_text, paired_bootstrap
 from openconductor.pool import load_pool
 
 STATS = ("mean_lp", "min_lp", "mean_ent")
@@ -72,11 +72,16 @@ def standardiser(rows: list[dict], stat: str):
     return lambda value: HIGHER_IS_SURER[stat] * (value - mean) / spread
 
 
-def rule_picks(pairs: list[tuple[dict, dict]], stat: str, t: float, train_pairs: list[tuple[dict, dict]]) -> list[int]:
-    """Per question, 1 where the chosen answer is right: the larger coder's where its z exceeds the smaller's by more than t."""
+def switches(pairs: list[tuple[dict, dict]], stat: str, t: float, train_pairs: list[tuple[dict, dict]]) -> list[bool]:
+    """Per question, whether the rule takes the larger coder's answer: its z exceeds the smaller's by more than t."""
     z_small = standardiser([s for s, _ in train_pairs], stat)
     z_large = standardiser([b for _, b in train_pairs], stat)
-    return [int(big["correct"]) if z_large(big[stat]) - z_small(small[stat]) > t else int(small["correct"]) for small, big in pairs]
+    return [z_large(big[stat]) - z_small(small[stat]) > t for small, big in pairs]
+
+
+def rule_picks(pairs: list[tuple[dict, dict]], stat: str, t: float, train_pairs: list[tuple[dict, dict]]) -> list[int]:
+    """Per question, 1 where the chosen answer is right."""
+    return [int(big["correct"] if switch else small["correct"]) for (small, big), switch in zip(pairs, switches(pairs, stat, t, train_pairs))]
 
 
 def fit_rule(train_pairs: list[tuple[dict, dict]]) -> tuple[str, float]:
@@ -113,14 +118,14 @@ def score_records(records: list[EvalRecord], worker: str, model_name: str, trace
             steps[record.run_id] = step
     if not steps:
         return no_program
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from openconductor import model_files
     from openconductor.providers.local_gguf import resolve_model
 
-    gguf = resolve_model(model_name)[0]
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
+    weights = model_files.resolve_model(f"gguf:{resolve_model(model_name)[0]}")  # de-quantised once, then kept
+    tokenizer = AutoTokenizer.from_pretrained(weights)
+    model = AutoModelForCausalLM.from_pretrained(weights).eval()
     for n, (run_id, (messages, program)) in enumerate(steps.items(), 1):
         cached[f"{model_name}:{run_id}"] = program_stats(model, tokenizer, messages, program)
         print(f"  {worker}: {n}/{len(steps)}", end="\r", file=sys.stderr, flush=True)
@@ -136,7 +141,7 @@ def pct(rights: list[int]) -> str:
 
 def interval(a: list[int], b: list[int]) -> str:
     mean, low, high = paired_bootstrap(a, b)
-    return f"{100 * mean:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
+    return interval_text(Interval(baseline="", n=len(a), mean=mean, low=low, high=high))
 
 
 def main() -> None:
@@ -209,13 +214,13 @@ def main() -> None:
         for split, pairs in split_pairs.items():
             rows = [p[i] for p in pairs]
             labels = [int(r["correct"]) for r in rows]
+            kinds = defaultdict(list)
+            for r in rows:
+                kinds[r["task"]].append(r)
             cells = []
             for stat in STATS:
                 sign = HIGHER_IS_SURER[stat]
                 pooled = auc(labels, [sign * r[stat] for r in rows])
-                kinds = defaultdict(list)
-                for r in rows:
-                    kinds[r["task"]].append(r)
                 within = [a for rs in kinds.values() if (a := auc([int(r["correct"]) for r in rs], [sign * r[stat] for r in rs])) is not None]
                 cells.append(f"{pooled:.2f} ({statistics.mean(within):.2f}, {len(within)} kinds)" if pooled is not None and within else "—")
             print(f"| {worker}: {policy} | {split} | {len(rows)} | {pct(labels)} | " + " | ".join(cells) + " |")
@@ -228,8 +233,7 @@ def main() -> None:
         picks = rule_picks(pairs, stat, t, split_pairs["train"])
         small = [int(s["correct"]) for s, _ in pairs]
         large = [int(b["correct"]) for _, b in pairs]
-        z_small, z_large = standardiser([s for s, _ in split_pairs["train"]], stat), standardiser([b for _, b in split_pairs["train"]], stat)
-        switched = sum(z_large(b[stat]) - z_small(s[stat]) > t for s, b in pairs)
+        switched = sum(switches(pairs, stat, t, split_pairs["train"]))
         either = [max(a, b) for a, b in zip(small, large)]
         print(f"| {split} | {len(pairs)} | {pct(picks)} | {switched} | {pct(small)} | {pct(large)} | {interval(picks, small)} | "
               f"{interval(picks, large)} | {pct(either)} |")
