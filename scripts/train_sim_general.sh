@@ -8,6 +8,9 @@
 # RANKING=subtopic ("Fourteenth step", how builtin:sim-subtopic was made, about 2 h 15 min): every pool profiled per
 #   subtopic, targets the subtopic table at a token price of 0.03 (960 training-pool examples), the ranking view,
 #   copied from builtin:sim-general (learning rate 5e-4) in a 75-minute box; the tables score the subtopic lookups.
+# RANKING=subtopic-own ("Twentieth step", about 2 h 15 min from the shipped builtin:sim-subtopic): as subtopic, but the
+#   training pool's own plans searched at 0.012 (its per-bucket table, the bar there) beside the generated pools' subtopic
+#   table at 0.03, 16 examples a generated pool, copied on from builtin:sim-subtopic in a 55-minute box.
 # Env: COPY_MAX_MIN (the copy's time box), PYTHON. Every number it prints is SIMULATED.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +25,11 @@ case ${RANKING:-area} in
     RECIPE=(--training-pool-examples 960 --token-weight 0.03 --ranking subtopic --set prompt.show=ranking)
     COPY=(--init builtin:sim-general --lr 5e-4); BOX=75
     TRAINING_POOL=(--rank-price 0.03); UNSEEN=(--rank subtopic:0.012 --rank subtopic:0.03) ;;
-  *) echo "RANKING=${RANKING}: use area or subtopic" >&2; exit 2 ;;
+  subtopic-own)
+    RECIPE=(--training-pool-examples 960 --per-pool 16 --token-weight 0.03 --training-pool-token-weight 0.012 --ranking subtopic --set prompt.show=ranking)
+    COPY=(--init builtin:sim-subtopic --lr 5e-4); BOX=55
+    TRAINING_POOL=(--rank-price 0.03); UNSEEN=(--rank subtopic:0.012 --rank subtopic:0.03) ;;
+  *) echo "RANKING=${RANKING}: use area, subtopic or subtopic-own" >&2; exit 2 ;;
 esac
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$RUN"

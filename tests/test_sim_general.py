@@ -237,6 +237,9 @@ def test_the_copy_time_box_stops_after_the_step_that_passes_it(tmp_path):
     (["--stage", "grpo", "--token-weight", "0.03"], "GRPO's price is reward.token_weight"),
     (["--init", "builtin:no-such-conductor"], "--init: no built-in conductor"),
     (["--rank-questions", "0"], "--rank-questions must be at least 1"),
+    (["--training-pool-token-weight", "-1"], "--training-pool-token-weight must be 0 or more"),
+    (["--stage", "grpo", "--training-pool-token-weight", "0.01"], "GRPO's price is reward.token_weight"),
+    (["--targets", "ranks", "--training-pool-token-weight", "0.01"], "--targets ranks copies none"),
 ])
 def test_the_cli_refuses_copy_data_it_cannot_use(args, message, capsys, tmp_path, monkeypatch):
     from openconductor.train.sim_general import main
@@ -315,6 +318,31 @@ def test_mixed_targets_copy_the_training_pools_own_search_and_the_rank_lookup_el
     plans = {t: [[b.plan for b in s.best] for s in d.searched] for t, d in built.items()}
     assert plans["mixed"][0] == plans["search"][0] and plans["mixed"][1:] == plans["ranks"][1:]
     assert plans["search"][0] != plans["ranks"][0]  # else the first check could not tell the two apart
+
+
+def test_the_training_pools_own_plans_take_their_own_price_and_the_generated_pools_keep_theirs():
+    """``training_pool_token_weight``: the training pool (seen, so its own per-bucket table is the bar there) is searched
+    at its own price; the generated pools' rank-lookup targets stay at ``search.token_weight``; the copy data's key
+    records the price only where one is given (data searched before the option loads as it did)."""
+    from pathlib import Path
+
+    from openconductor.train import copy_data
+    from openconductor.train.sim_general import CopySettings, PromptShape, build
+
+    small = dict(targets="mixed", pools=2, per_pool=48, training_pool_examples=48, rank_questions=1)
+    dear = SearchSettings(screen=4, rank=4, top=1, token_weight=0.2)
+    both = build(CopySettings(search=dear, **small), Path(POOL), PromptShape())
+    split = build(CopySettings(search=dear, training_pool_token_weight=0.0, **small), Path(POOL), PromptShape())
+    free = build(CopySettings(search=SearchSettings(screen=4, rank=4, top=1, token_weight=0.0), **small), Path(POOL), PromptShape())
+    plans = lambda d: [[b.plan for b in s.best] for s in d.searched]
+    assert plans(split)[0] == plans(free)[0] and plans(split)[1:] == plans(both)[1:]
+    assert plans(split)[0] != plans(both)[0]  # else the price could not be told from no price
+    assert sum(b.tokens for b in split.searched[0].best) > sum(b.tokens for b in both.searched[0].best)
+    key = lambda s: copy_data.data_key(s, Path(POOL), test_n=10, eval_seed=1000)["copy"]
+    assert "training_pool_token_weight" not in key(CopySettings(**small))
+    assert key(CopySettings(training_pool_token_weight=0.0, **small))["training_pool_token_weight"] == 0.0
+    with pytest.raises(ValueError, match="0 or more"):
+        CopySettings(training_pool_token_weight=-0.5)
 
 
 def test_subtopic_ranking_targets_name_places_in_the_questions_subtopic_and_are_the_subtopic_rank_lookup(tmp_path):
@@ -451,9 +479,10 @@ def test_the_cli_gives_the_search_its_targets_price_and_rank_questions(monkeypat
     seen = []
     monkeypatch.setattr(sim_general, "search_run", lambda cfg, settings: seen.append(settings) or tmp_path)
     sim_general.main(["examples/train_sim_general_ranks.toml", "--stage", "search", "--targets", "mixed", "--token-weight", "0.025",
-                      "--rank-questions", "20", "--ranking", "subtopic", "--output-dir", str(tmp_path)])
+                      "--rank-questions", "20", "--ranking", "subtopic", "--training-pool-token-weight", "0.012", "--output-dir", str(tmp_path)])
     (settings,) = seen
     assert (settings.targets, settings.search.token_weight, settings.rank_questions, settings.ranking) == ("mixed", 0.025, 20, "subtopic")
+    assert settings.training_pool_token_weight == 0.012
 
 
 def test_grpo_refuses_another_ranking_than_its_warmup_was_copied_with(tmp_path):

@@ -42,6 +42,8 @@ def data_key(settings: CopySettings, training_pool: Path, *, test_n: int, eval_s
         del copy["targets"], copy["rank_questions"]
     if copy["ranking"] == "area":  # likewise the ranking, before it could be chosen
         del copy["ranking"]
+    if copy["training_pool_token_weight"] is None:  # and the training pool's own price
+        del copy["training_pool_token_weight"]
     return {"copy": copy, "training_pool_sha256": hashlib.sha256(Path(training_pool).read_bytes()).hexdigest(),
             "test_n": test_n, "eval_seed": eval_seed}
 

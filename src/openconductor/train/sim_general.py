@@ -83,12 +83,18 @@ class CopySettings:
     # Whose measured ranking every training pool shows (its workers' ``profile``) and the rank table's places are in:
     # the question's area, or its subtopic (``sim.pools.RANKINGS``; 16 ranking lines, rank words like "graph#1").
     ranking: str = "area"
+    # The price the training pool's own plans are searched at (targets "search" or "mixed"); None: ``search.token_weight``.
+    # The training pool is seen, so its own per-bucket table is the bar there, whatever price the generated pools'
+    # targets are found at (those are priced for the unseen-pool token goal).
+    training_pool_token_weight: Optional[float] = None
 
     def __post_init__(self) -> None:
         if self.targets not in TARGETS:
             raise ValueError(f"copy targets must be one of {', '.join(TARGETS)}, got {self.targets!r}")
         if self.ranking not in RANKINGS:
             raise ValueError(f"the ranking must be one of {', '.join(RANKINGS)}, got {self.ranking!r}")
+        if self.training_pool_token_weight is not None and self.training_pool_token_weight < 0:
+            raise ValueError(f"the training pool's token price must be 0 or more, got {self.training_pool_token_weight}")
 
 
 def training_pools(settings: CopySettings, training_pool: Path) -> list[PoolSpec]:
@@ -159,10 +165,17 @@ def search(settings: CopySettings, training_pool: Path, *, exclude: frozenset[st
         if ranks is not None and not own_plans:
             out.append(Searched(spec, questions, ranks(spec, questions)))
             continue
-        tables: dict = search_tables(spec, searched, settings.search)
+        tables: dict = search_tables(spec, searched, own_search(settings) if p == 0 else settings.search)
         out.append(Searched(spec, questions, [tables[q.bucket][0] for q in questions]))
         log.info("pool %d/%d %s: searched %d buckets", p + 1, len(pools), spec.name, len(tables))
     return out, time.monotonic() - start
+
+
+def own_search(settings: CopySettings) -> SearchSettings:
+    """The search settings for the training pool's own plans (``training_pool_token_weight`` where given)."""
+    if settings.training_pool_token_weight is None:
+        return settings.search
+    return dataclasses.replace(settings.search, token_weight=settings.training_pool_token_weight)
 
 
 def first_per_bucket(questions: list[Question], k: int) -> list[Question]:
@@ -253,7 +266,7 @@ def summary(data: CopyData, settings: CopySettings, seconds_copy: Optional[float
             "settings": {"pools": settings.pools, "pool_seed": settings.pool_seed, "per_pool": settings.per_pool,
                          "training_pool_examples": settings.training_pool_examples, "search_screen": settings.search.screen, "search_rank": settings.search.rank, "search_finalists": settings.search.finalists,
                          "token_weight": settings.search.token_weight, "targets": settings.targets, "rank_questions": settings.rank_questions,
-                         "ranking": settings.ranking}}
+                         "ranking": settings.ranking, "training_pool_token_weight": settings.training_pool_token_weight}}
 
 
 def _copy_key(cfg, settings: CopySettings, test_n: int) -> dict:
@@ -402,6 +415,9 @@ def add_search_arguments(ap) -> None:
                          "or mixed: the training pool's own, the rank lookup's on generated pools")
     ap.add_argument("--token-weight", type=float, default=SearchSettings.token_weight,
                     help="the price, per 1,000 tokens, that the plan search and the rank lookup rank plans by (the copy's targets)")
+    ap.add_argument("--training-pool-token-weight", type=float, default=None,
+                    help="the price the training pool's own plans are searched at (default: --token-weight); the generated pools' "
+                         "targets keep --token-weight")
     ap.add_argument("--rank-questions", type=int, default=CopySettings.rank_questions,
                     help="training-side questions per bucket and training pool the rank lookup (the copy's targets on generated pools) is found on")
     ap.add_argument("--ranking", choices=list(RANKINGS), default=None,
@@ -412,7 +428,8 @@ def add_search_arguments(ap) -> None:
 def search_settings(args) -> CopySettings:
     """``CopySettings`` from the options of ``add_search_arguments``."""
     return CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples, targets=args.targets,
-                        rank_questions=args.rank_questions, ranking=args.ranking or CopySettings.ranking, search=SearchSettings(token_weight=args.token_weight))
+                        rank_questions=args.rank_questions, ranking=args.ranking or CopySettings.ranking, search=SearchSettings(token_weight=args.token_weight),
+                        training_pool_token_weight=args.training_pool_token_weight)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -452,6 +469,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         ap.error(f"--token-weight must be 0 or more (got {args.token_weight})")
     if args.token_weight != SearchSettings.token_weight and args.stage == "grpo":
         ap.error("--token-weight prices the copy's targets; GRPO's price is reward.token_weight (--set reward.token_weight=...)")
+    if args.training_pool_token_weight is not None:
+        if args.training_pool_token_weight < 0:
+            ap.error(f"--training-pool-token-weight must be 0 or more (got {args.training_pool_token_weight})")
+        if args.stage == "grpo":
+            ap.error("--training-pool-token-weight prices the copy's targets; GRPO's price is reward.token_weight (--set reward.token_weight=...)")
+        if args.targets == "ranks":
+            ap.error("--training-pool-token-weight prices the training pool's own searched plans: --targets ranks copies none (use mixed or search)")
     init = None
     if args.init:
         from .config import TrainConfigError
