@@ -8,7 +8,7 @@
 # RANKING=subtopic ("Fourteenth step", how builtin:sim-subtopic was made, about 2 h 15 min): every pool profiled per
 #   subtopic, targets the subtopic table at a token price of 0.03 (960 training-pool examples), the ranking view,
 #   copied from builtin:sim-general (learning rate 5e-4) in a 75-minute box; the tables score the subtopic lookups.
-# RANKING=subtopic-own ("Twentieth step", about 2 h 15 min from the shipped builtin:sim-subtopic): as subtopic, but the
+# RANKING=subtopic-own ("Twentieth step", a probe, not shipped; about 2 h 30 min from builtin:sim-subtopic): as subtopic, but the
 #   training pool's own plans searched at 0.012 (its per-bucket table, the bar there) beside the generated pools' subtopic
 #   table at 0.03, 16 examples a generated pool, copied on from builtin:sim-subtopic in a 55-minute box.
 # Env: COPY_MAX_MIN (the copy's time box), PYTHON. Every number it prints is SIMULATED.
