@@ -329,7 +329,7 @@ def test_the_training_pools_own_plans_take_their_own_price_and_the_generated_poo
     from openconductor.train import copy_data
     from openconductor.train.sim_general import CopySettings, PromptShape, build
 
-    small = dict(targets="mixed", pools=2, per_pool=48, training_pool_examples=48, rank_questions=1)
+    small = dict(targets="mixed", pools=1, per_pool=48, training_pool_examples=48, rank_questions=1)
     dear = SearchSettings(screen=4, rank=4, top=1, token_weight=0.2)
     both = build(CopySettings(search=dear, **small), Path(POOL), PromptShape())
     split = build(CopySettings(search=dear, training_pool_token_weight=0.0, **small), Path(POOL), PromptShape())
