@@ -14,6 +14,7 @@ and every other table's. A copy that follows its targets but scores under the be
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from collections import Counter
@@ -23,8 +24,8 @@ from openconductor.pool import load_pool
 from openconductor.sim.plan_search import SearchSettings
 from openconductor.sim.pools import with_profile
 from openconductor.sim.world_v3 import make_questions
-from openconductor.train.sim_eval import conductor_plans, run_plans, trained_ranking
-from openconductor.train.sim_general import CopySettings, held_out_texts, search_questions, search_tables
+from openconductor.train.sim_eval import LOOKUP_SEARCH, conductor_plans, lookup_search_questions, run_plans, trained_ranking
+from openconductor.train.sim_general import CopySettings, search_questions, search_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,33 +52,29 @@ def main() -> int:
 
     spec = load_pool(args.pool)
     questions = make_questions(args.n, args.eval_seed)
-    searched = search_questions(CopySettings(), held_out_texts(args.n, args.eval_seed))
-    # The benchmark's per-bucket lookup (sim_training_pool.py) searches more: 240 questions a bucket.
-    lookup = SearchSettings(screen=80, rank=160)
-    lookup_questions = make_questions(48 * lookup.questions, 5_000, exclude=frozenset(q.text for q in questions))
+    held = frozenset(q.text for q in questions)
+    # Each price's table searched as the copy searches (its targets) and as sim_training_pool.py's lookup does. The search
+    # reads the workers' declared skills, not a measured profile, so the pool is searched as its file declares it.
+    searches = {"copy": (SearchSettings(), search_questions(CopySettings(), held)), "lookup": (LOOKUP_SEARCH, lookup_search_questions(held))}
+    prices = sorted({p for _, p in args.conductor})
     tables = {}
     print(f"SIMULATED: world v3, pool {spec.name}; the training pool's own per-bucket table at each price, searched as the copy searches "
-          f"({SearchSettings().questions} questions a bucket: the copy's targets) and as sim_training_pool.py's lookup does ({lookup.questions})")
+          f"({SearchSettings().questions} questions a bucket: the copy's targets) and as sim_training_pool.py's lookup does ({LOOKUP_SEARCH.questions})")
     print(f"| searched at | questions a bucket | accuracy on {args.n} held-out questions | tokens/q | buckets whose plan differs from the first price's |\n|---|---|---|---|---|")
-    for price in sorted({p for _, p in args.conductor}):
-        for size, settings, on in ((SearchSettings().questions, SearchSettings(token_weight=price), searched),
-                                   (lookup.questions, SearchSettings(screen=80, rank=160, token_weight=price), lookup_questions)):
-            found = search_tables(with_profile(spec, "subtopic"), on, settings)
-            table = {bucket: best[0].plan for bucket, best in found.items()}
-            first = tables.setdefault((size, "first"), table)
-            if size == SearchSettings().questions:
-                tables[price] = table
+    for price in prices:
+        for kind, (settings, on) in searches.items():
+            found = search_tables(spec, on, dataclasses.replace(settings, token_weight=price))
+            table = tables[price, kind] = {bucket: best[0].plan for bucket, best in found.items()}
             result = run_plans(f"{price}", spec, questions, [table[q.bucket] for q in questions])
-            differ = sum(table[b].steps != first[b].steps for b in table)
-            print(f"| {price} | {size} | {result.accuracy:.1f} | {sum(result.tokens) / len(questions):,.0f} | {differ} of {len(table)} |")
-    tables = {k: v for k, v in tables.items() if not isinstance(k, tuple)}
+            differ = sum(table[b].steps != tables[prices[0], kind][b].steps for b in table)
+            print(f"| {price} | {settings.questions} | {result.accuracy:.1f} | {sum(result.tokens) / len(questions):,.0f} | {differ} of {len(table)} |")
     seen: Counter = Counter()
     sample = [q for q in questions if not (seen.update([q.bucket]) or seen[q.bucket] > args.per_bucket)]
     print(f"\nEach conductor's greedy plans on {len(sample)} held-out questions ({args.per_bucket} a bucket where the {args.n} hold them)")
-    print("| conductor | " + " | ".join(f"the table at {p}'s plan" for p in tables) + " |\n|---|" + "---|" * len(tables))
+    print("| conductor | " + " | ".join(f"the table at {p}'s plan" for p in prices) + " |\n|---|" + "---|" * len(prices))
     for ckpt, _ in args.conductor:
         plans, _ = conductor_plans(ckpt, with_profile(spec, trained_ranking(ckpt)), sample)
-        same = [sum(p is not None and p.steps == tables[price][q.bucket].steps for p, q in zip(plans, sample)) for price in tables]
+        same = [sum(p is not None and p.steps == tables[price, "copy"][q.bucket].steps for p, q in zip(plans, sample)) for price in prices]
         print(f"| {ckpt} | " + " | ".join(f"{k}/{len(sample)}" for k in same) + " |")
     return 0
 

@@ -33,7 +33,7 @@ from openconductor.sim.plan_search import BUCKET, SearchSettings, candidate_plan
 from openconductor.sim.pools import generate_pool, pool_spec
 from openconductor.sim.questions import Question
 from openconductor.sim.world_v3 import make_questions, run_plan
-from openconductor.train.sim_eval import (Result, conductor_plans, declared, lookup_plans, pooled_bootstrap, rank_lookup_plans,
+from openconductor.train.sim_eval import (LOOKUP_SEARCH, Result, conductor_plans, declared, lookup_plans, lookup_search_questions, pooled_bootstrap, rank_lookup_plans,
                                           run_plans)
 from openconductor.train.sim_general import CopySettings, rank_lookup_table
 from openconductor.workflow import Workflow
@@ -73,8 +73,8 @@ def training_pool(args) -> None:
     spec = load_pool(args.pool)
     questions = make_questions(args.n, args.eval_seed)
     held = frozenset(q.text for q in questions)
-    settings = SearchSettings(screen=80, rank=160)  # sim_training_pool.py's lookups
-    search_questions = make_questions(48 * settings.questions, 5_000, exclude=held)
+    settings = LOOKUP_SEARCH  # sim_training_pool.py's lookups
+    search_questions = lookup_search_questions(held)
     ceiling_questions = make_questions(48 * args.ceiling_questions, 7_000, exclude=held)
     start = time.perf_counter()
     rows = [run_plans("best lookup: one plan per bucket (budgeted search)", spec, questions,
@@ -98,7 +98,7 @@ def unseen_pools(args) -> None:
     questions = make_questions(args.n, args.eval_seed)
     held = frozenset(q.text for q in questions)
     settings = SearchSettings()  # unseen_pools.py's per-pool search re-run
-    search_questions = make_questions(48 * settings.questions, 5_000, exclude=held)
+    search_questions = lookup_search_questions(held, settings)
     ceiling_questions = make_questions(48 * args.pool_ceiling_questions, 7_000, exclude=held)
     ranks = rank_lookup_table(args.pool, held, CopySettings())
     from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint

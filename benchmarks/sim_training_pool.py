@@ -26,7 +26,7 @@ from openconductor.pool import WORKER_VIEWS, load_pool
 from openconductor.sim.plan_search import BUCKET, SearchSettings
 from openconductor.sim.world_v3 import make_questions
 from openconductor.sim.pools import profile_size_arg, with_profile
-from openconductor.train.sim_eval import conductor_plans, lookup_plans, moa_plans, rank_lookup_plans, run_plans, single_plans, table, trained_ranking
+from openconductor.train.sim_eval import LOOKUP_SEARCH, conductor_plans, lookup_plans, lookup_search_questions, moa_plans, rank_lookup_plans, run_plans, single_plans, table, trained_ranking
 from openconductor.train.sim_general import CopySettings, rank_lookup_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,9 +51,7 @@ def main() -> int:
 
     spec = load_pool(args.pool)
     questions = make_questions(args.n, args.eval_seed)
-    # The lookups get more training-side questions per group than the per-pool search (240 a bucket).
-    settings = SearchSettings(screen=80, rank=160)
-    search_questions = make_questions(48 * settings.questions, 5_000, exclude=frozenset(q.text for q in questions))
+    search_questions = lookup_search_questions(frozenset(q.text for q in questions))
     results = []
     for ckpt in args.conductor:
         model = load_checkpoint(checkpoint_path(ckpt))  # loaded once for both views
@@ -69,7 +67,7 @@ def main() -> int:
             results.append(run_plans(f"conductor {ckpt} (profile on {args.profile_questions} questions)", spec, questions, *finer))
     results += [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
     results.append(run_plans("MoA (7 proposers + random aggregator)", spec, questions, moa_plans(spec, questions)))
-    results += [run_plans(k, spec, questions, v) for k, v in lookup_plans(spec, questions, search_questions, LABELS, settings).items()]
+    results += [run_plans(k, spec, questions, v) for k, v in lookup_plans(spec, questions, search_questions, LABELS, LOOKUP_SEARCH).items()]
     priced = CopySettings(search=SearchSettings(token_weight=args.rank_price))
     for ranking, label in (("area", "rank lookup (per bucket, over ranks)"), ("subtopic", "rank lookup (per bucket, over the subtopic's ranks)")):
         ranks = rank_lookup_table(args.pool, frozenset(q.text for q in questions), priced, ranking)

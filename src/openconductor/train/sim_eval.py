@@ -83,6 +83,16 @@ def single_plans(spec: PoolSpec, questions: Sequence[Question]) -> dict[str, lis
             "oracle per-domain router": [one(router[q.domain]) for q in questions]}
 
 
+# The benchmarks' lookup tables are searched on more training-side questions a group (240) than the copy's and the
+# per-pool search (80), so that a table's choice is not its search's noise.
+LOOKUP_SEARCH = SearchSettings(screen=80, rank=160)
+
+
+def lookup_search_questions(held_out: frozenset[str], settings: SearchSettings = LOOKUP_SEARCH) -> list[Question]:
+    """The training-side questions a lookup is searched on (every bucket's, seed 5,000; ``held_out``: test texts excluded)."""
+    return make_questions(48 * settings.questions, 5_000, exclude=held_out)
+
+
 def lookup_plans(spec: PoolSpec, questions: Sequence[Question], search_questions: Sequence[Question], labels: Sequence[str],
                  settings: SearchSettings) -> dict[str, list[Workflow]]:
     """Per grouping label, the search's lookup table applied to ``questions``."""
