@@ -345,6 +345,53 @@ def test_the_training_pools_own_plans_take_their_own_price_and_the_generated_poo
         CopySettings(training_pool_token_weight=-0.5)
 
 
+def test_the_training_pools_own_plans_are_searched_on_their_own_questions_as_the_lookups_are():
+    """``training_pool_search``: the training pool's own plans are its per-bucket table searched on the lookups' own
+    questions at that size (``sim_eval.lookup_search_questions``), the generated pools' targets are unchanged, and the
+    copy data's key records the size only where one is given."""
+    from pathlib import Path
+
+    from openconductor.sim.plan_search import Profile, search_pool
+    from openconductor.pool import load_pool
+    from openconductor.train import copy_data
+    from openconductor.train.sim_eval import lookup_search_questions
+    from openconductor.train.sim_general import CopySettings, PromptShape, build, held_out_texts
+
+    small = dict(targets="mixed", pools=1, per_pool=48, training_pool_examples=48, rank_questions=1, search=SearchSettings(screen=2, rank=2, top=1))
+    exclude = held_out_texts(10, 1000)
+    plain = build(CopySettings(**small), Path(POOL), PromptShape(), exclude=exclude)
+    sized = build(CopySettings(training_pool_search=(6, 10), **small), Path(POOL), PromptShape(), exclude=exclude)
+    own = SearchSettings(screen=6, rank=10, top=1)
+    spec = load_pool(Path(POOL))
+    table = search_pool([Profile.from_spec(w) for w in spec.workers], lookup_search_questions(exclude, own), lambda q: q.bucket, own)
+    assert [b.plan for b in sized.searched[0].best] == [table[q.bucket][0].plan for q in sized.searched[0].questions]
+    assert all(b.questions == 10 for b in sized.searched[0].best) and all(b.questions == 2 for b in plain.searched[0].best)
+    assert {b.questions for b in sized.searched[1].best} == {b.questions for b in plain.searched[1].best} == {2}  # generated: as before
+    key = lambda s: copy_data.data_key(s, Path(POOL), test_n=10, eval_seed=1000)["copy"]
+    assert "training_pool_search" not in key(CopySettings(**small))
+    assert key(CopySettings(training_pool_search=(6, 10), **small))["training_pool_search"] == [6, 10]
+    with pytest.raises(ValueError, match="at least 1"):
+        CopySettings(training_pool_search=(0, 10))
+
+
+def test_the_training_pools_search_size_is_read_as_screen_comma_rank_and_refused_where_nothing_uses_it(monkeypatch, tmp_path, capsys):
+    from openconductor.train import sim_general
+
+    seen = []
+    monkeypatch.setattr(sim_general, "search_run", lambda cfg, settings: seen.append(settings) or tmp_path)
+    base = ["examples/train_sim_general_ranks.toml", "--output-dir", str(tmp_path)]
+    sim_general.main(base + ["--stage", "search", "--targets", "mixed", "--training-pool-search", "80,160"])
+    assert seen[0].training_pool_search == (80, 160)
+    for bad, message in ((["--stage", "search", "--training-pool-search", "80"], "SCREEN,RANK"),
+                         (["--stage", "search", "--training-pool-search", "0,160"], "at least 1"),
+                         (["--stage", "grpo", "--training-pool-search", "80,160"], "searches nothing"),
+                         (["--stage", "search", "--targets", "ranks", "--training-pool-search", "80,160"], "copies none")):
+        with pytest.raises(SystemExit):
+            sim_general.main(base + bad)
+        assert message in capsys.readouterr().err
+    assert len(seen) == 1
+
+
 def test_subtopic_ranking_targets_name_places_in_the_questions_subtopic_and_are_the_subtopic_rank_lookup(tmp_path):
     """``ranking = "subtopic"``: every training pool shows its profile per subtopic; the rank targets are the rank lookup
     over the subtopics' rankings, and their reasoning names a worker by its place in the question's subtopic ("graph#1"),

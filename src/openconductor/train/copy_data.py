@@ -44,6 +44,10 @@ def data_key(settings: CopySettings, training_pool: Path, *, test_n: int, eval_s
         del copy["ranking"]
     if copy["training_pool_token_weight"] is None:  # and the training pool's own price
         del copy["training_pool_token_weight"]
+    if copy["training_pool_search"] is None:  # and its search's size
+        del copy["training_pool_search"]
+    else:
+        copy["training_pool_search"] = list(copy["training_pool_search"])  # as JSON reads it back
     return {"copy": copy, "training_pool_sha256": hashlib.sha256(Path(training_pool).read_bytes()).hexdigest(),
             "test_n": test_n, "eval_seed": eval_seed}
 

@@ -87,6 +87,9 @@ class CopySettings:
     # The training pool is seen, so its own per-bucket table is the bar there, whatever price the generated pools'
     # targets are found at (those are priced for the unseen-pool token goal).
     training_pool_token_weight: Optional[float] = None
+    # (screen, rank): the questions a bucket the training pool's own plans are searched on; None: ``search``'s. The
+    # per-bucket lookup it is held to is searched on ``sim_eval.LOOKUP_SEARCH`` (80, 160), three times the copy's default.
+    training_pool_search: Optional[tuple[int, int]] = None
 
     def __post_init__(self) -> None:
         if self.targets not in TARGETS:
@@ -95,6 +98,11 @@ class CopySettings:
             raise ValueError(f"the ranking must be one of {', '.join(RANKINGS)}, got {self.ranking!r}")
         if self.training_pool_token_weight is not None and self.training_pool_token_weight < 0:
             raise ValueError(f"the training pool's token price must be 0 or more, got {self.training_pool_token_weight}")
+        if self.training_pool_search is not None:
+            screen, rank = self.training_pool_search
+            if screen < 1 or rank < 1:
+                raise ValueError(f"the training pool's search needs at least 1 screening and 1 ranking question a bucket, got {screen}, {rank}")
+            self.training_pool_search = (int(screen), int(rank))
 
 
 def training_pools(settings: CopySettings, training_pool: Path) -> list[PoolSpec]:
@@ -153,7 +161,8 @@ def search(settings: CopySettings, training_pool: Path, *, exclude: frozenset[st
     start = time.monotonic()
     pools = training_pools(settings, training_pool)
     searched = search_questions(settings, exclude)
-    taken = exclude | {q.text for q in searched}
+    own_searched = search_questions(settings, exclude, own_search(settings)) if settings.training_pool_search else searched
+    taken = exclude | {q.text for q in searched} | {q.text for q in own_searched}
     counts = [settings.training_pool_examples] + [settings.per_pool] * settings.pools
     asked = make_questions(sum(counts), settings.question_seed, exclude=taken)
     ranks = rank_targets(rank_table_of(pools, searched, settings, settings.ranking), settings.ranking) if settings.targets != "search" else None
@@ -165,17 +174,21 @@ def search(settings: CopySettings, training_pool: Path, *, exclude: frozenset[st
         if ranks is not None and not own_plans:
             out.append(Searched(spec, questions, ranks(spec, questions)))
             continue
-        tables: dict = search_tables(spec, searched, own_search(settings) if p == 0 else settings.search)
+        tables: dict = search_tables(spec, own_searched, own_search(settings)) if p == 0 else search_tables(spec, searched, settings.search)
         out.append(Searched(spec, questions, [tables[q.bucket][0] for q in questions]))
         log.info("pool %d/%d %s: searched %d buckets", p + 1, len(pools), spec.name, len(tables))
     return out, time.monotonic() - start
 
 
 def own_search(settings: CopySettings) -> SearchSettings:
-    """The search settings for the training pool's own plans (``training_pool_token_weight`` where given)."""
-    if settings.training_pool_token_weight is None:
-        return settings.search
-    return dataclasses.replace(settings.search, token_weight=settings.training_pool_token_weight)
+    """The search settings for the training pool's own plans (``training_pool_search`` and ``training_pool_token_weight``
+    where given)."""
+    own = settings.search
+    if settings.training_pool_search is not None:
+        own = dataclasses.replace(own, screen=settings.training_pool_search[0], rank=settings.training_pool_search[1])
+    if settings.training_pool_token_weight is not None:
+        own = dataclasses.replace(own, token_weight=settings.training_pool_token_weight)
+    return own
 
 
 def first_per_bucket(questions: list[Question], k: int) -> list[Question]:
@@ -189,9 +202,10 @@ def first_per_bucket(questions: list[Question], k: int) -> list[Question]:
     return kept
 
 
-def search_questions(settings: CopySettings, exclude: frozenset[str]) -> list[Question]:
-    """The training-side questions the plan search (and the rank lookup) scores plans on."""
-    return make_questions(48 * settings.search.questions, settings.search_seed, exclude=exclude)
+def search_questions(settings: CopySettings, exclude: frozenset[str], search: Optional[SearchSettings] = None) -> list[Question]:
+    """The training-side questions the plan search (and the rank lookup) scores plans on (``search``: another size than
+    ``settings.search``'s; at ``sim_eval.LOOKUP_SEARCH``'s they are the lookups' own, ``lookup_search_questions``)."""
+    return make_questions(48 * (search or settings.search).questions, settings.search_seed, exclude=exclude)
 
 
 def rank_table_of(pools: list[PoolSpec], searched: list[Question], settings: CopySettings, ranking: str = "area") -> dict:
@@ -266,7 +280,8 @@ def summary(data: CopyData, settings: CopySettings, seconds_copy: Optional[float
             "settings": {"pools": settings.pools, "pool_seed": settings.pool_seed, "per_pool": settings.per_pool,
                          "training_pool_examples": settings.training_pool_examples, "search_screen": settings.search.screen, "search_rank": settings.search.rank, "search_finalists": settings.search.finalists,
                          "token_weight": settings.search.token_weight, "targets": settings.targets, "rank_questions": settings.rank_questions,
-                         "ranking": settings.ranking, "training_pool_token_weight": settings.training_pool_token_weight}}
+                         "ranking": settings.ranking, "training_pool_token_weight": settings.training_pool_token_weight,
+                         "training_pool_search": settings.training_pool_search}}
 
 
 def _copy_key(cfg, settings: CopySettings, test_n: int) -> dict:
@@ -404,6 +419,16 @@ def grpo_run(cfg, settings: CopySettings, *, per_pool: int = 16, test_n: int = 1
     return export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra=extra)
 
 
+def search_size(text: str) -> tuple[int, int]:
+    """``SCREEN,RANK``: two whole numbers of at least 1 (an argparse type)."""
+    import argparse
+
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(f"takes SCREEN,RANK, two whole numbers of at least 1, e.g. 80,160 (got {text!r})")
+    return int(parts[0]), int(parts[1])
+
+
 def add_search_arguments(ap) -> None:
     """The options that decide the search's examples and targets (``CopySettings``): the command line of the search
     and of the copy-data check, which must name a file's settings as the search was given them."""
@@ -418,6 +443,9 @@ def add_search_arguments(ap) -> None:
     ap.add_argument("--training-pool-token-weight", type=float, default=None,
                     help="the price the training pool's own plans are searched at (default: --token-weight); the generated pools' "
                          "targets keep --token-weight")
+    ap.add_argument("--training-pool-search", type=search_size, default=None, metavar="SCREEN,RANK",
+                    help="the questions a bucket the training pool's own plans are searched on, e.g. 80,160 (the lookups' search, "
+                         "sim_eval.LOOKUP_SEARCH); default: the search's own; the generated pools keep theirs")
     ap.add_argument("--rank-questions", type=int, default=CopySettings.rank_questions,
                     help="training-side questions per bucket and training pool the rank lookup (the copy's targets on generated pools) is found on")
     ap.add_argument("--ranking", choices=list(RANKINGS), default=None,
@@ -429,7 +457,7 @@ def search_settings(args) -> CopySettings:
     """``CopySettings`` from the options of ``add_search_arguments``."""
     return CopySettings(pools=args.pools, per_pool=args.per_pool, training_pool_examples=args.training_pool_examples, targets=args.targets,
                         rank_questions=args.rank_questions, ranking=args.ranking or CopySettings.ranking, search=SearchSettings(token_weight=args.token_weight),
-                        training_pool_token_weight=args.training_pool_token_weight)
+                        training_pool_token_weight=args.training_pool_token_weight, training_pool_search=args.training_pool_search)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -476,6 +504,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             ap.error("--training-pool-token-weight prices the copy's targets; GRPO's price is reward.token_weight (--set reward.token_weight=...)")
         if args.targets == "ranks":
             ap.error("--training-pool-token-weight prices the training pool's own searched plans: --targets ranks copies none (use mixed or search)")
+    if args.training_pool_search is not None:
+        if args.stage == "grpo":
+            ap.error("--training-pool-search sizes the copy's search; --stage grpo searches nothing")
+        if args.targets == "ranks":
+            ap.error("--training-pool-search sizes the training pool's own searched plans: --targets ranks copies none (use mixed or search)")
     init = None
     if args.init:
         from .config import TrainConfigError
