@@ -169,6 +169,31 @@ def test_copy_data_saved_by_the_search_loads_as_the_data_it_built(tmp_path):
     assert [s.best for s in loaded.searched] == [s.best for s in built.searched]
 
 
+def test_copy_data_names_every_question_its_conductor_was_trained_or_searched_on(tmp_path):
+    """``copy_data.training_questions``: the examples' questions and both searches' (the generated pools' and the
+    training pool's own, at its own size), so that a held-out set of another seed can be drawn without them."""
+    import dataclasses
+    from pathlib import Path
+
+    from openconductor.sim.world_v3 import make_questions
+    from openconductor.train import copy_data
+    from openconductor.train.sim_general import PromptShape, build, held_out_texts, own_search, search_questions
+
+    settings = dataclasses.replace(_tiny_copy_settings(), training_pool_search=(5, 5))
+    exclude = held_out_texts(10, 1000)
+    built = build(settings, Path(POOL), PromptShape(), exclude=exclude)
+    key = copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
+    texts = copy_data.training_questions(copy_data.save(built, tmp_path / copy_data.FILE_NAME, key))
+    examples = {q.text for s in built.searched for q in s.questions}
+    searched = {q.text for q in search_questions(settings, exclude)}
+    own = {q.text for q in search_questions(settings, exclude, own_search(settings))}
+    assert len(examples) == 8 and len(searched) == 48 * 8 and len(own) == 48 * 10
+    assert texts == examples | searched | own and not texts & exclude
+    assert {q.text for q in make_questions(48 * 8, settings.search_seed)} & texts  # a set drawn like the search's overlaps it...
+    held = make_questions(48 * 8, settings.search_seed, exclude=texts)
+    assert len(held) == 48 * 8 and not {q.text for q in held} & texts  # ...unless drawn without its questions
+
+
 def test_copy_data_of_another_run_or_a_bad_file_is_refused_with_what_differs(tmp_path):
     from pathlib import Path
 
