@@ -11,6 +11,9 @@
 # RANKING=subtopic-own ("Twentieth step", a probe, not shipped; about 2 h 30 min from builtin:sim-subtopic): as subtopic, but the
 #   training pool's own plans searched at 0.012 (its per-bucket table, the bar there) beside the generated pools' subtopic
 #   table at 0.03, 16 examples a generated pool, copied on from builtin:sim-subtopic in a 55-minute box.
+# RANKING=subtopic-bucket ("Twenty-first step", a probe, not shipped; about 3 h): as subtopic-own, but the training pool's own
+#   plans searched as the benchmark's per-bucket lookup is (240 questions a bucket: they are that table), copied for 130
+#   batches (an 80-minute box at most), and the training pool scored on two held-out sets side by side (seeds 1000, 2000).
 # Env: COPY_MAX_MIN (the copy's time box), PYTHON. Every number it prints is SIMULATED.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +32,12 @@ case ${RANKING:-area} in
     RECIPE=(--training-pool-examples 960 --per-pool 16 --token-weight 0.03 --training-pool-token-weight 0.012 --ranking subtopic --set prompt.show=ranking)
     COPY=(--init builtin:sim-subtopic --lr 5e-4); BOX=55
     TRAINING_POOL=(--rank-price 0.03); UNSEEN=(--rank subtopic:0.012 --rank subtopic:0.03) ;;
-  *) echo "RANKING=${RANKING}: use area, subtopic or subtopic-own" >&2; exit 2 ;;
+  subtopic-bucket)
+    RECIPE=(--training-pool-examples 960 --per-pool 16 --token-weight 0.03 --training-pool-token-weight 0.012 --training-pool-search 80,160
+            --ranking subtopic --set prompt.show=ranking)
+    COPY=(--init builtin:sim-subtopic --lr 5e-4 --max-batches 130); BOX=80
+    TRAINING_POOL=(--rank-price 0.03 --eval-seed 1000,2000 --jobs 2 --copy-data "$RUN/copy_data.json.gz"); UNSEEN=(--rank subtopic:0.012 --rank subtopic:0.03) ;;
+  *) echo "RANKING=${RANKING}: use area, subtopic, subtopic-own or subtopic-bucket" >&2; exit 2 ;;
 esac
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$RUN"
