@@ -97,16 +97,14 @@ def training_questions(path: Path) -> frozenset[str]:
     """The texts of every question a copy-data file's conductor was trained or searched on: its examples' (stored) and
     its search's (drawn again from its key), so that a held-out set drawn with another seed than the one the search
     excluded can be checked against them."""
-    from .sim_general import held_out_texts, own_search, search_questions
+    from .sim_general import held_out_texts, own_search_questions, search_questions
 
     raw = _read(path)
     key = raw["key"]
     settings = _settings(key["copy"])
     exclude = held_out_texts(key["test_n"], key["eval_seed"])
     texts = {e["question"]["text"] for p in raw["pools"] for e in p["examples"]}
-    texts |= {q.text for q in search_questions(settings, exclude)}
-    if settings.training_pool_search is not None:
-        texts |= {q.text for q in search_questions(settings, exclude, own_search(settings))}
+    texts |= {q.text for q in search_questions(settings, exclude) + own_search_questions(settings, exclude)}
     return frozenset(texts)
 
 

@@ -161,7 +161,7 @@ def search(settings: CopySettings, training_pool: Path, *, exclude: frozenset[st
     start = time.monotonic()
     pools = training_pools(settings, training_pool)
     searched = search_questions(settings, exclude)
-    own_searched = search_questions(settings, exclude, own_search(settings)) if settings.training_pool_search else searched
+    own_searched = own_search_questions(settings, exclude) or searched
     taken = exclude | {q.text for q in searched} | {q.text for q in own_searched}
     counts = [settings.training_pool_examples] + [settings.per_pool] * settings.pools
     asked = make_questions(sum(counts), settings.question_seed, exclude=taken)
@@ -206,6 +206,12 @@ def search_questions(settings: CopySettings, exclude: frozenset[str], search: Op
     """The training-side questions the plan search (and the rank lookup) scores plans on (``search``: another size than
     ``settings.search``'s; at ``sim_eval.LOOKUP_SEARCH``'s they are the lookups' own, ``lookup_search_questions``)."""
     return make_questions(48 * (search or settings.search).questions, settings.search_seed, exclude=exclude)
+
+
+def own_search_questions(settings: CopySettings, exclude: frozenset[str]) -> list[Question]:
+    """The questions the training pool's own plans are searched on where ``training_pool_search`` sizes that search
+    apart; else none (it shares ``search_questions``)."""
+    return search_questions(settings, exclude, own_search(settings)) if settings.training_pool_search else []
 
 
 def rank_table_of(pools: list[PoolSpec], searched: list[Question], settings: CopySettings, ranking: str = "area") -> dict:
