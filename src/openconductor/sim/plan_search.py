@@ -28,6 +28,7 @@ PLAN = "Outline a plan: the key steps an expert would take for this task, withou
 IMPLEMENT = "Follow the plan from the previous agent to solve the task and give the final answer."
 AGGREGATE = "Synthesise the previous answers into one: weigh them critically and give the final answer."
 
+SEARCH_SEED = 5_000  # the training-side questions every plan search and lookup is scored on (never the held-out sets')
 BUCKET = "bucket (subtopic x level)"  # the finest grouping: what a copy's targets and the rank lookup use
 GROUPINGS: dict[str, Callable[[Question], Hashable]] = {
     "domain": lambda q: q.domain,

@@ -22,7 +22,7 @@ from ..policies.base import PlanRequest, make_policy
 from ..policies.baselines import GivenWorkflow
 from ..policies.lm import binding, conductor_messages
 from ..pool import Pool, PoolSpec, PoolView
-from ..sim.plan_search import BUCKET, GROUPINGS, SOLVE, Scored, SearchSettings, at_ranks, rank_search, search_pool
+from ..sim.plan_search import BUCKET, GROUPINGS, SEARCH_SEED, SOLVE, Scored, SearchSettings, at_ranks, rank_search, search_pool
 from ..sim.pools import RANKINGS, SimPool, generate_pool, pool_spec
 from ..sim.questions import DOMAINS, Question
 from ..sim.world import grade_simulated
@@ -89,8 +89,8 @@ LOOKUP_SEARCH = SearchSettings(screen=80, rank=160)
 
 
 def lookup_search_questions(held_out: frozenset[str], settings: SearchSettings = LOOKUP_SEARCH) -> list[Question]:
-    """The training-side questions a lookup is searched on (every bucket's, seed 5,000; ``held_out``: test texts excluded)."""
-    return make_questions(48 * settings.questions, 5_000, exclude=held_out)
+    """The training-side questions a lookup is searched on (every bucket's, ``SEARCH_SEED``; ``held_out``: test texts excluded)."""
+    return make_questions(48 * settings.questions, SEARCH_SEED, exclude=held_out)
 
 
 def lookup_plans(spec: PoolSpec, questions: Sequence[Question], search_questions: Sequence[Question], labels: Sequence[str],
@@ -140,7 +140,7 @@ def unseen_pools(seeds: Sequence[int], questions: Sequence[Question], *, held_ou
     """Per seed, the generated pool (``held_out="alternate"``: every other seed, starting with the second, draws
     from the held-out families) and its baselines on ``questions``, one pool at a time so a table can print as it
     goes. The search re-run finds its tables on training-side questions, never on ``questions``."""
-    searched_on = make_questions(48 * settings.questions, 5_000, exclude=frozenset(q.text for q in questions))
+    searched_on = lookup_search_questions(frozenset(q.text for q in questions), settings)
     for i, seed in enumerate(seeds):
         held = held_out == "all" or (held_out == "alternate" and i % 2 == 1)
         pool = generate_pool(seed, held_out=held)

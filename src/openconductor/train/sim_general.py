@@ -30,7 +30,7 @@ from ..sim.pools import DOMAIN_AREA, RANKINGS, generate_pool, pool_spec, renamed
 from ..sim.questions import SUBTOPIC_NAMES, Question
 from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Workflow
-from ..sim.plan_search import AGGREGATE, BUCKET, CHECK, IMPLEMENT, PLAN, SOLVE, Scored, SearchSettings, search_pool
+from ..sim.plan_search import AGGREGATE, BUCKET, CHECK, IMPLEMENT, PLAN, SEARCH_SEED, SOLVE, Scored, SearchSettings, search_pool
 from .data import TrainRow
 from .prefix_sft import copy_plans
 from .trainer import init_checkpoint, init_source
@@ -73,7 +73,7 @@ class CopySettings:
     per_pool: int = 48  # examples per generated pool (one question per bucket)
     training_pool_examples: int = 480  # examples on the training pool
     question_seed: int = 0  # the examples' questions (training side)
-    search_seed: int = 5_000  # the search's questions (training side, not the examples')
+    search_seed: int = SEARCH_SEED  # the search's questions (training side, not the examples'), as the lookups'
     search: SearchSettings = field(default_factory=SearchSettings)
     # "search": each pool's own best plan per bucket; "ranks": the rank lookup's (one plan per bucket over the
     # places in the question's area's ranking, found across all training pools, made concrete on each pool);
@@ -503,18 +503,17 @@ def main(argv: Optional[list[str]] = None) -> int:
         ap.error(f"--token-weight must be 0 or more (got {args.token_weight})")
     if args.token_weight != SearchSettings.token_weight and args.stage == "grpo":
         ap.error("--token-weight prices the copy's targets; GRPO's price is reward.token_weight (--set reward.token_weight=...)")
-    if args.training_pool_token_weight is not None:
-        if args.training_pool_token_weight < 0:
-            ap.error(f"--training-pool-token-weight must be 0 or more (got {args.training_pool_token_weight})")
-        if args.stage == "grpo":
-            ap.error("--training-pool-token-weight prices the copy's targets; GRPO's price is reward.token_weight (--set reward.token_weight=...)")
-        if args.targets == "ranks":
-            ap.error("--training-pool-token-weight prices the training pool's own searched plans: --targets ranks copies none (use mixed or search)")
-    if args.training_pool_search is not None:
-        if args.stage == "grpo":
-            ap.error("--training-pool-search sizes the copy's search; --stage grpo searches nothing")
-        if args.targets == "ranks":
-            ap.error("--training-pool-search sizes the training pool's own searched plans: --targets ranks copies none (use mixed or search)")
+    if args.training_pool_token_weight is not None and args.training_pool_token_weight < 0:
+        ap.error(f"--training-pool-token-weight must be 0 or more (got {args.training_pool_token_weight})")
+    # Both shape only the training pool's own searched plans, which GRPO and a ranks-only copy never use.
+    for flag, value, does, grpo_hint in (
+            ("--training-pool-token-weight", args.training_pool_token_weight, "prices",
+             "GRPO's price is reward.token_weight (--set reward.token_weight=...)"),
+            ("--training-pool-search", args.training_pool_search, "sizes", "--stage grpo searches nothing")):
+        if value is not None and args.stage == "grpo":
+            ap.error(f"{flag} {does} the copy's targets; {grpo_hint}")
+        if value is not None and args.targets == "ranks":
+            ap.error(f"{flag} {does} the training pool's own searched plans: --targets ranks copies none (use mixed or search)")
     init = None
     if args.init:
         from .config import TrainConfigError
