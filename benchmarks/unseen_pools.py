@@ -20,22 +20,29 @@ Each conductor sees each pool's profile measured as its copy's training pools we
 ``sim_eval.trained_ranking``; ``--profile`` overrides), measured on ``--profile-questions`` questions a pool (960 by
 default, the pool files' own; the rank lookups read the same measurement). ``--rank RANKING:PRICE`` (repeatable; default area:0.012):
 the rank lookups to score, over the area's or the subtopic's ranking at that token price, a column and a margin each.
+``--jobs N``: score N pools at a time, a process each (CPU threads shared); the table and its last line are the same
+as one process prints, rows in seed order.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from openconductor.pool import WORKER_VIEWS
 from openconductor.sim.plan_search import BUCKET
 from openconductor.sim.world_v3 import make_questions
 from openconductor.sim.plan_search import SearchSettings
 from openconductor.sim.pools import PROFILE_QUESTIONS, PROFILES, RANKINGS, profile_size_arg, with_profile
-from openconductor.train.sim_eval import conductor_plans, pooled_bootstrap, rank_lookup_plans, run_plans, trained_ranking, unseen_pools
+from openconductor.train.sim_eval import Result, conductor_plans, pooled_bootstrap, rank_lookup_plans, run_plans, trained_ranking, unseen_pools
 from openconductor.train.sim_general import CopySettings, rank_lookup_table
 
 
@@ -50,6 +57,142 @@ def rank_spec(text: str) -> tuple[str, float]:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: the price must be a finite number, 0 or more")
     return ranking, value
+
+
+@dataclass
+class PoolScore:
+    """One pool's results on the held-out questions: what its row and its share of the last line are made of."""
+    seed: int
+    families: str  # the held-out families it draws from, "—" for none
+    workers: int
+    conductor: Result
+    own_tokens: float  # the conductor's own prompt and plan, mean per question
+    best: Result
+    router: Result
+    search: Result
+    moa: Result
+    ranks: dict  # (ranking, price) -> Result
+    others: dict  # --compare conductor -> Result
+
+
+class Scorer:
+    """The conductors, questions and rank tables every pool is scored with: built once per process."""
+
+    def __init__(self, args: argparse.Namespace, threads: Optional[int] = None):
+        from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
+
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        self.args = args
+        self.model = load_checkpoint(checkpoint_path(args.conductor))
+        self.others = {c: load_checkpoint(checkpoint_path(c)) for c in compared(args)}
+        self.questions = make_questions(args.n, args.eval_seed)
+        held_out = frozenset(q.text for q in self.questions)
+        self.tables = {(r, p): rank_lookup_table(Path(args.training_pool), held_out, CopySettings(rank_questions=args.rank_questions,
+                                                                                                  search=SearchSettings(token_weight=p)), r)
+                       for r, p in dict.fromkeys(lookups(args))}
+        self.profiles = profiles(args)
+
+    def score(self, seed: int, held: bool) -> PoolScore:
+        args, questions = self.args, self.questions
+        unseen = next(unseen_pools([seed], questions, held_out="all" if held else "none"))
+        spec = unseen.spec
+        shown = {c: with_profile(spec, p, args.profile_questions) for c, p in self.profiles.items()}  # ids and workers as in spec: only the ranking lines differ
+        measured = {r: with_profile(spec, r, args.profile_questions) for r, _ in self.tables}  # what each rank lookup's places are over
+        plans, own = conductor_plans(args.conductor, shown[args.conductor], questions, model=self.model, show=args.show)
+        ranks = {key: run_plans(rank_name(key), spec, questions, rank_lookup_plans(measured[key[0]], questions, table, BUCKET, key[0]))
+                 for key, table in self.tables.items()}
+        others = {c: run_plans(c, spec, questions, *conductor_plans(c, shown[c], questions, model=m)) for c, m in self.others.items()}
+        families = ", ".join(sorted({f for f in unseen.pool.families if unseen.held_out and f in ("verifier", "quant")})) or "—"
+        return PoolScore(seed, families, len(unseen.pool.workers), run_plans("conductor", spec, questions, plans, own), sum(own) / len(own),
+                         unseen.best_single, unseen.router, unseen.search, unseen.moa, ranks, others)
+
+
+_SCORER: Optional[Scorer] = None
+
+
+def _start_worker(args: argparse.Namespace, threads: int) -> None:
+    global _SCORER
+    _SCORER = Scorer(args, threads)
+
+
+def _score_in_worker(seed: int, held: bool) -> PoolScore:
+    assert _SCORER is not None
+    return _SCORER.score(seed, held)
+
+
+def compared(args: argparse.Namespace) -> list[str]:
+    return [c for c in args.compare.split(",") if c.strip()]
+
+
+def lookups(args: argparse.Namespace) -> list[tuple[str, float]]:
+    return args.rank or [("area", SearchSettings.token_weight)]
+
+
+def profiles(args: argparse.Namespace) -> dict[str, str]:
+    return {c: args.profile or trained_ranking(c) for c in [args.conductor, *compared(args)]}
+
+
+def rank_name(key: tuple[str, float]) -> str:
+    return f"rank lookup ({key[0]}, {key[1]:g})"
+
+
+def held_out_flags(seeds: list[int], held_out: str) -> list[bool]:
+    """Per seed, whether its pool draws from the held-out families (as ``sim_eval.unseen_pools`` alternates them)."""
+    return [held_out == "all" or (held_out == "alternate" and i % 2 == 1) for i in range(len(seeds))]
+
+
+def scored_pools(args: argparse.Namespace, seeds: list[int]):
+    """Each pool's PoolScore in seed order, as it is ready (``--jobs`` pools at a time, a spawned process each)."""
+    flags = held_out_flags(seeds, args.held_out)
+    jobs = min(args.jobs, len(seeds))
+    if jobs == 1:
+        scorer = Scorer(args)
+        yield from (scorer.score(seed, held) for seed, held in zip(seeds, flags))
+        return
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(args, threads)) as workers:
+        yield from workers.map(_score_in_worker, seeds, flags)
+
+
+def row(pool: PoolScore) -> str:
+    c, ranks = pool.conductor, list(pool.ranks.values())
+    return (f"| {pool.seed} | {pool.families} | {pool.workers} | {c.accuracy:.1f} | {pool.best.accuracy:.1f} | {pool.router.accuracy:.1f} | {pool.search.accuracy:.1f} |"
+            + "".join(f" {r.accuracy:.1f} |" for r in ranks)
+            + f" {c.accuracy - pool.router.accuracy:+.1f} | {c.accuracy - pool.search.accuracy:+.1f} |"
+            + "".join(f" {c.accuracy - r.accuracy:+.1f} |" for r in ranks) + f" {c.mean_tokens / pool.moa.mean_tokens:.3f}x |"
+            + "".join(f" {o.accuracy:.1f} |" for o in pool.others.values()))
+
+
+def interval(pairs: list) -> str:
+    return "{:+.1f} [{:+.1f}, {:+.1f}]".format(*pooled_bootstrap(pairs))
+
+
+def summary(pools: list[PoolScore], seconds: float) -> tuple[list[str], bool]:
+    """The last lines (mean margins over pools, each pool's questions resampled) and whether a goal is missed."""
+    def pairs(a, b) -> list:
+        return [(a(p).correct, b(p).correct) for p in pools]
+
+    conductor = (lambda p: p.conductor)  # noqa: E731
+    m_r = pooled_bootstrap(pairs(conductor, lambda p: p.router))[0]
+    m_s = pooled_bootstrap(pairs(conductor, lambda p: p.search))[0]
+    ratio = sum(p.conductor.mean_tokens / p.moa.mean_tokens for p in pools) / len(pools)
+    own = sum(p.own_tokens / p.moa.mean_tokens for p in pools) / len(pools)
+    keys = list(pools[0].ranks)
+    vs_ranks = "".join(f"; vs {rank_name(k)} {interval(pairs(conductor, lambda p, k=k: p.ranks[k]))}" for k in keys)
+    lines = [f"\n{len(pools)} pools, {seconds:.0f} s. Mean over pools: conductor vs best single {interval(pairs(conductor, lambda p: p.best))}; "
+             f"vs oracle router {interval(pairs(conductor, lambda p: p.router))} (goal >= +2); "
+             f"vs per-pool search re-run {interval(pairs(conductor, lambda p: p.search))} (goal >= -2){vs_ranks}; "
+             f"tokens {ratio:.3f}x MoA (goal <= 0.25x; of which the conductor's own prompt and plan {own:.3f}x)"]
+    for k in keys:
+        lines.append(f"{rank_name(k)}: vs oracle router {interval(pairs(lambda p, k=k: p.ranks[k], lambda p: p.router))}; "
+                     f"vs per-pool search re-run {interval(pairs(lambda p, k=k: p.ranks[k], lambda p: p.search))}; "
+                     f"tokens {sum(p.ranks[k].mean_tokens / p.moa.mean_tokens for p in pools) / len(pools):.3f}x MoA")
+    for c in pools[0].others:
+        lines.append(f"conductor vs {c}: {interval(pairs(conductor, lambda p, c=c: p.others[c]))}")
+    return lines, m_r < 2.0 or m_s < -2.0 or ratio > 0.25
 
 
 def main() -> int:
@@ -70,75 +213,28 @@ def main() -> int:
                     help="measure each pool's profile on this many questions (default: 960, as sim-pool writes it; more is finer)")
     ap.add_argument("--rank", type=rank_spec, action="append", default=None, metavar="RANKING:PRICE",
                     help="a rank lookup to score (repeatable): over the area's or the subtopic's ranking at that price (default area:0.012)")
+    ap.add_argument("--jobs", type=int, default=1, help="score this many pools at a time, a process each (CPU threads shared)")
     args = ap.parse_args()
-    lookups = args.rank or [("area", SearchSettings.token_weight)]
-    from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
-
+    if args.jobs < 1:
+        ap.error(f"--jobs must be at least 1 (got {args.jobs})")
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    model = load_checkpoint(checkpoint_path(args.conductor))
-    others = {c: load_checkpoint(checkpoint_path(c)) for c in args.compare.split(",") if c.strip()}
-    questions = make_questions(args.n, args.eval_seed)
-    held_out = frozenset(q.text for q in questions)
-    tables = {(r, p): rank_lookup_table(Path(args.training_pool), held_out, CopySettings(rank_questions=args.rank_questions,
-                                                                                         search=SearchSettings(token_weight=p)), r)
-              for r, p in dict.fromkeys(lookups)}
-    names = {key: f"rank lookup ({key[0]}, {key[1]:g})" for key in tables}
-    profiles = {c: args.profile or trained_ranking(c) for c in [args.conductor, *others]}
+    if not seeds:
+        ap.error("--seeds names no pool")
     print("SIMULATED: world v3, generated pools never trained on; accuracy % on", args.n, "held-out questions per pool; "
-          "profiles shown: " + ", ".join(f"{c} per {p}" for c, p in profiles.items())
+          "profiles shown: " + ", ".join(f"{c} per {p}" for c, p in profiles(args).items())
           + f", measured on {args.profile_questions or PROFILE_QUESTIONS} questions a pool")
-    extra = "".join(f" {c} |" for c in others)
-    ranked = "".join(f" {n} |" for n in names.values())
-    print(f"| seed | held-out families | workers | conductor | best single | oracle router | search re-run |{ranked} vs oracle | vs search |"
-          + "".join(f" vs {n} |" for n in names.values()) + f" tokens vs MoA |{extra}")
+    names = [rank_name(key) for key in dict.fromkeys(lookups(args))]
+    others = compared(args)
+    print("| seed | held-out families | workers | conductor | best single | oracle router | search re-run |" + "".join(f" {n} |" for n in names)
+          + " vs oracle | vs search |" + "".join(f" vs {n} |" for n in names) + " tokens vs MoA |" + "".join(f" {c} |" for c in others))
     print("|---|---|---|---|---|---|---|---|---|---|" + "---|---|" * len(names) + "---|" * len(others))
-    pairs_single, pairs_router, pairs_search, ratios, own_ratios = [], [], [], [], []
-    pairs_rank: dict = {key: [] for key in tables}
-    rank_results: dict = {key: [] for key in tables}
-    pairs_other: dict[str, list] = {c: [] for c in others}
     start = time.perf_counter()
-    for unseen in unseen_pools(seeds, questions, held_out=args.held_out):
-        spec, best, router, search, moa = unseen.spec, unseen.best_single, unseen.router, unseen.search, unseen.moa
-        shown = {c: with_profile(spec, p, args.profile_questions) for c, p in profiles.items()}  # ids and workers as in spec: only the ranking lines differ
-        measured = {r: with_profile(spec, r, args.profile_questions) for r, _ in tables}  # what each rank lookup's places are over
-        plans, own = conductor_plans(args.conductor, shown[args.conductor], questions, model=model, show=args.show)
-        conductor = run_plans("conductor", spec, questions, plans, own)
-        ranks = {key: run_plans(names[key], spec, questions, rank_lookup_plans(measured[key[0]], questions, table, BUCKET, key[0])) for key, table in tables.items()}
-        pairs_single.append((conductor.correct, best.correct))
-        pairs_router.append((conductor.correct, router.correct))
-        pairs_search.append((conductor.correct, search.correct))
-        for key, rank in ranks.items():
-            pairs_rank[key].append((conductor.correct, rank.correct))
-            rank_results[key].append((rank, router, search, moa))
-        ratios.append(conductor.mean_tokens / moa.mean_tokens)
-        own_ratios.append(sum(own) / len(own) / moa.mean_tokens)
-        compared = ""
-        for c, m in others.items():
-            other = run_plans(c, spec, questions, *conductor_plans(c, shown[c], questions, model=m))
-            pairs_other[c].append((conductor.correct, other.correct))
-            compared += f" {other.accuracy:.1f} |"
-        families = ", ".join(sorted({f for f in unseen.pool.families if unseen.held_out and f in ("verifier", "quant")})) or "—"
-        print(f"| {unseen.seed} | {families} | {len(unseen.pool.workers)} | {conductor.accuracy:.1f} | {best.accuracy:.1f} | {router.accuracy:.1f} | {search.accuracy:.1f} |"
-              + "".join(f" {r.accuracy:.1f} |" for r in ranks.values())
-              + f" {conductor.accuracy - router.accuracy:+.1f} | {conductor.accuracy - search.accuracy:+.1f} |"
-              + "".join(f" {conductor.accuracy - r.accuracy:+.1f} |" for r in ranks.values()) + f" {ratios[-1]:.3f}x |{compared}", flush=True)
-    m_1, lo_1, hi_1 = pooled_bootstrap(pairs_single)
-    m_r, lo_r, hi_r = pooled_bootstrap(pairs_router)
-    m_s, lo_s, hi_s = pooled_bootstrap(pairs_search)
-    ratio = sum(ratios) / len(ratios)
-    vs_ranks = "".join("; vs {} {:+.1f} [{:+.1f}, {:+.1f}]".format(names[key], *pooled_bootstrap(pairs)) for key, pairs in pairs_rank.items())
-    print(f"\n{len(seeds)} pools, {time.perf_counter() - start:.0f} s. Mean over pools: conductor vs best single {m_1:+.1f} [{lo_1:+.1f}, {hi_1:+.1f}]; vs oracle router {m_r:+.1f} [{lo_r:+.1f}, {hi_r:+.1f}] "
-          f"(goal >= +2); vs per-pool search re-run {m_s:+.1f} [{lo_s:+.1f}, {hi_s:+.1f}] (goal >= -2){vs_ranks}; "
-          f"tokens {ratio:.3f}x MoA (goal <= 0.25x; of which the conductor's own prompt and plan {sum(own_ratios) / len(own_ratios):.3f}x)")
-    for key, rows in rank_results.items():
-        m_kr, lo_kr, hi_kr = pooled_bootstrap([(k.correct, r.correct) for k, r, _, _ in rows])
-        m_ks, lo_ks, hi_ks = pooled_bootstrap([(k.correct, s.correct) for k, _, s, _ in rows])
-        print(f"{names[key]}: vs oracle router {m_kr:+.1f} [{lo_kr:+.1f}, {hi_kr:+.1f}]; vs per-pool search re-run {m_ks:+.1f} [{lo_ks:+.1f}, {hi_ks:+.1f}]; "
-              f"tokens {sum(k.mean_tokens / m.mean_tokens for k, _, _, m in rows) / len(rows):.3f}x MoA")
-    for c, pairs in pairs_other.items():
-        m_c, lo_c, hi_c = pooled_bootstrap(pairs)
-        print(f"conductor vs {c}: {m_c:+.1f} [{lo_c:+.1f}, {hi_c:+.1f}]")
-    missed = m_r < 2.0 or m_s < -2.0 or ratio > 0.25
+    pools = []
+    for pool in scored_pools(args, seeds):
+        pools.append(pool)
+        print(row(pool), flush=True)
+    lines, missed = summary(pools, time.perf_counter() - start)
+    print("\n".join(lines))
     return 1 if missed else 0
 
 
