@@ -124,7 +124,8 @@ def _score_in_worker(seed: int, held: bool) -> PoolScore:
 
 
 def compared(args: argparse.Namespace) -> list[str]:
-    return [c for c in args.compare.split(",") if c.strip()]
+    """The --compare conductors, each once."""
+    return list(dict.fromkeys(c.strip() for c in args.compare.split(",") if c.strip()))
 
 
 def lookups(args: argparse.Namespace) -> list[tuple[str, float]]:
@@ -152,7 +153,7 @@ def scored_pools(args: argparse.Namespace, seeds: list[int]):
         scorer = Scorer(args)
         yield from (scorer.score(seed, held) for seed, held in zip(seeds, flags))
         return
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+    threads = max(1, len(os.sched_getaffinity(0)) // jobs)  # the cores this process may use, not the machine's
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(args, threads)) as workers:
         yield from workers.map(_score_in_worker, seeds, flags)
 
@@ -182,7 +183,7 @@ def summary(pools: list[PoolScore], seconds: float) -> tuple[list[str], bool]:
     own = sum(p.own_tokens / p.moa.mean_tokens for p in pools) / len(pools)
     keys = list(pools[0].ranks)
     vs_ranks = "".join(f"; vs {rank_name(k)} {interval(pairs(conductor, lambda p, k=k: p.ranks[k]))}" for k in keys)
-    lines = [f"\n{len(pools)} pools, {seconds:.0f} s. Mean over pools: conductor vs best single {interval(pairs(conductor, lambda p: p.best))}; "
+    lines = [f"\n{len(pools)} pools, {seconds:.0f} s (loading the conductors and the rank tables included). Mean over pools: conductor vs best single {interval(pairs(conductor, lambda p: p.best))}; "
              f"vs oracle router {interval(pairs(conductor, lambda p: p.router))} (goal >= +2); "
              f"vs per-pool search re-run {interval(pairs(conductor, lambda p: p.search))} (goal >= -2){vs_ranks}; "
              f"tokens {ratio:.3f}x MoA (goal <= 0.25x; of which the conductor's own prompt and plan {own:.3f}x)"]

@@ -263,7 +263,7 @@ def test_the_copy_time_box_stops_after_the_step_that_passes_it(tmp_path):
     (["--init", "builtin:no-such-conductor"], "--init: no built-in conductor"),
     (["--rank-questions", "0"], "--rank-questions must be at least 1"),
     (["--training-pool-token-weight", "-1"], "--training-pool-token-weight must be 0 or more"),
-    (["--stage", "grpo", "--training-pool-token-weight", "0.01"], "GRPO's price is reward.token_weight"),
+    (["--stage", "grpo", "--training-pool-token-weight", "0.01"], "prices the copy's targets; GRPO's price is reward.token_weight"),
     (["--targets", "ranks", "--training-pool-token-weight", "0.01"], "--targets ranks copies none"),
 ])
 def test_the_cli_refuses_copy_data_it_cannot_use(args, message, capsys, tmp_path, monkeypatch):
@@ -409,7 +409,7 @@ def test_the_training_pools_search_size_is_read_as_screen_comma_rank_and_refused
     assert seen[0].training_pool_search == (80, 160)
     for bad, message in ((["--stage", "search", "--training-pool-search", "80"], "SCREEN,RANK"),
                          (["--stage", "search", "--training-pool-search", "0,160"], "at least 1"),
-                         (["--stage", "grpo", "--training-pool-search", "80,160"], "searches nothing"),
+                         (["--stage", "grpo", "--training-pool-search", "80,160"], "sizes the copy's search; --stage grpo searches nothing"),
                          (["--stage", "search", "--targets", "ranks", "--training-pool-search", "80,160"], "copies none")):
         with pytest.raises(SystemExit):
             sim_general.main(base + bad)

@@ -46,6 +46,10 @@ def test_the_last_line_is_the_mean_margin_over_pools_and_misses_a_goal_it_falls_
     assert up.row(pools[0]).startswith("| 1 | — | 4 | 60.0 | 0.0 | 20.0 | 60.0 | 20.0 | +40.0 | +0.0 | +40.0 | 0.200x |")
 
 
+def test_each_compared_conductor_is_named_once():
+    assert up.compared(argparse.Namespace(compare="a, b,a,,")) == ["a", "b"]
+
+
 @pytest.mark.parametrize("argv, message", [(["--seeds", "901", "--jobs", "0"], "--jobs must be at least 1"),
                                            (["--seeds", ","], "--seeds names no pool"),
                                            (["--seeds", "901", "--rank", "subtopic:x"], "is not a number")])

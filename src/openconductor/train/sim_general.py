@@ -506,12 +506,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.training_pool_token_weight is not None and args.training_pool_token_weight < 0:
         ap.error(f"--training-pool-token-weight must be 0 or more (got {args.training_pool_token_weight})")
     # Both shape only the training pool's own searched plans, which GRPO and a ranks-only copy never use.
-    for flag, value, does, grpo_hint in (
+    for flag, value, does, under_grpo in (
             ("--training-pool-token-weight", args.training_pool_token_weight, "prices",
-             "GRPO's price is reward.token_weight (--set reward.token_weight=...)"),
-            ("--training-pool-search", args.training_pool_search, "sizes", "--stage grpo searches nothing")):
+             "the copy's targets; GRPO's price is reward.token_weight (--set reward.token_weight=...)"),
+            ("--training-pool-search", args.training_pool_search, "sizes", "the copy's search; --stage grpo searches nothing")):
         if value is not None and args.stage == "grpo":
-            ap.error(f"{flag} {does} the copy's targets; {grpo_hint}")
+            ap.error(f"{flag} {does} {under_grpo}")
         if value is not None and args.targets == "ranks":
             ap.error(f"{flag} {does} the training pool's own searched plans: --targets ranks copies none (use mixed or search)")
     init = None
