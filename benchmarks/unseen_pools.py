@@ -42,7 +42,8 @@ from openconductor.sim.plan_search import BUCKET
 from openconductor.sim.world_v3 import make_questions
 from openconductor.sim.plan_search import SearchSettings
 from openconductor.sim.pools import PROFILE_QUESTIONS, PROFILES, RANKINGS, profile_size_arg, with_profile
-from openconductor.train.sim_eval import Result, conductor_plans, pooled_bootstrap, rank_lookup_plans, run_plans, trained_ranking, unseen_pools
+from openconductor.train.sim_eval import (Result, conductor_plans, held_out_flags, lookup_search_questions, pooled_bootstrap, rank_lookup_plans, run_plans,
+                                          trained_ranking, unseen_pool)
 from openconductor.train.sim_general import CopySettings, rank_lookup_table
 
 
@@ -90,6 +91,7 @@ class Scorer:
         self.others = {c: load_checkpoint(checkpoint_path(c)) for c in compared(args)}
         self.questions = make_questions(args.n, args.eval_seed)
         held_out = frozenset(q.text for q in self.questions)
+        self.searched_on = lookup_search_questions(held_out, SearchSettings())  # the per-pool search re-run's questions
         self.tables = {(r, p): rank_lookup_table(Path(args.training_pool), held_out, CopySettings(rank_questions=args.rank_questions,
                                                                                                   search=SearchSettings(token_weight=p)), r)
                        for r, p in dict.fromkeys(lookups(args))}
@@ -97,7 +99,7 @@ class Scorer:
 
     def score(self, seed: int, held: bool) -> PoolScore:
         args, questions = self.args, self.questions
-        unseen = next(unseen_pools([seed], questions, held_out="all" if held else "none"))
+        unseen = unseen_pool(seed, held, questions, self.searched_on)
         spec = unseen.spec
         shown = {c: with_profile(spec, p, args.profile_questions) for c, p in self.profiles.items()}  # ids and workers as in spec: only the ranking lines differ
         measured = {r: with_profile(spec, r, args.profile_questions) for r, _ in self.tables}  # what each rank lookup's places are over
@@ -140,14 +142,9 @@ def rank_name(key: tuple[str, float]) -> str:
     return f"rank lookup ({key[0]}, {key[1]:g})"
 
 
-def held_out_flags(seeds: list[int], held_out: str) -> list[bool]:
-    """Per seed, whether its pool draws from the held-out families (as ``sim_eval.unseen_pools`` alternates them)."""
-    return [held_out == "all" or (held_out == "alternate" and i % 2 == 1) for i in range(len(seeds))]
-
-
 def scored_pools(args: argparse.Namespace, seeds: list[int]):
     """Each pool's PoolScore in seed order, as it is ready (``--jobs`` pools at a time, a spawned process each)."""
-    flags = held_out_flags(seeds, args.held_out)
+    flags = held_out_flags(len(seeds), args.held_out)
     jobs = min(args.jobs, len(seeds))
     if jobs == 1:
         scorer = Scorer(args)
@@ -167,33 +164,32 @@ def row(pool: PoolScore) -> str:
             + "".join(f" {o.accuracy:.1f} |" for o in pool.others.values()))
 
 
-def interval(pairs: list) -> str:
-    return "{:+.1f} [{:+.1f}, {:+.1f}]".format(*pooled_bootstrap(pairs))
+def interval(margin: tuple[float, float, float]) -> str:
+    """``pooled_bootstrap``'s (mean, low, high) as printed."""
+    return "{:+.1f} [{:+.1f}, {:+.1f}]".format(*margin)
 
 
 def summary(pools: list[PoolScore], seconds: float) -> tuple[list[str], bool]:
     """The last lines (mean margins over pools, each pool's questions resampled) and whether a goal is missed."""
-    def pairs(a, b) -> list:
-        return [(a(p).correct, b(p).correct) for p in pools]
+    def vs(a, b) -> tuple[float, float, float]:
+        return pooled_bootstrap([(a(p).correct, b(p).correct) for p in pools])
 
     conductor = (lambda p: p.conductor)  # noqa: E731
-    m_r = pooled_bootstrap(pairs(conductor, lambda p: p.router))[0]
-    m_s = pooled_bootstrap(pairs(conductor, lambda p: p.search))[0]
+    vs_router, vs_search = vs(conductor, lambda p: p.router), vs(conductor, lambda p: p.search)
     ratio = sum(p.conductor.mean_tokens / p.moa.mean_tokens for p in pools) / len(pools)
     own = sum(p.own_tokens / p.moa.mean_tokens for p in pools) / len(pools)
     keys = list(pools[0].ranks)
-    vs_ranks = "".join(f"; vs {rank_name(k)} {interval(pairs(conductor, lambda p, k=k: p.ranks[k]))}" for k in keys)
-    lines = [f"\n{len(pools)} pools, {seconds:.0f} s (loading the conductors and the rank tables included). Mean over pools: conductor vs best single {interval(pairs(conductor, lambda p: p.best))}; "
-             f"vs oracle router {interval(pairs(conductor, lambda p: p.router))} (goal >= +2); "
-             f"vs per-pool search re-run {interval(pairs(conductor, lambda p: p.search))} (goal >= -2){vs_ranks}; "
+    vs_ranks = "".join(f"; vs {rank_name(k)} {interval(vs(conductor, lambda p, k=k: p.ranks[k]))}" for k in keys)
+    lines = [f"\n{len(pools)} pools, {seconds:.0f} s (loading the conductors and the rank tables included). Mean over pools: conductor vs best single {interval(vs(conductor, lambda p: p.best))}; "
+             f"vs oracle router {interval(vs_router)} (goal >= +2); vs per-pool search re-run {interval(vs_search)} (goal >= -2){vs_ranks}; "
              f"tokens {ratio:.3f}x MoA (goal <= 0.25x; of which the conductor's own prompt and plan {own:.3f}x)"]
     for k in keys:
-        lines.append(f"{rank_name(k)}: vs oracle router {interval(pairs(lambda p, k=k: p.ranks[k], lambda p: p.router))}; "
-                     f"vs per-pool search re-run {interval(pairs(lambda p, k=k: p.ranks[k], lambda p: p.search))}; "
+        lines.append(f"{rank_name(k)}: vs oracle router {interval(vs(lambda p, k=k: p.ranks[k], lambda p: p.router))}; "
+                     f"vs per-pool search re-run {interval(vs(lambda p, k=k: p.ranks[k], lambda p: p.search))}; "
                      f"tokens {sum(p.ranks[k].mean_tokens / p.moa.mean_tokens for p in pools) / len(pools):.3f}x MoA")
     for c in pools[0].others:
-        lines.append(f"conductor vs {c}: {interval(pairs(conductor, lambda p, c=c: p.others[c]))}")
-    return lines, m_r < 2.0 or m_s < -2.0 or ratio > 0.25
+        lines.append(f"conductor vs {c}: {interval(vs(conductor, lambda p, c=c: p.others[c]))}")
+    return lines, vs_router[0] < 2.0 or vs_search[0] < -2.0 or ratio > 0.25
 
 
 def main() -> int:

@@ -135,20 +135,31 @@ class UnseenPool:
     moa: Result
 
 
+def held_out_flags(count: int, held_out: Literal["alternate", "all", "none"] = "alternate") -> list[bool]:
+    """For ``count`` pool seeds in order, whether each pool draws from the held-out families (``"alternate"``: every
+    other one, starting with the second)."""
+    return [held_out == "all" or (held_out == "alternate" and i % 2 == 1) for i in range(count)]
+
+
+def unseen_pool(seed: int, held: bool, questions: Sequence[Question], searched_on: Sequence[Question],
+                settings: SearchSettings = SearchSettings()) -> UnseenPool:
+    """The generated pool of ``seed`` (``held``: drawn from the held-out families) and its baselines on ``questions``;
+    the search re-run finds its tables on ``searched_on`` (``lookup_search_questions``, never ``questions``)."""
+    pool = generate_pool(seed, held_out=held)
+    spec = pool_spec(pool)
+    best, router = [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
+    by_bucket = lookup_plans(spec, questions, searched_on, [BUCKET], settings)[f"best lookup: one plan per {BUCKET}"]
+    return UnseenPool(seed, held, pool, spec, best, router, run_plans("search", spec, questions, by_bucket),
+                      run_plans("MoA", spec, questions, moa_plans(spec, questions)))
+
+
 def unseen_pools(seeds: Sequence[int], questions: Sequence[Question], *, held_out: Literal["alternate", "all", "none"] = "alternate",
                  settings: SearchSettings = SearchSettings()) -> Iterator[UnseenPool]:
-    """Per seed, the generated pool (``held_out="alternate"``: every other seed, starting with the second, draws
-    from the held-out families) and its baselines on ``questions``, one pool at a time so a table can print as it
-    goes. The search re-run finds its tables on training-side questions, never on ``questions``."""
+    """Per seed, ``unseen_pool`` (which pools draw from the held-out families: ``held_out_flags``), one pool at a time
+    so a table can print as it goes. The search re-run finds its tables on training-side questions, never on ``questions``."""
     searched_on = lookup_search_questions(frozenset(q.text for q in questions), settings)
-    for i, seed in enumerate(seeds):
-        held = held_out == "all" or (held_out == "alternate" and i % 2 == 1)
-        pool = generate_pool(seed, held_out=held)
-        spec = pool_spec(pool)
-        best, router = [run_plans(k, spec, questions, v) for k, v in single_plans(spec, questions).items()]
-        by_bucket = lookup_plans(spec, questions, searched_on, [BUCKET], settings)[f"best lookup: one plan per {BUCKET}"]
-        yield UnseenPool(seed, held, pool, spec, best, router, run_plans("search", spec, questions, by_bucket),
-                         run_plans("MoA", spec, questions, moa_plans(spec, questions)))
+    for seed, held in zip(seeds, held_out_flags(len(seeds), held_out)):
+        yield unseen_pool(seed, held, questions, searched_on, settings)
 
 
 def moa_plans(spec: PoolSpec, questions: Sequence[Question], seed: int = 0) -> list[Workflow]:
