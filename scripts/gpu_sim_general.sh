@@ -7,12 +7,16 @@
 #   OUT=/path bash scripts/gpu_sim_general.sh                       # on the GPU box, from the repo root
 #   CHECK_ONLY=1 OUT=/path bash scripts/gpu_sim_general.sh          # only install the wheels and check the imports
 #   SMOKE=1 OUT=/tmp/gpu-smoke bash scripts/gpu_sim_general.sh      # toy scale on a CPU: 2 copy batches, 1 GRPO step of 2 x 4
+#   WARMUP=builtin:sim-bucket CONFIG=examples/train_sim_general_ranks.toml SET=prompt.show=ranking OUT=/path bash scripts/gpu_sim_general.sh
+#                                                                    # GRPO alone, from a shipped conductor (docs/simulation.md, 23rd step)
 # Carried (git ignores them): .gpu/wheels (packages the box lacks), .gpu/m1, .gpu/m2, .gpu/m3 (the base model's GGUF
 # in MODEL_PARTS parts), .gpu/data/copy_data.json.gz. Env: PY (python3), CONFIG, TARGETS, TRAINING_POOL_EXAMPLES, SITE (/tmp/site), BUDGET_S, COPY_EPOCHS, COPY_MAX_MIN, GRPO_MAX_STEPS,
 # GRPO_SET, GRPO_MICRO, THREADS (torch threads: 1 where other jobs share the CPUs, since oversubscribed OpenMP threads crawl),
 # COPY_ARGS (more arguments for the copy alone, space-separated: e.g. "--token-weight 0.025 --init builtin:sim-general", the
 # price the carried data was searched at; "--ranking subtopic" for data searched with it: GRPO then shows the pools as the
-# warm-up was copied on them), SET (settings for both stages, e.g. "prompt.show=ranking").
+# warm-up was copied on them), SET (settings for both stages, e.g. "prompt.show=ranking"), WARMUP (a conductor, a
+# directory or builtin:NAME, that GRPO starts from instead of a copy: no copy data is carried or copied then, and
+# warmup.tar is not written, since that conductor is already on the CPU box).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT: the folder the results go to}"
@@ -62,7 +66,9 @@ write_times() { local IFS=,; TIMES+=("\"total\": $(elapsed)"); echo "{${TIMES[*]
 trap write_times EXIT
 
 install() {
-  if [ -f "$SITE/.oc-wheels" ] && [ "$(cat "$SITE/.oc-wheels")" = "$(ls "$GPU/wheels")" ]; then
+  if ! compgen -G "$GPU/wheels/*.whl" > /dev/null; then
+    say "no wheels in $GPU/wheels: the packages this python has serve"  # a CPU box with the project installed
+  elif [ -f "$SITE/.oc-wheels" ] && [ "$(cat "$SITE/.oc-wheels")" = "$(ls "$GPU/wheels")" ]; then
     say "wheels already installed in $SITE"
   else
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$GPU"/wheels/*.whl
@@ -129,9 +135,21 @@ rm -rf "$RUN"  # a rerun on the same warm machine must not append to an earlier 
 timed model model
 export PYTHONPATH=$SITE:src${PYTHONPATH:+:$PYTHONPATH}
 timed install install
-read -r -a COPY_EXTRA <<< "${COPY_ARGS:-}"
-timed copy stage copy --copy-data "$GPU/data/copy_data.json.gz" --epochs "$COPY_EPOCHS" --copy-max-minutes "$COPY_MAX_MIN" "${COPY[@]}" "${COPY_EXTRA[@]}"
-pack warmup
+if [ -n "${WARMUP:-}" ]; then  # GRPO from a conductor made elsewhere (e.g. a shipped one): its adapter is RUN/warmup
+  FROM=$("$PY" -c '
+import sys
+from openconductor.train.trainer import TrainConfigError, init_checkpoint
+try:
+    print(init_checkpoint(sys.argv[1], "WARMUP"))
+except TrainConfigError as exc:
+    sys.exit(str(exc))' "$WARMUP")
+  mkdir -p "$RUN" && cp -r "$FROM" "$RUN/warmup"
+  say "GRPO starts from $WARMUP ($FROM); no copy"
+else
+  read -r -a COPY_EXTRA <<< "${COPY_ARGS:-}"
+  timed copy stage copy --copy-data "$GPU/data/copy_data.json.gz" --epochs "$COPY_EPOCHS" --copy-max-minutes "$COPY_MAX_MIN" "${COPY[@]}" "${COPY_EXTRA[@]}"
+  pack warmup
+fi
 # GRPO_MAX_STEPS (the lr schedule's length, as the CPU recipe's 40: warm-up 1 step, cosine) rarely binds:
 # GRPO gets what is left of the budget, less a margin for its set-up, its last step (the time box is checked
 # at a step's end), the export and the packing.
