@@ -131,11 +131,9 @@ if [ "${CHECK_ONLY:-0}" = 1 ]; then  # the calls before the last: keep the carri
   timed install install
   exit 0
 fi
-rm -rf "$RUN"  # a rerun on the same warm machine must not append to an earlier run's metrics
-timed model model
 export PYTHONPATH=$SITE:src${PYTHONPATH:+:$PYTHONPATH}
 timed install install
-if [ -n "${WARMUP:-}" ]; then  # GRPO from a conductor made elsewhere (e.g. a shipped one): its adapter is RUN/warmup
+if [ -n "${WARMUP:-}" ]; then  # GRPO from a conductor made elsewhere (e.g. a shipped one): its adapter becomes RUN/warmup
   FROM=$("$PY" -c '
 import sys
 from openconductor.train.trainer import TrainConfigError, init_checkpoint
@@ -143,7 +141,13 @@ try:
     print(init_checkpoint(sys.argv[1], "WARMUP"))
 except TrainConfigError as exc:
     sys.exit(str(exc))' "$WARMUP")
-  mkdir -p "$RUN" && cp -r "$FROM" "$RUN/warmup"
+  STAGED=$(mktemp -d)  # taken aside first: WARMUP may be an earlier run's RUN/warmup, which the next line clears
+  cp -r "$FROM" "$STAGED/warmup"
+fi
+rm -rf "$RUN"  # a rerun on the same warm machine must not append to an earlier run's metrics
+timed model model
+if [ -n "${WARMUP:-}" ]; then
+  mkdir -p "$RUN" && mv "$STAGED/warmup" "$RUN/warmup"
   say "GRPO starts from $WARMUP ($FROM); no copy"
 else
   read -r -a COPY_EXTRA <<< "${COPY_ARGS:-}"
@@ -155,7 +159,7 @@ fi
 # at a step's end), the export and the packing.
 LEFT=$(( BUDGET_S - $(elapsed) - 90 ))
 if [ "$LEFT" -lt 60 ]; then
-  say "only $LEFT s left for GRPO: skipped (the warm-up is in $OUT/warmup.tar)"
+  say "only $LEFT s left for GRPO: skipped (the warm-up is ${WARMUP:-in $OUT/warmup.tar})"
   exit 4
 fi
 MINUTES=$(awk "BEGIN{printf \"%.2f\", $LEFT / 60}")

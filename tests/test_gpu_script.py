@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("trl")  # the script checks its imports (torch, transformers, trl, peft) before anything else
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_sim_general.sh"
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -4,6 +4,7 @@ and search-and-copy targets across generated pools. No model download: a tiny ra
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -568,6 +569,26 @@ def test_grpo_refuses_another_ranking_than_its_warmup_was_copied_with(tmp_path):
     cfg = load_train_config("examples/train_sim_general_ranks.toml", {"run.output_dir": str(tmp_path)})
     with pytest.raises(ValueError, match="per subtopic, and GRPO was asked for --ranking area: pass --ranking subtopic"):
         grpo_run(cfg, CopySettings())
+
+
+def test_grpo_refuses_a_warmup_trained_on_another_prompt_and_says_which_settings_match_it(tmp_path, capsys):
+    """GRPO from a shipped conductor without its `prompt.show` would train it on prompts it never saw."""
+    import json
+
+    from openconductor.train.config import TrainConfigError, load_train_config
+    from openconductor.train.sim_general import CopySettings, grpo_run, main
+
+    (tmp_path / "warmup").mkdir()
+    shipped = json.loads(Path("src/openconductor/data/conductors/sim-bucket/openconductor.json").read_text())
+    (tmp_path / "warmup" / "openconductor.json").write_text(json.dumps({k: shipped[k] for k in ("format", "prompt", "copy")}))
+    cfg = load_train_config("examples/train_sim_general_ranks.toml", {"run.output_dir": str(tmp_path)})
+    assert cfg.prompt.show != "ranking"
+    with pytest.raises(TrainConfigError, match=r'prompts built with prompt.show="ranking" and this config builds them with prompt.show="profile": '
+                                               r'pass --set prompt.show=ranking$'):
+        grpo_run(cfg, CopySettings(ranking="subtopic"))
+    with pytest.raises(SystemExit) as exited:  # the command line says it as an error, with no traceback
+        main(["examples/train_sim_general_ranks.toml", "--stage", "grpo", "--output-dir", str(tmp_path)])
+    assert exited.value.code == 2 and "pass --set prompt.show=ranking" in capsys.readouterr().err
 
 
 def test_grpo_takes_the_ranking_its_warmup_was_copied_with_when_none_is_given(monkeypatch, tmp_path):

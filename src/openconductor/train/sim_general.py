@@ -402,14 +402,26 @@ def grpo_rows(cfg, pools: list[PoolSpec], indices: list[list[int]], per_pool: in
 def grpo_run(cfg, settings: CopySettings, *, per_pool: int = 16, test_n: int = 1000) -> Path:
     """GRPO across the training pools from RUN/warmup (``copy_run``), paid by ``cfg.reward`` (accuracy alone in the
     shipped recipes; ``reward.token_weight`` prices tokens too); exports RUN/final."""
+    import json
+
+    from .config import TrainConfigError
     from .trainer import build_trainer, export, load_model, load_weights
 
     from ..manifest import read_manifest
 
-    copied = read_manifest(cfg.output_dir / "warmup").ranking
-    if copied != settings.ranking:
-        raise ValueError(f"{cfg.output_dir / 'warmup'} was copied with the pools' profiles per {copied}, and GRPO was asked for "
-                         f"--ranking {settings.ranking}: pass --ranking {copied}, or copy again")
+    warmup = read_manifest(cfg.output_dir / "warmup")
+    if warmup.ranking != settings.ranking:
+        raise ValueError(f"{cfg.output_dir / 'warmup'} was copied with the pools' profiles per {warmup.ranking}, and GRPO was asked for "
+                         f"--ranking {settings.ranking}: pass --ranking {warmup.ranking}, or copy again")
+    # A warm-up trained on another prompt (e.g. a shipped conductor started from without its `prompt.show`) would be
+    # trained on prompts it never saw, without a word: refused, naming the settings that make them the same.
+    wanted = dataclasses.asdict(cfg.prompt)
+    differs = {k: v for k, v in warmup.prompt.model_dump().items() if v is not None and k in wanted and wanted[k] != v}
+    if differs:
+        raise TrainConfigError(f"{cfg.output_dir / 'warmup'} was trained on prompts built with "
+                               + ", ".join(f"prompt.{k}={json.dumps(v)}" for k, v in differs.items())
+                               + " and this config builds them with " + ", ".join(f"prompt.{k}={json.dumps(wanted[k])}" for k in differs)
+                               + ": pass " + " ".join(f"--set prompt.{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in differs.items()))
     pools = training_pools(settings, cfg.pool_path)
     union, indices = union_pool(pools)
     exclude = held_out_texts(test_n, cfg.data.eval_seed)
@@ -543,7 +555,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(copy_run(cfg, settings, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_batches=args.max_batches,
                        max_minutes=args.copy_max_minutes, data_file=data_file, init=init))
     if args.stage in ("grpo", "both"):
-        print(grpo_run(cfg, settings, per_pool=args.grpo_per_pool))
+        from .config import TrainConfigError
+
+        try:
+            print(grpo_run(cfg, settings, per_pool=args.grpo_per_pool))
+        except TrainConfigError as exc:  # checked before the model loads: nothing is spent
+            ap.error(str(exc))
     return 0
 
 
