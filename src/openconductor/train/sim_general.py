@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import logging
 import random
 import time
@@ -31,6 +32,7 @@ from ..sim.questions import SUBTOPIC_NAMES, Question
 from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Workflow
 from ..sim.plan_search import AGGREGATE, BUCKET, CHECK, IMPLEMENT, PLAN, SEARCH_SEED, SOLVE, Scored, SearchSettings, search_pool
+from .config import TrainConfigError
 from .data import TrainRow
 from .prefix_sft import copy_plans
 from .trainer import init_checkpoint, init_source
@@ -56,8 +58,6 @@ class PromptShape:
     def of(cls, cfg) -> "PromptShape":
         """The shape a TrainConfig asks for (the pool described: ids or bare names say nothing across pools)."""
         if cfg.prompt.show not in WORKER_VIEWS:
-            from .config import TrainConfigError
-
             raise TrainConfigError(f"a general conductor over generated pools needs prompt.show = \"descriptions\", \"profile\" or \"ranking\" "
                                    f"(got {cfg.prompt.show!r}): every generated pool numbers and names different workers")
         return cls(cfg.prompt.max_steps, cfg.prompt.style, cfg.prompt.examples, cfg.data.rename_workers, cfg.prompt.show, cfg.prompt.rank_aliases)
@@ -297,8 +297,6 @@ def _copy_key(cfg, settings: CopySettings, test_n: int) -> dict:
 
 
 def _write_rows(data: CopyData, out: Path) -> None:
-    import json
-
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "copy_targets.jsonl", "w") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in data.rows)
@@ -402,9 +400,6 @@ def grpo_rows(cfg, pools: list[PoolSpec], indices: list[list[int]], per_pool: in
 def grpo_run(cfg, settings: CopySettings, *, per_pool: int = 16, test_n: int = 1000) -> Path:
     """GRPO across the training pools from RUN/warmup (``copy_run``), paid by ``cfg.reward`` (accuracy alone in the
     shipped recipes; ``reward.token_weight`` prices tokens too); exports RUN/final."""
-    import json
-
-    from .config import TrainConfigError
     from .trainer import build_trainer, export, load_model, load_weights
 
     from ..manifest import read_manifest
@@ -528,8 +523,6 @@ def main(argv: Optional[list[str]] = None) -> int:
             ap.error(f"{flag} {does} the training pool's own searched plans: --targets ranks copies none (use mixed or search)")
     init = None
     if args.init:
-        from .config import TrainConfigError
-
         try:
             init = init_checkpoint(args.init, "--init").resolve()
         except TrainConfigError as exc:
@@ -538,8 +531,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     if data_file is not None and not data_file.is_file():
         ap.error(f"--copy-data {args.copy_data}: no such file (write it with --stage search)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    import json
-
     overrides = {k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v for k, _, v in (x.partition("=") for x in args.set)}
     if args.output_dir:
         overrides["run.output_dir"] = str(Path(args.output_dir).resolve())  # from here, not from the config's folder
@@ -555,8 +546,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(copy_run(cfg, settings, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_batches=args.max_batches,
                        max_minutes=args.copy_max_minutes, data_file=data_file, init=init))
     if args.stage in ("grpo", "both"):
-        from .config import TrainConfigError
-
         try:
             print(grpo_run(cfg, settings, per_pool=args.grpo_per_pool))
         except TrainConfigError as exc:  # checked before the model loads: nothing is spent
