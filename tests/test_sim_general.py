@@ -591,6 +591,26 @@ def test_grpo_refuses_a_warmup_trained_on_another_prompt_and_says_which_settings
     assert exited.value.code == 2 and "pass --set prompt.show=ranking" in capsys.readouterr().err
 
 
+def test_conductor_train_refuses_grpo_straight_from_a_conductor_trained_on_another_prompt(tmp_path):
+    """`conductor train` with model.init and no warm-up is GRPO from that conductor: held to its prompts, before the
+    model loads; with a warm-up (a copy may move a conductor onto a new prompt) or the matching --set it goes on."""
+    from typer.testing import CliRunner
+
+    from openconductor.cli import app
+    from openconductor.train.config import load_train_config
+    from openconductor.train.trainer import check_init
+
+    args = ["train", "examples/train_sim_general_ranks.toml", "--set", f"run.output_dir={tmp_path}",
+            "--set", "model.init=builtin:sim-bucket", "--set", "warmup_sft.examples=0"]
+    refused = CliRunner().invoke(app, args)
+    said = " ".join(refused.output.split())
+    assert refused.exit_code != 0 and "trained on prompts built with prompt.show=\"ranking\"" in said and "--set prompt.show=ranking" in said
+    assert not any(tmp_path.iterdir())  # nothing was written: the model never loaded
+    base = {"run.output_dir": str(tmp_path), "model.init": "builtin:sim-bucket"}
+    for settings in ({"warmup_sft.examples": 0, "prompt.show": "ranking"}, {"warmup_sft.examples": 8}):
+        assert check_init(load_train_config("examples/train_sim_general_ranks.toml", {**base, **settings})).name == "sim-bucket"
+
+
 def test_grpo_takes_the_ranking_its_warmup_was_copied_with_when_none_is_given(monkeypatch, tmp_path):
     import json
 

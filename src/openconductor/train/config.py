@@ -48,6 +48,8 @@ class ModelSettings:
     lora: Optional[LoraSettings] = None
     # A trained conductor to start from (a directory or builtin:NAME) instead of fresh weights: its adapter (of this
     # LoRA shape) or full weights are loaded before the warm-up, e.g. to fit the shipped conductor to a new pool or mix.
+    # With no warm-up (warmup_sft.examples = 0) GRPO starts from it, and its manifest's prompt settings must be this
+    # config's (``trainer.check_same_prompt``).
     init: Optional[str] = None
 
 

@@ -400,7 +400,7 @@ def grpo_rows(cfg, pools: list[PoolSpec], indices: list[list[int]], per_pool: in
 def grpo_run(cfg, settings: CopySettings, *, per_pool: int = 16, test_n: int = 1000) -> Path:
     """GRPO across the training pools from RUN/warmup (``copy_run``), paid by ``cfg.reward`` (accuracy alone in the
     shipped recipes; ``reward.token_weight`` prices tokens too); exports RUN/final."""
-    from .trainer import build_trainer, export, load_model, load_weights
+    from .trainer import build_trainer, check_same_prompt, export, load_model, load_weights
 
     from ..manifest import read_manifest
 
@@ -408,15 +408,8 @@ def grpo_run(cfg, settings: CopySettings, *, per_pool: int = 16, test_n: int = 1
     if warmup.ranking != settings.ranking:
         raise ValueError(f"{cfg.output_dir / 'warmup'} was copied with the pools' profiles per {warmup.ranking}, and GRPO was asked for "
                          f"--ranking {settings.ranking}: pass --ranking {warmup.ranking}, or copy again")
-    # A warm-up trained on another prompt (e.g. a shipped conductor started from without its `prompt.show`) would be
-    # trained on prompts it never saw, without a word: refused, naming the settings that make them the same.
-    wanted = dataclasses.asdict(cfg.prompt)
-    differs = {k: v for k, v in warmup.prompt.model_dump().items() if v is not None and k in wanted and wanted[k] != v}
-    if differs:
-        raise TrainConfigError(f"{cfg.output_dir / 'warmup'} was trained on prompts built with "
-                               + ", ".join(f"prompt.{k}={json.dumps(v)}" for k, v in differs.items())
-                               + " and this config builds them with " + ", ".join(f"prompt.{k}={json.dumps(wanted[k])}" for k in differs)
-                               + ": pass " + " ".join(f"--set prompt.{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in differs.items()))
+    # A warm-up trained on another prompt (e.g. a shipped conductor started from without its `prompt.show`) is refused.
+    check_same_prompt(cfg.output_dir / "warmup", cfg)
     pools = training_pools(settings, cfg.pool_path)
     union, indices = union_pool(pools)
     exclude = held_out_texts(test_n, cfg.data.eval_seed)

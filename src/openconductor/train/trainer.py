@@ -164,12 +164,30 @@ def init_checkpoint(ref: str, option: str = "model.init") -> Path:
     return path
 
 
+def check_same_prompt(directory: Path, cfg: TrainConfig) -> None:
+    """Refuse to go on with GRPO from the conductor in ``directory`` when it was trained on prompts built otherwise
+    than ``cfg.prompt`` builds them: GRPO samples from the policy, so it would train on prompts the conductor never
+    saw, without a word. The message names the ``--set`` that makes them the same. (A supervised warm-up or copy
+    may move a conductor onto a new prompt; only GRPO straight from a conductor is held to this.)"""
+    wanted = dataclasses.asdict(cfg.prompt)
+    recorded = read_manifest(directory).prompt.model_dump()
+    differs = {k: v for k, v in recorded.items() if v is not None and k in wanted and wanted[k] != v}
+    if differs:
+        raise TrainConfigError(f"{directory} was trained on prompts built with "
+                               + ", ".join(f"prompt.{k}={json.dumps(v)}" for k, v in differs.items())
+                               + " and this config builds them with " + ", ".join(f"prompt.{k}={json.dumps(wanted[k])}" for k in differs)
+                               + ": pass " + " ".join(f"--set prompt.{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in differs.items()))
+
+
 def check_init(cfg: TrainConfig) -> Optional[Path]:
-    """``model.init``'s directory, checked before anything is spent: it holds trained weights, and an adapter has the
-    run's LoRA shape where the config spells the shape out (``load_weights`` checks again when it loads)."""
+    """``model.init``'s directory, checked before anything is spent: it holds trained weights, an adapter has the
+    run's LoRA shape where the config spells the shape out (``load_weights`` checks again when it loads), and, when
+    GRPO starts straight from it (no warm-up), it was trained on this config's prompts."""
     if not cfg.model.init:
         return None
     path = init_checkpoint(cfg.model.init)
+    if not cfg.warmup_sft.examples:
+        check_same_prompt(path, cfg)
     lora = cfg.model.lora
     if lora is not None and isinstance(lora.target_modules, list) and (path / "adapter_config.json").is_file():
         from types import SimpleNamespace
@@ -393,6 +411,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False, 
             raise TrainConfigError("--warmup-only needs a warm-up: warmup_sft.examples = 0 turns it off")
         prepare(cfg, items=items)
         return cfg.output_dir / "warmup"
+    check_init(cfg)  # before the model loads and any worker is called
     trainer, reward = build_trainer(cfg, items=items, cache=cache, pool_spec=pool_spec)
     if on_step is not None:
         from .callbacks import OnStep
