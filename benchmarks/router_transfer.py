@@ -4,7 +4,7 @@ For each kind in the records, train the router (policies/router.py) on every oth
 kind's questions, and score the arm it chose. Printed per kind and overall, against each arm alone and against the
 per-kind lookup chosen on the held-out kind itself (an oracle: it sees the answers of the kind it is scored on),
 with paired-bootstrap 95 % intervals. This is the check that needs no held-out kind: the same question the held-out
-kinds answer (README [32]), asked of the training kinds.
+kinds answer (docs/results.md [32]), asked of the training kinds.
 
 With --cascade it also scores, for the first two arms, the rule that uses what the question's own run shows rather
 than its text: the answer of arm 1, or arm 2's where arm 1's program failed or printed nothing (and the reverse). It

@@ -16,7 +16,7 @@ questions. Rows, on the training pool's held-out questions (as ``sim_training_po
   themselves (selection bias), and the per-question oracle over every plan (it sees the hidden noise).
 
 With ``--seeds``: the same on pools never trained on (``unseen_pools.py``'s pools and questions), against
-the rank lookup (what the shipped copy reproduces there, +0.0 in README [14]) and the per-pool search re-run.
+the rank lookup (what the shipped copy reproduces there, +0.0 in docs/results.md [14]) and the per-pool search re-run.
 """
 
 from __future__ import annotations

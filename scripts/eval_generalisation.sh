@@ -9,7 +9,7 @@
 # Usage: bash scripts/eval_generalisation.sh OUT_DIR [N_PER_KIND=20] [FIRST=0]   (FIRST: the first question index to run)
 # Resumable; with the same response cache (CACHE_PATH) a re-run replays without calling a model.
 # THREADS=2 runs the local models on two threads each (faster when nothing else shares the cores).
-# POOL=FILE evaluates on that pool file instead of the offline default pool (e.g. the pool without auto_import, README).
+# POOL=FILE evaluates on that pool file instead of the offline default pool (e.g. the pool without auto_import, docs/results.md).
 # LOCK=/tmp/heavy.lock takes that lock for each invocation (not for the whole run), so other heavy jobs on a
 # shared machine interleave with it.
 set -euo pipefail

@@ -81,7 +81,7 @@ async def test_the_shipped_conductor_plans_on_llamacpp_from_its_adapter(tmp_path
 
     manifest = read_manifest(shipped)
     taught = taught_wordings([k["workflow"] for d in manifest.selection["domains"] for k in d["kept"]])
-    # Free, it splices two of its code wordings on this everyday question (README [3]'s records: 40 of 255 plans did so).
+    # Free, it splices two of its code wordings on this everyday question (docs/results.md [3]'s records: 40 of 255 plans did so).
     question = "How many centimetres are there in 12 inches?\n\nEnd your response with 'Final answer: <answer>'."
     async with Pool(spec) as pool:
         free = await LMConductor(**options).plan(PlanRequest(question, pool, max_steps=spec.conductor.max_steps, seed=0))

@@ -1,4 +1,4 @@
-"""benchmarks/copy_fidelity.py's command line (SIMULATED; the probe itself runs a conductor and is run by README [39])."""
+"""benchmarks/copy_fidelity.py's command line (SIMULATED; the probe itself runs a conductor and is run by docs/results.md [39])."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """benchmarks/sim_training_pool.py's command line and its pooled line (SIMULATED; the table itself runs a conductor and is
-run by the README's commands)."""
+run by docs/results.md's commands)."""
 
 from __future__ import annotations
 

@@ -391,9 +391,9 @@ async def test_tools_are_not_the_strongest_worker_and_moa_skips_them(tmp_path):
     assert [s.worker for s in plan.workflow.steps] == [1, 1]
 
 
-def test_the_offline_pool_auto_imports_and_the_readme_command_writes_it_without(tmp_path):
+def test_the_offline_pool_auto_imports_and_the_results_commands_write_it_without(tmp_path):
     """The default pool's python worker takes auto_import (on since 2026-11-28) and its conductor hands unfamiliar
-    questions to a fixed workflow (since 2026-11-29); the README's two seds, which write the pools its earlier rows were
+    questions to a fixed workflow (since 2026-11-29); the two seds of docs/results.md, which write the pools its earlier rows were
     measured on, change those settings and nothing else."""
     import re
     import shlex
@@ -405,9 +405,9 @@ def test_the_offline_pool_auto_imports_and_the_readme_command_writes_it_without(
     (python,) = [w for w in spec.workers if w.provider == "python"]
     assert python.options["auto_import"] == ["math", "itertools", "functools", "collections", "fractions", "decimal", "statistics",
                                              "datetime", "re", "string", "heapq", "operator", "bisect"]
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text().splitlines()
-    (plan_line,) = [x for x in readme if re.match(r"mkdir -p runs && sed '.*' src/openconductor/data/local_pool.toml > runs/plan.toml$", x)]
-    (plain_line,) = [x for x in readme if re.match(r"sed '.*' runs/plan.toml > runs/plain.toml$", x)]
+    results = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text().splitlines()
+    (plan_line,) = [x for x in results if re.match(r"mkdir -p runs && sed '.*' src/openconductor/data/local_pool.toml > runs/plan.toml$", x)]
+    (plain_line,) = [x for x in results if re.match(r"sed '.*' runs/plan.toml > runs/plain.toml$", x)]
 
     def sed(line: str, source: Path, target: Path) -> Path:
         script = shlex.split(line.split("&& ", 1)[-1])[1]
