@@ -130,10 +130,14 @@ def test_the_fast_path_decides_as_the_executor_does(spec, profiles):
                 for q in questions:
                     run = await solve(q.text, GivenWorkflow(wf), pool, seed=0, stream_tokens=False)
                     out.append((*v2.grade_simulated(run.final_answer, q.reference), run.totals.usage.total_tokens))
+                    stated.append([v2.extract_final(step.output) for step in run.steps])
         return out
 
+    stated: list[list] = []
     fast = [tuple(run_plan(q.text, steps, tight_profiles)) for steps in plans for q in questions]
     assert asyncio.run(executed()) == fast
+    # What each step stated, as a later round that reads them sees it (benchmarks/sim_recursion_room.py)
+    assert stated == [world_v3.step_answers(q.text, steps, tight_profiles)[0] for steps in plans for q in questions]
     assert any(not r.well_formed for r in (run_plan(q.text, s, tight_profiles) for s in plans for q in questions))  # a context overflowed
 
 

@@ -199,6 +199,14 @@ def run_plan(question: str, steps: Sequence[tuple[int, str, object]], profiles: 
     subtask, access: "all", () or earlier indices). The same decisions and token counts as the executor
     and ``paper_v3`` for that plan, step for step (a test compares them), without writing and re-reading
     the messages; searches over thousands of plans use it."""
+    answers, tokens = step_answers(question, steps, profiles, params)
+    return PlanResult(answers[-1] is not None, answers[-1] == v2.gold_answer(question), tokens)
+
+
+def step_answers(question: str, steps: Sequence[tuple[int, str, object]], profiles: Sequence[Profile],
+                 params: V3Params = PARAMS_V3) -> tuple[list[Optional[str]], int]:
+    """``run_plan``'s run, with the final answer each step stated (None: none, e.g. a plan or an overflow), as a
+    later round that reads those steps sees them; and the run's tokens."""
     bucket = bucket_of(question)
     wp = level_params(bucket[0], bucket[2], params)
     done: list[tuple[Seen, int, int]] = []  # each step as later steps see it, its response's words, its subtask's
@@ -218,8 +226,7 @@ def run_plan(question: str, steps: Sequence[tuple[int, str, object]], profiles: 
             words, usage = _reply_words(traits.name, traits.words, role, out.kind)
             done.append((seen, words, _words(subtask)))
             tokens += usage
-    answer = done[-1][0].answer
-    return PlanResult(answer is not None, answer == v2.gold_answer(question), tokens)
+    return [seen.answer for seen, _, _ in done], tokens
 
 
 # The worker message around the question, each earlier step and the subtask (worker_message.render).
