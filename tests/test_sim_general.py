@@ -598,7 +598,7 @@ def test_conductor_train_refuses_grpo_straight_from_a_conductor_trained_on_anoth
 
     from openconductor.cli import app
     from openconductor.train.config import load_train_config
-    from openconductor.train.trainer import check_init
+    from openconductor.train.trainer import check_grpo_start
 
     args = ["train", "examples/train_sim_general_ranks.toml", "--set", f"run.output_dir={tmp_path}",
             "--set", "model.init=builtin:sim-bucket", "--set", "warmup_sft.examples=0"]
@@ -608,7 +608,7 @@ def test_conductor_train_refuses_grpo_straight_from_a_conductor_trained_on_anoth
     assert not any(tmp_path.iterdir())  # nothing was written: the model never loaded
     base = {"run.output_dir": str(tmp_path), "model.init": "builtin:sim-bucket"}
     for settings in ({"warmup_sft.examples": 0, "prompt.show": "ranking"}, {"warmup_sft.examples": 8}):
-        assert check_init(load_train_config("examples/train_sim_general_ranks.toml", {**base, **settings})).name == "sim-bucket"
+        check_grpo_start(load_train_config("examples/train_sim_general_ranks.toml", {**base, **settings}))  # no error
 
 
 def test_grpo_takes_the_ranking_its_warmup_was_copied_with_when_none_is_given(monkeypatch, tmp_path):

@@ -49,7 +49,7 @@ class ModelSettings:
     # A trained conductor to start from (a directory or builtin:NAME) instead of fresh weights: its adapter (of this
     # LoRA shape) or full weights are loaded before the warm-up, e.g. to fit the shipped conductor to a new pool or mix.
     # With no warm-up (warmup_sft.examples = 0) GRPO starts from it, and its manifest's prompt settings must be this
-    # config's (``trainer.check_same_prompt``).
+    # config's (``trainer.check_grpo_start``).
     init: Optional[str] = None
 
 

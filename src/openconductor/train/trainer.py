@@ -179,15 +179,19 @@ def check_same_prompt(directory: Path, cfg: TrainConfig) -> None:
                                + ": pass " + " ".join(f"--set prompt.{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in differs.items()))
 
 
+def check_grpo_start(cfg: TrainConfig) -> None:
+    """``conductor train`` with ``model.init`` and no warm-up is GRPO straight from that conductor: held to the prompts
+    it was trained on (``check_same_prompt``), before the model loads. (``conductor fit`` copies before its GRPO.)"""
+    if cfg.model.init and not cfg.warmup_sft.examples:
+        check_same_prompt(init_checkpoint(cfg.model.init), cfg)
+
+
 def check_init(cfg: TrainConfig) -> Optional[Path]:
-    """``model.init``'s directory, checked before anything is spent: it holds trained weights, an adapter has the
-    run's LoRA shape where the config spells the shape out (``load_weights`` checks again when it loads), and, when
-    GRPO starts straight from it (no warm-up), it was trained on this config's prompts."""
+    """``model.init``'s directory, checked before anything is spent: it holds trained weights, and an adapter has the
+    run's LoRA shape where the config spells the shape out (``load_weights`` checks again when it loads)."""
     if not cfg.model.init:
         return None
     path = init_checkpoint(cfg.model.init)
-    if not cfg.warmup_sft.examples:
-        check_same_prompt(path, cfg)
     lora = cfg.model.lora
     if lora is not None and isinstance(lora.target_modules, list) and (path / "adapter_config.json").is_file():
         from types import SimpleNamespace
@@ -411,7 +415,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False, 
             raise TrainConfigError("--warmup-only needs a warm-up: warmup_sft.examples = 0 turns it off")
         prepare(cfg, items=items)
         return cfg.output_dir / "warmup"
-    check_init(cfg)  # before the model loads and any worker is called
+    check_grpo_start(cfg)  # before the model loads and any worker is called
     trainer, reward = build_trainer(cfg, items=items, cache=cache, pool_spec=pool_spec)
     if on_step is not None:
         from .callbacks import OnStep
