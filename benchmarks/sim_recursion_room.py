@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from openconductor.pool import PoolSpec, load_pool
-from openconductor.sim.plan_search import AGGREGATE, CHECK, SOLVE, SearchSettings, candidate_plans, steps_of
+from openconductor.sim.plan_search import AGGREGATE, CHECK, SOLVE, SearchSettings, best_alone, candidate_plans, screen_plans, steps_of
 from openconductor.sim.pools import generate_pool, pool_spec
 from openconductor.sim.questions import Question
 from openconductor.sim.world import gold_answer
@@ -119,14 +119,6 @@ def score(correct: Sequence[int], tokens: Sequence[int]) -> float:
     return (sum(correct) - PRICE * sum(tokens) / 1000) / max(1, len(correct))
 
 
-def kept_plans(profiles: Sequence[Profile], questions: Sequence[Question], screen: int, keep: int) -> list[Workflow]:
-    """The ``keep`` best plans of the five shapes on a bucket's first ``screen`` questions (``exhaustive_group``'s screen)."""
-    plans = candidate_plans(len(profiles))
-    runs = [[run_plan(q.text, steps_of(p), profiles) for q in questions[:screen]] for p in plans]
-    scored = [(sum(r.correct for r in rs) - PRICE * sum(r.tokens for r in rs) / 1000) for rs in runs]
-    return [plans[i] for i in sorted(range(len(plans)), key=lambda i: (-scored[i], i))[:keep]]
-
-
 FAMILIES = ("static: the best plan of the five shapes per bucket",
             "recursive: two answers, accept if they agree, else a new plan afresh",
             "recursive: the same, or else one step that sees both answers (check or combine)",
@@ -156,10 +148,10 @@ def compare(spec: PoolSpec, held: Sequence[Question], training_side: Sequence[Qu
     sides = [Side([0] * len(held), [0] * len(held)) for _ in FAMILIES]
     choices: dict = {}
     for bucket, idx in held_by.items():
-        plans = kept_plans(profiles, train_by[bucket], screen, keep)
-        # The bucket's best workers alone on the screen's questions (every worker where the pool has no more than ``finalists``)
-        alone = [sum(run_plan(q.text, [(w, SOLVE, ())], profiles).correct for q in train_by[bucket][:screen]) for w in range(len(profiles))]
-        workers = sorted(sorted(range(len(profiles)), key=lambda w: (-alone[w], w))[:finalists])
+        # The static screen's plans (``exhaustive_group``'s), and the bucket's best workers alone on the screen's questions
+        # (every worker where the pool has no more than ``finalists``)
+        plans = screen_plans(candidate_plans(len(profiles)), profiles, train_by[bucket][:screen], keep, PRICE)
+        workers = sorted(best_alone(profiles, train_by[bucket][:screen], finalists))
         pairs = list(itertools.combinations(workers, 2))
         seeing = [(c, subtask) for c in workers for subtask in (CHECK, AGGREGATE)]
         train = outcomes(profiles, train_by[bucket], plans, workers)

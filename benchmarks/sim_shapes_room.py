@@ -27,26 +27,26 @@ from pathlib import Path
 from typing import Sequence
 
 from openconductor.pool import load_pool
-from openconductor.sim.plan_search import AGGREGATE, CHECK, IMPLEMENT, PLAN, SOLVE, SearchSettings, candidate_plans, steps_of
-from openconductor.sim.questions import Question
-from openconductor.sim.world_v3 import Profile, make_questions, role_of, run_plan
+from openconductor.sim.plan_search import (AGGREGATE, CHECK, IMPLEMENT, PLAN, SOLVE, SearchSettings, at_ranks, best_alone, candidate_plans,
+                                           exhaustive_group, steps_of)
+from openconductor.sim.world_v3 import make_questions, role_of, run_plan
 from openconductor.train.sim_eval import declared, pooled_bootstrap
+from openconductor.workflow import Step, Workflow
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINING_POOL = ROOT / "examples" / "pools" / "simulated_paper_v3.toml"
 PRICE = SearchSettings.token_weight
 ROLES = {"plan": PLAN, "solve": SOLVE, "check": CHECK, "combine": AGGREGATE}
-Steps = tuple[tuple[int, str, object], ...]
 
 
-def every_plan(workers: Sequence[int], max_steps: int) -> list[Steps]:
+def every_plan(workers: Sequence[int], max_steps: int) -> list[Workflow]:
     """Every plan of 1..max_steps steps over ``workers``: each step a worker, a role and the earlier steps it sees
     (none, all, or any other subset); the last step does not only plan. A check or a combination sees at least one
     earlier step (one that sees none answers as a solve does, ``form``); a step that sees every earlier step says
     "all", never the same set by index."""
-    out: list[Steps] = []
+    out: list[Workflow] = []
 
-    def extend(prefix: Steps) -> None:
+    def extend(prefix: tuple[Step, ...]) -> None:
         i = len(prefix)
         subsets = [()] + [s for r in range(1, i + 1) for s in itertools.combinations(range(i), r)]
         for w in workers:
@@ -54,10 +54,9 @@ def every_plan(workers: Sequence[int], max_steps: int) -> list[Steps]:
                 for seen in subsets:
                     if role in ("check", "combine") and not seen:
                         continue
-                    step = (w, subtask, "all" if i and len(seen) == i else seen)
-                    plan = prefix + (step,)
+                    plan = prefix + (Step(w, subtask, "all" if i and len(seen) == i else seen),)
                     if role != "plan":
-                        out.append(plan)
+                        out.append(Workflow(plan))
                     if len(plan) < max_steps:
                         extend(plan)
 
@@ -65,42 +64,23 @@ def every_plan(workers: Sequence[int], max_steps: int) -> list[Steps]:
     return out
 
 
-def form(steps: Steps) -> tuple:
+def form(plan: Workflow) -> tuple:
     """A plan as the world reads it, for telling which plans the five shapes hold: each step's worker, role and
     access, where an "implement" step is a solve, a check or combination that sees nothing is a solve, and a check
     and a combination are one role (``world.decide`` treats them alike but for their noise)."""
     out = []
-    for w, s, a in steps:
-        role = role_of(s)
-        role = "solve" if role in ("check", "aggregate") and not a else "review" if role in ("check", "aggregate") else role
-        out.append((w, role, a))
+    for s in plan.steps:
+        role = role_of(s.subtask)
+        role = "solve" if role in ("check", "aggregate") and not s.access else "review" if role in ("check", "aggregate") else role
+        out.append((s.worker, role, s.access))
     return tuple(out)
 
 
-def scores(plans: Sequence[Steps], profiles: Sequence[Profile], questions: Sequence[Question]) -> list[float]:
-    out = []
-    for steps in plans:
-        right = tokens = 0
-        for q in questions:
-            r = run_plan(q.text, steps, profiles)
-            right += r.correct
-            tokens += r.tokens
-        out.append((right - PRICE * tokens / 1000) / max(1, len(questions)))
-    return out
-
-
-def best(plans: Sequence[Steps], profiles: Sequence[Profile], questions: Sequence[Question], screen: int, keep: int) -> Steps:
-    screened = scores(plans, profiles, questions[:screen])
-    kept = [plans[i] for i in sorted(range(len(plans)), key=lambda i: (-screened[i], i))[:keep]]
-    ranked = scores(kept, profiles, questions)
-    return kept[max(range(len(kept)), key=lambda i: (ranked[i], -i))]
-
-
-def shape(steps: Steps, names: Sequence[str]) -> str:
+def shape(plan: Workflow, names: Sequence[str]) -> str:
     """A plan in a line: each step's worker, role and what it sees ("all", or earlier steps by index)."""
     role = {**{v: k for k, v in ROLES.items()}, IMPLEMENT: "implement"}
     seen = lambda a: "" if not a else " sees all" if a == "all" else " sees " + ",".join(map(str, a))  # noqa: E731
-    return " -> ".join(f"{names[w]} {role[s]}{seen(a)}" for w, s, a in steps)
+    return " -> ".join(f"{names[s.worker]} {role[s.subtask]}{seen(s.access)}" for s in plan.steps)
 
 
 def main() -> int:
@@ -123,21 +103,20 @@ def main() -> int:
     for q in side:
         train_by[q.bucket].append(q)
     names = [w.name for w in spec.workers]
-    five = [tuple(steps_of(p)) for p in candidate_plans(len(profiles))]
+    five = candidate_plans(len(profiles))
     rows = {"the five shapes over every worker (the tables so far)": {}, f"the five shapes over the bucket's {args.top} best": {},
             f"every plan of up to {args.max_steps} steps over the bucket's {args.top} best": {}}
     outside: dict = {}
     for bucket, asked in train_by.items():
-        alone = [sum(run_plan(q.text, [(w, SOLVE, ())], profiles).correct for q in asked[:args.screen]) for w in range(len(profiles))]
-        workers = sorted(range(len(profiles)), key=lambda w: (-alone[w], w))[:args.top]
-        top_five = [tuple((workers[w], sub, a) for w, sub, a in steps_of(p)) for p in candidate_plans(len(workers))]
+        workers = best_alone(profiles, asked[:args.screen], args.top)
+        top_five = [at_ranks(p, workers) for p in candidate_plans(len(workers))]
         for table, plans in zip(rows.values(), (five, top_five, every_plan(workers, args.max_steps))):
-            table[bucket] = best(plans, profiles, asked, args.screen, args.keep)
+            table[bucket] = exhaustive_group(profiles, asked, screen=args.screen, keep=args.keep, token_weight=PRICE, plans=plans).plan
         if form(rows[f"every plan of up to {args.max_steps} steps over the bucket's {args.top} best"][bucket]) not in {form(p) for p in top_five}:
             outside[bucket] = [table[bucket] for table in rows.values()]
     scored = {}
     for name, table in rows.items():
-        runs = [run_plan(q.text, table[q.bucket], profiles) for q in held]
+        runs = [run_plan(q.text, steps_of(table[q.bucket]), profiles) for q in held]
         scored[name] = ([int(r.correct) for r in runs], [r.tokens for r in runs])
     first, top, every = scored.values()
     print(f"SIMULATED: world v3, pool {spec.name}, {args.n} held-out questions (eval seed {args.eval_seed}); per bucket chosen on "

@@ -7,7 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from openconductor.sim.plan_search import CHECK, PLAN, candidate_plans, steps_of
+from openconductor.sim.plan_search import CHECK, PLAN, candidate_plans
 from openconductor.sim.world_v3 import make_questions
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -29,11 +29,12 @@ def test_every_plan_holds_the_five_shapes_and_never_ends_in_a_plan():
     # per step and worker: plan or solve seeing any subset of the earlier steps, check or combine seeing a non-empty one
     # (1, 2, 4 subsets at steps 1-3: 2, 6, 14 choices, of which 1, 4, 10 answer); the last step answers
     assert len(every) == 3 * 1 + (3 * 2) * (3 * 4) + (3 * 2) * (3 * 6) * (3 * 10)
-    assert len({shapes.form(p) for p in every if CHECK not in (s for _, s, _ in p)}) == len([p for p in every if CHECK not in (s for _, s, _ in p)])
-    assert all(plan[-1][1] != PLAN for plan in every)
-    assert all(a == "all" or len(a) < i for plan in every for i, (_, _, a) in enumerate(plan) if i)  # the full set is written "all"
+    unchecked = [p for p in every if CHECK not in (s.subtask for s in p.steps)]
+    assert len({shapes.form(p) for p in unchecked}) == len(unchecked)
+    assert all(plan.steps[-1].subtask != PLAN for plan in every)
+    assert all(s.access == "all" or len(s.access) < i for plan in every for i, s in enumerate(plan.steps) if i)  # the full set is written "all"
     # every five-shape plan, as the world reads it (an "implement" step is a solve that sees the plan)
-    assert {shapes.form(tuple(steps_of(p))) for p in candidate_plans(3)} <= {shapes.form(p) for p in every}
+    assert {shapes.form(p) for p in candidate_plans(3)} <= {shapes.form(p) for p in every}
 
 
 def test_the_recursive_policy_accepts_two_answers_that_agree_and_otherwise_runs_round_two():
