@@ -36,7 +36,7 @@ from typing import Any, Optional
 import platformdirs
 
 from . import worker_message
-from .pool import outcome_options
+from .spec import outcome_options
 from .records import Completion
 
 SCHEMA = """

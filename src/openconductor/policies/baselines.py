@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Mapping, Optional
 
 from ..records import PlanRecord, Usage
 from ..workflow import Access, Step, Workflow, WorkflowError, parse_and_validate
+from ..spec import worker_index
 from .base import Count, Plan, PlanRequest, Policy, PolicyOptions, PositiveCount, WorkerRef, register_policy
 
 if TYPE_CHECKING:
@@ -17,23 +18,6 @@ SOLVE = "Solve the overall task and give the final answer."  # a one-step workfl
 
 def _worker_index(request: PlanRequest, worker: Optional[str | int]) -> int:
     return worker_index(request.pool.spec, worker)
-
-
-def worker_index(spec: "PoolSpec", worker: Optional[str | int]) -> int:
-    """A worker named by name or id in ``spec`` (the strongest when None); ValueError names the pool's workers."""
-    if worker is None:
-        return spec.strongest_index()
-    if isinstance(worker, bool):
-        raise ValueError(f"a worker is a name or an id, not {worker!r}")
-    if isinstance(worker, int) or (str(worker).isascii() and str(worker).isdigit()):
-        index = int(worker)
-        if not 0 <= index < len(spec.workers):
-            raise ValueError(f"worker id {index} is not in the pool (0..{len(spec.workers) - 1})")
-        return index
-    try:
-        return spec.index(str(worker))
-    except KeyError:
-        raise ValueError(f"unknown worker {worker!r}; the pool has {', '.join(w.name for w in spec.workers)}") from None
 
 
 def _workers(request: PlanRequest) -> list[int]:

@@ -18,51 +18,18 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Union
+from typing import TYPE_CHECKING
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 
 from ..records import PlanRecord
-from ..workflow import Step, Workflow
+from ..spec import FixedStep, FixedWorkflowSpec  # noqa: F401  (a pool file's [workflows.NAME]: spec.py)
+from ..workflow import Workflow
 from .base import Plan, PlanRequest, Policy, PolicyError, PolicyOptions, register_policy
 
 if TYPE_CHECKING:
     from ..pool import PoolSpec
-
-
-class FixedStep(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    worker: str  # a worker's name in the pool
-    subtask: str = Field(min_length=1)
-    access: Union[Literal["all"], list[int]] = Field(default_factory=list)
-
-
-class FixedWorkflowSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    description: str = ""
-    steps: list[FixedStep] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _earlier_only(self) -> "FixedWorkflowSpec":
-        for i, step in enumerate(self.steps):
-            if step.access != "all" and any(not 0 <= j < i for j in step.access):
-                raise ValueError(f"step {i}: access {step.access} may only name earlier steps (0..{i - 1})")
-        return self
-
-    def check_workers(self, names: list[str], where: str) -> None:
-        unknown = sorted({s.worker for s in self.steps} - set(names))
-        if unknown:
-            raise ValueError(f"{where}: unknown worker(s) {', '.join(unknown)}; the pool has {', '.join(names)}")
-
-    def resolve(self, spec: "PoolSpec") -> Workflow:
-        steps = tuple(
-            Step(spec.index(s.worker), s.subtask, ("all" if i else ()) if s.access == "all" else tuple(s.access))
-            for i, s in enumerate(self.steps)
-        )
-        return Workflow(steps, reasoning=self.description or "fixed workflow")
 
 
 class FixedWorkflowError(ValueError):

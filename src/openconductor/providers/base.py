@@ -24,7 +24,7 @@ from ..configfile import problems
 from ..records import Completion
 
 if TYPE_CHECKING:
-    from ..pool import WorkerSpec
+    from ..spec import WorkerSpec
 
 
 class ProviderError(RuntimeError):
@@ -86,6 +86,12 @@ class Provider:
     def absent_packages(cls, spec: "WorkerSpec") -> list[tuple[str, str]]:
         """(what, the command that installs it) for each package this worker's model needs that is not installed."""
         return []
+
+    @classmethod
+    def measured_profile(cls, spec: "WorkerSpec") -> dict[str, float]:
+        """The worker's accuracy alone per area when its pool file gives no ``profile`` (what a conductor shown the
+        pool's ranking reads): {} where nothing measures it; a simulated worker is measured in its world."""
+        return {}
 
     async def complete(
         self,
