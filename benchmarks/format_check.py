@@ -33,7 +33,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from openconductor.providers.transformers_local import load_checkpoint
+    from openconductor.conductor.checkpoint import load_checkpoint
     from openconductor.decoding import generate_batch
     from openconductor.model_files import resolve_model
     from openconductor.train.trainer import accelerator_device

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from openconductor.pool import PoolSpec, load_default_pool
-from openconductor.providers.transformers_local import trained_conductor, trained_wordings
+from openconductor.conductor.checkpoint import trained_conductor, trained_wordings
 from openconductor.tasks.base import load_task
 from openconductor.tasks.kinds import HELD_OUT_KINDS
 

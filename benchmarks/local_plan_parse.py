@@ -23,7 +23,7 @@ import time
 
 from openconductor import Pool, load_default_pool, make_policy
 from openconductor.policies.base import PlanRequest
-from openconductor.providers.transformers_local import trained_conductor
+from openconductor.conductor.checkpoint import trained_conductor
 from openconductor.tasks import load_task
 
 

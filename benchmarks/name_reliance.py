@@ -37,7 +37,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=24)
     ap.add_argument("--eval-seed", type=int, default=1000)
     args = ap.parse_args()
-    from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
+    from openconductor.conductor.checkpoint import checkpoint_path, load_checkpoint
 
     model = load_checkpoint(checkpoint_path(args.conductor))
     questions = make_questions(args.n, args.eval_seed)

@@ -19,7 +19,7 @@ import asyncio
 
 from openconductor import Pool, load_default_pool, make_policy
 from openconductor.policies.base import PlanRequest
-from openconductor.providers.transformers_local import trained_conductor
+from openconductor.conductor.checkpoint import trained_conductor
 from openconductor.tasks.reasoning_gym_tasks import INSTRUCTION
 
 QUESTIONS = [

@@ -19,7 +19,7 @@ import statistics
 import time
 from pathlib import Path
 
-from openconductor.policies.lm import ranked_by_area
+from openconductor.conductor.ranking import ranked_by_area
 from openconductor.sim.plan_search import BUCKET, SearchSettings, at_ranks
 from openconductor.sim.pools import DOMAIN_AREA, area_ranking
 from openconductor.sim.world_v3 import make_questions

@@ -90,7 +90,7 @@ def main() -> int:
     ap.add_argument("--test-n", type=int, default=1000, help="held-out questions kept out (the tables' eval set)")
     ap.add_argument("--worker-slots", action="store_true", help="also: the best re-assignment of the greedy plan's workers")
     args = ap.parse_args()
-    from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
+    from openconductor.conductor.checkpoint import checkpoint_path, load_checkpoint
 
     # the pool shown as the conductor's copy showed its pools (a subtopic-ranking conductor's rank words bind only there)
     spec, start = with_profile(load_pool(args.pool), trained_ranking(args.conductor)), time.perf_counter()

@@ -101,7 +101,7 @@ def unseen_pools(args) -> None:
     search_questions = lookup_search_questions(held, settings)
     ceiling_questions = make_questions(48 * args.pool_ceiling_questions, 7_000, exclude=held)
     ranks = rank_lookup_table(args.pool, held, CopySettings())
-    from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
+    from openconductor.conductor.checkpoint import checkpoint_path, load_checkpoint
 
     models = {c: load_checkpoint(checkpoint_path(c)) for c in args.conductor}
     print(f"\nSIMULATED: world v3, generated pools never trained on, {args.n} held-out questions a pool "

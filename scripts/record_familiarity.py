@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from openconductor.policies.familiar import Fallback, FamiliarityError
+from openconductor.conductor.familiar import Fallback, FamiliarityError
 from openconductor.pool import default_pool_path, load_pool
 from openconductor.train.config import load_train_config
 from openconductor.train.data import load_items

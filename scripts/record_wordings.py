@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from openconductor.manifest import read_manifest
+from openconductor.conductor.manifest import read_manifest
 from openconductor.train.trainer import WARMUP_TARGETS
 from openconductor.train.warmup import taught_wordings
 

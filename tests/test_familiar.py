@@ -12,7 +12,7 @@ import pytest
 
 from openconductor.executor import solve
 from openconductor.policies import PolicyError, make_policy
-from openconductor.policies.familiar import (
+from openconductor.conductor.familiar import (
     FAMILIAR_FILE,
     Fallback,
     Familiarity,

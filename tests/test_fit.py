@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from train_helpers import TINY_LLAMA, tiny_tokenizer  # noqa: E402
 
 from openconductor import worker_message  # noqa: E402
-from openconductor.policies.familiar import read_familiarity  # noqa: E402
+from openconductor.conductor.familiar import read_familiarity  # noqa: E402
 from openconductor.pool import load_default_pool, load_pool  # noqa: E402
 from openconductor.train.warmup import taught_wordings  # noqa: E402
 from openconductor.providers.simulated import RESPONDERS, register_responder  # noqa: E402

@@ -119,7 +119,7 @@ def test_kinds_module_prints_task_flags(capsys):
 
 
 def test_a_prompted_conductor_is_shown_names_and_descriptions_by_default():
-    from openconductor.policies.lm import conductor_messages
+    from openconductor.conductor.prompt import conductor_messages
 
     spec = PoolSpec(name="p", workers=[{"name": "gpt-4o-mini", "provider": "simulated", "description": "fast and cheap"},
                                        {"name": "gpt-4o", "provider": "simulated", "model": "gpt-4o"},

@@ -29,7 +29,7 @@ def trained(tmp_path_factory):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from openconductor.train.gguf_export import export_trained
+    from openconductor.conductor.gguf_export import export_trained
     from openconductor.model_files import ModelSourceError, resolve_model
 
     try:
@@ -54,7 +54,7 @@ def test_an_adapter_merges_into_the_gguf_without_torch_exactly_as_the_torch_expo
     import gguf
     import numpy as np
 
-    from openconductor.gguf_weights import GGUFExportError, merge_adapter_gguf
+    from openconductor.conductor.gguf_weights import GGUFExportError, merge_adapter_gguf
     from openconductor.model_files import gguf_file
 
     _, _, file = trained
@@ -87,7 +87,7 @@ def test_llamacpp_copy_generates_what_the_trained_model_generates(trained):
 
 
 def test_export_is_skipped_not_failed_for_a_non_gguf_base(trained, tmp_path):
-    from openconductor.train.gguf_export import export_trained
+    from openconductor.conductor.gguf_export import export_trained
 
     model, _, _ = trained
     (tmp_path / "conductor.gguf").write_bytes(b"an older export")
@@ -97,7 +97,7 @@ def test_export_is_skipped_not_failed_for_a_non_gguf_base(trained, tmp_path):
 
 def test_ask_plans_with_the_llamacpp_copy_when_a_checkpoint_has_one(trained, tmp_path):
     from openconductor.pool import PoolConfigError
-    from openconductor.providers.transformers_local import MANIFEST, trained_conductor
+    from openconductor.conductor.checkpoint import MANIFEST, trained_conductor
     from openconductor.clikit import load_pool_or_default
 
     _, _, file = trained
@@ -121,7 +121,7 @@ def test_ask_plans_with_the_llamacpp_copy_when_a_checkpoint_has_one(trained, tmp
 
 
 def test_an_unexpected_export_error_costs_only_the_gguf(tmp_path, monkeypatch):
-    from openconductor.train import gguf_export
+    from openconductor.conductor import gguf_export
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")

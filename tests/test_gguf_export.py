@@ -30,7 +30,7 @@ def _config(reader) -> SimpleNamespace:
 def test_changed_tensors_are_written_in_llamacpp_layout_and_the_rest_copied(source, tmp_path):
     import torch
 
-    from openconductor.gguf_weights import _permute, export_gguf
+    from openconductor.conductor.gguf_weights import _permute, export_gguf
 
     reader = gguf.GGUFReader(str(source))
     config = _config(reader)
@@ -65,7 +65,7 @@ def test_changed_tensors_are_written_in_llamacpp_layout_and_the_rest_copied(sour
 def test_a_weight_with_no_place_in_the_file_is_a_typed_error(source, tmp_path):
     import torch
 
-    from openconductor.gguf_weights import GGUFExportError, export_gguf
+    from openconductor.conductor.gguf_weights import GGUFExportError, export_gguf
 
     config = _config(gguf.GGUFReader(str(source)))
     with pytest.raises(GGUFExportError, match="no place in"):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from openconductor.manifest import MANIFEST, ConductorManifest, ManifestError, PoolInfo, read_manifest
+from openconductor.conductor.manifest import MANIFEST, ConductorManifest, ManifestError, PoolInfo, read_manifest
 from openconductor.pool import PoolConfigError, load_default_pool
 
 SHIPPED = Path(__file__).resolve().parents[1] / "src" / "openconductor" / "data" / "conductors" / "local-tools"
@@ -48,7 +48,7 @@ def test_a_bad_manifest_is_a_typed_error_naming_the_file(tmp_path, text, message
     (tmp_path / MANIFEST).write_text(text)
     with pytest.raises(ManifestError, match=f"{MANIFEST}: .*{message}"):
         read_manifest(tmp_path)
-    from openconductor.providers.transformers_local import trained_conductor
+    from openconductor.conductor.checkpoint import trained_conductor
 
     with pytest.raises(PoolConfigError, match=f"--conductor: .*{message}"):
         trained_conductor(load_default_pool(), tmp_path)

@@ -203,7 +203,7 @@ def test_bounded_formats_with_name_slots_fit_their_token_budget():
 
 
 def test_rank_aliases_name_the_workers_of_each_place_in_the_measured_ranking_and_bind_like_names():
-    from openconductor.policies.lm import area_keys, rank_aliases, ranking
+    from openconductor.conductor.ranking import area_keys, rank_aliases, ranking
     from openconductor.sim.pools import generate_pool, pool_spec
 
     spec = pool_spec(generate_pool(905))
@@ -231,7 +231,7 @@ def test_rank_aliases_name_the_workers_of_each_place_in_the_measured_ranking_and
 
 
 def test_rank_alias_targets_parse_back_to_the_searched_plan_on_a_renamed_pool():
-    from openconductor.policies.lm import rank_aliases
+    from openconductor.conductor.ranking import rank_aliases
     from openconductor.sim.plan_search import CHECK, PLAN, IMPLEMENT
     from openconductor.sim.pools import area_ranking, generate_pool, pool_spec, renamed
     from openconductor.sim.world_v3 import make_questions
@@ -262,8 +262,8 @@ def test_rank_aliases_need_the_profile_prompt_and_names_binding():
 
 
 def test_a_conductors_manifest_decides_what_its_ids_are_bound_to():
-    from openconductor.manifest import PromptInfo
-    from openconductor.policies.lm import binding, rank_aliases
+    from openconductor.conductor.manifest import PromptInfo
+    from openconductor.conductor.ranking import binding, rank_aliases
     from openconductor.pool import load_pool
 
     spec = load_pool("examples/pools/simulated_paper_v3.toml")

@@ -425,8 +425,8 @@ def test_subtopic_ranking_targets_name_places_in_the_questions_subtopic_and_are_
     import json
     from pathlib import Path
 
-    from openconductor.manifest import ManifestError
-    from openconductor.policies.lm import area_keys, binding
+    from openconductor.conductor.manifest import ManifestError
+    from openconductor.conductor.ranking import area_keys, binding
     from openconductor.sim.plan_search import BUCKET
     from openconductor.sim.questions import SUBTOPIC_NAMES
     from openconductor.train import copy_data

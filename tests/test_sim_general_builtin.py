@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from openconductor.cli import app
-from openconductor.policies.lm import binding
-from openconductor.providers.transformers_local import checkpoint_path, read_manifest
+from openconductor.conductor.ranking import binding
+from openconductor.conductor.checkpoint import checkpoint_path, read_manifest
 from openconductor.sim.pools import generate_pool, pool_spec, pool_toml
 from openconductor.sim.world_v3 import make_questions
 from openconductor.train.sim_eval import conductor_plans

@@ -83,7 +83,8 @@ def test_sim_pool_command_writes_the_pool_and_refuses_bad_sizes(tmp_path):
 def test_a_pool_profiled_per_subtopic_shows_each_subtopics_ranking_and_its_rank_words_name_places_there():
     """``profile = "subtopic"``: 16 ranking lines, one per subtopic; the words "graph#1", "number#2" name the places of
     ``subtopic_ranking`` (the rank lookup's), and the area ranking (the other lookup's) is the same as on the area file."""
-    from openconductor.policies.lm import area_keys, describe_pool, rank_aliases
+    from openconductor.conductor.prompt import describe_pool
+    from openconductor.conductor.ranking import area_keys, rank_aliases
     from openconductor.sim.pools import area_ranking, subtopic_ranking, with_profile
     from openconductor.sim.questions import SUBTOPIC_NAMES
 
@@ -140,7 +141,8 @@ def test_renamed_pools_keep_every_worker_but_its_name_and_the_names_are_fresh_an
 
 
 def test_a_profile_ranks_the_workers_per_area_by_measured_accuracy_and_the_pool_file_holds_it():
-    from openconductor.policies.lm import RANKED, describe_pool, ranking
+    from openconductor.conductor.prompt import describe_pool
+    from openconductor.conductor.ranking import RANKED, ranking
     from openconductor.sim.pools import measured_profile
 
     pool = generate_pool(916, held_out=True)
@@ -292,7 +294,7 @@ def test_the_benchmarks_refuse_a_profile_size_with_a_usage_error_that_says_why(c
 
 
 def test_a_profiled_worker_of_another_provider_takes_its_place_in_the_subtopic_ranking_as_the_prompt_shows_it():
-    from openconductor.policies.lm import area_keys, rank_aliases
+    from openconductor.conductor.ranking import area_keys, rank_aliases
     from openconductor.pool import WorkerSpec
     from openconductor.sim.pools import subtopic_ranking
     from openconductor.sim.questions import SUBTOPIC_NAMES

@@ -115,7 +115,7 @@ def test_the_evaluator_decodes_a_held_conductor_under_its_wordings_as_the_runtim
     from test_train_runtime import save_tiny
 
     from openconductor import decoding
-    from openconductor.manifest import read_manifest
+    from openconductor.conductor.manifest import read_manifest
     from openconductor.pool import load_pool
     from openconductor.train.config import load_train_config
     from openconductor.train.data import load_items

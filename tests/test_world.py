@@ -11,7 +11,7 @@ from openconductor.executor import solve
 from openconductor.policies.baselines import GivenWorkflow
 from openconductor.pool import Pool, load_pool
 from openconductor.sim import world
-from openconductor.sim.calibration import calibrate, table
+from openconductor.evaluation.calibration import calibrate, table
 from openconductor.workflow import Step, Workflow
 
 POOL = Path(__file__).resolve().parents[1] / "examples" / "pools" / "simulated_paper.toml"

@@ -15,8 +15,8 @@ from openconductor.sim import questions as Q
 from openconductor.sim import world_v3
 from openconductor.sim.world_v3 import Profile, bucket_of, make_questions, run_plan
 from openconductor.sim import world as v2
-from openconductor.sim.calibration import table
-from openconductor.sim.calibration_v3 import (
+from openconductor.evaluation.calibration import table
+from openconductor.evaluation.calibration_v3 import (
     GROUPINGS, calibrate_v3, candidate_plans, lookup_tables, plan_scores,
 )
 from openconductor.workflow import Step, Workflow

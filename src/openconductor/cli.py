@@ -342,7 +342,7 @@ def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; defau
 
 def _unfamiliar_line(spec: PoolSpec) -> tuple[str, Optional[str]]:
     """The gate as a line, and what stops it where something does."""
-    from .policies.familiar import FamiliarityError, pool_familiarity
+    from .conductor.familiar import FamiliarityError, pool_familiarity
 
     if not spec.conductor.gates_unfamiliar:
         return "no effect: the pool plans with a prompted conductor, which has no training questions to compare with", None
@@ -357,7 +357,7 @@ def _unfamiliar_line(spec: PoolSpec) -> tuple[str, Optional[str]]:
 def _held_wordings(conductor) -> int:
     """How many trained subtasks the pool holds its conductor to (0: free text, or a checkpoint that cannot be read here,
     which planning reports)."""
-    from .providers.transformers_local import held_wordings
+    from .conductor.checkpoint import held_wordings
 
     try:
         return len(held_wordings(conductor))

@@ -74,7 +74,7 @@ def load_pool_or_default(path: Optional[Path], conductor_dir: Optional[Path] = N
             chosen = None
             spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"checkpoint": None})})
         if chosen is not None and trained:
-            from .providers.transformers_local import trained_conductor
+            from .conductor.checkpoint import trained_conductor
 
             spec, options = trained_conductor(spec, chosen, engine=engine)
         if check:

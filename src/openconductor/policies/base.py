@@ -8,26 +8,19 @@ that names it, and ``Policy.check`` validates a policy against a pool before any
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
-from ..records import PlanRecord, StepRecord
+from ..conductor.prompt import Previous
+from ..records import PlanRecord
+from ..spec import worker_index
 from ..workflow import Workflow
 
 if TYPE_CHECKING:
     from ..budget import Budget
     from ..pool import Pool, PoolSpec
-
-
-@dataclass
-class Previous:
-    """What a recursive round sees: the answer so far and the steps its access list allows."""
-
-    answer: str
-    steps: list[StepRecord] = field(default_factory=list)
-    instruction: str = ""  # the subtask the outer round gave the conductor step
 
 
 @dataclass
@@ -114,8 +107,6 @@ class Policy:
     def check(self, pool: "PoolSpec") -> None:
         """Raise PolicyError if this policy cannot plan on ``pool`` (a worker or workflow it names is not
         there): eval and ask check before any question runs. By default: the options that name workers."""
-        from .baselines import worker_index
-
         for key in self.Options.worker_options:
             value = getattr(self, key, None)
             if value is not None:

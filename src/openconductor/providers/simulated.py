@@ -58,6 +58,9 @@ RESPONDERS: dict[str, Callable[[WorkerSpec, list[dict], random.Random], str]] = 
 
 # The worlds that ship with the package: world name -> the module that registers it.
 BUILTIN_WORLDS = {"paper-v2": "openconductor.sim.world", "paper-v3": "openconductor.sim.world_v3"}
+# What measures a simulated worker left without a profile (its accuracy per area in world v3), loaded by name
+# when first asked, like a built-in world: the simulated world sits above the providers that read it.
+MEASURED_BY = "openconductor.sim.pools"
 # world_module values of older pool files -> where that world lives now.
 MOVED_WORLD_MODULES = {"openconductor.train.world": "openconductor.sim.world"}
 
@@ -118,6 +121,10 @@ class SimulatedProvider(Provider):
         if self.world is not None and self.world not in RESPONDERS:
             raise PoolConfigError(f"simulated worker {spec.name!r}: unknown world {self.world!r}; known: {sorted(set(RESPONDERS) | set(BUILTIN_WORLDS))}")
         self.calls = 0
+
+    @classmethod
+    def measured_profile(cls, spec: WorkerSpec) -> dict[str, float]:
+        return importlib.import_module(MEASURED_BY).measured_profile(spec)
 
     def _rng(self, messages: list[dict], seed: Optional[int]) -> random.Random:
         identity = self.spec.options.get("identity") or self.spec.name  # as the world's luck (sim/world.py Traits)

@@ -188,7 +188,7 @@ class ServerConfig(BaseModel):
             spec = load_pool(self._path(preset.pool))
         checkpoint = self._path(preset.conductor) if preset.conductor is not None else spec.conductor.checkpoint
         if checkpoint is not None:  # the preset's, else the pool's own (e.g. the local pool's built-in one)
-            from ..providers.transformers_local import trained_conductor  # torch is imported only on use
+            from ..conductor.checkpoint import trained_conductor  # torch is imported only on use
 
             spec, _ = trained_conductor(spec, checkpoint)
         if preset.max_steps is not None:
@@ -221,7 +221,7 @@ def parse_server_config(data: dict, *, base_dir: Path = Path("."), source: str =
             field = "conductor" if preset.conductor is not None and "checkpoint" in str(exc) else "pool"
             raise ServerConfigError(f"{source}: models.{name}.{field}: {exc}") from exc
         if spec.conductor.checkpoint is not None and preset.policy == "conductor":
-            from ..providers.transformers_local import trained_conductor
+            from ..conductor.checkpoint import trained_conductor
 
             # The checkpoint says how it was prompted in training; the preset's own options win.
             _, trained = trained_conductor(spec, spec.conductor.checkpoint)

@@ -28,9 +28,9 @@ def sim_pool_command(
     from .pools import PROFILES, generate_pool, pool_toml
 
     if profile is None and checkpoint:
-        from ..manifest import ManifestError, read_manifest
+        from ..conductor.manifest import ManifestError, read_manifest
         from ..pool import PoolConfigError
-        from ..providers.transformers_local import checkpoint_path
+        from ..conductor.checkpoint import checkpoint_path
 
         try:
             profile = read_manifest(checkpoint_path(checkpoint)).ranking

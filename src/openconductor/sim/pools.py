@@ -339,7 +339,7 @@ def subtopic_ranking(spec) -> dict[tuple[str, str], list[int]]:
     a worker strong in one subtopic of an area it is middling in (``options.subtopics``) comes first there. Ranked by
     the rule the prompt's lines and rank words follow (``policies.lm.ranked_by_area``), so a pool's other workers with
     a per-subtopic profile take their places as the prompt shows them."""
-    from ..policies.lm import ranked_by_area
+    from ..conductor.ranking import ranked_by_area
 
     ranked = ranked_by_area(with_profile(spec, "subtopic"), top=None)
     if not any(SUBTOPIC_NAMES[s] in ranked for d in DOMAINS for s in SUBTOPICS[d]):
@@ -350,7 +350,7 @@ def subtopic_ranking(spec) -> dict[tuple[str, str], list[int]]:
 def area_ranking(spec) -> dict[str, list[int]]:
     """Per domain, the pool's worker ids best first by measured accuracy alone in that area (ties: pool order):
     the ranking a ``show = "profile"`` conductor is shown (``policies.lm.ranking``), as ids."""
-    from ..policies.lm import ranked_by_area  # the same rule as the ranking the prompt shows
+    from ..conductor.ranking import ranked_by_area  # the same rule as the ranking the prompt shows
 
     ranked = ranked_by_area(with_profile(spec, "area"), top=None)  # a file profiled per subtopic: measured per area
     return {d: [i for _, i in ranked.get(area, [])] for d, area in DOMAIN_AREA.items()}

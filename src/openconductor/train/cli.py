@@ -213,9 +213,9 @@ def export_gguf_command(
 ):
     """Write CHECKPOINT/conductor.gguf so ask/serve plan with llama.cpp."""
     require("train", "torch", "transformers", "peft", "gguf")
-    from ..manifest import ManifestError, has_manifest, read_manifest
-    from ..providers.transformers_local import load_checkpoint
-    from .gguf_export import export_trained
+    from ..conductor.manifest import ManifestError, has_manifest, read_manifest
+    from ..conductor.checkpoint import load_checkpoint
+    from ..conductor.gguf_export import export_trained
 
     if not checkpoint.is_dir():
         fail(f"checkpoint dir not found: {checkpoint}")
@@ -330,7 +330,7 @@ def _fit(settings) -> None:
     console.print(f"conductor: {ckpt}", markup=False, highlight=False)
     console.print(f'name it in the pool file:  [conductor] checkpoint = "{ckpt.resolve()}"', markup=False, highlight=False)
     console.print(f'or use it once:  conductor ask {pool_line}--conductor {ckpt} "QUESTION"', markup=False, highlight=False)
-    from ..policies.familiar import FAMILIAR_FILE
+    from ..conductor.familiar import FAMILIAR_FILE
 
     if (ckpt / FAMILIAR_FILE).exists():
         console.print('questions unlike all it trained on can run the best fixed workflow instead:  [conductor] unfamiliar = "best-fixed"',

@@ -23,7 +23,7 @@ from typing import Any, Optional, Sequence
 from ..executor import solve
 from ..policies.base import Previous
 from ..policies.baselines import GivenWorkflow
-from ..policies.lm import conductor_messages
+from ..conductor.prompt import conductor_messages
 from ..pool import Pool, PoolSpec
 from ..workflow import Step, Workflow
 from .config import TrainConfig, TrainConfigError
@@ -82,7 +82,7 @@ def shown_aliases(prompt, workers: Optional[Sequence[int]], spec: PoolSpec) -> t
     prompt binds them (``PromptSettings.rank_aliases``); a renamed view ranks the same workers."""
     if not (prompt.ids_follow_names and prompt.rank_aliases):
         return ()
-    from ..policies.lm import rank_aliases
+    from ..conductor.ranking import rank_aliases
 
     return rank_aliases(spec.subset(list(workers)) if workers is not None else spec)
 

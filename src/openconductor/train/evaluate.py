@@ -126,7 +126,7 @@ def conductor_texts(model_dir: str, items: list[Item], spec: PoolSpec, cfg: Trai
     """(plans, what writing each cost the conductor: prompt and completion tokens)."""
     from ..decoding import generate_batch
     from ..model_files import resolve_model
-    from ..providers.transformers_local import held_wordings, load_checkpoint
+    from ..conductor.checkpoint import held_wordings, load_checkpoint
     from .trainer import accelerator_device
 
     model, tokenizer = load_checkpoint(resolve_model(model_dir), device=accelerator_device(), dtype=cfg.model.dtype)

@@ -40,7 +40,7 @@ from .fitsearch import FitStopped, Runner, group_rows, profile, profile_accuracy
 from .meter import MeteredStore, Spend
 
 if TYPE_CHECKING:
-    from ..policies.familiar import Fallback, Familiarity
+    from ..conductor.familiar import Fallback, Familiarity
     from .fitcost import Estimate
 
 STATE_FILE = "fit.json"
@@ -271,7 +271,7 @@ def copy_digest(key: str, cfg: TrainConfig) -> str:
 
 def copy_stage(ctx: FitContext, state: FitState, key: str) -> tuple[Path, str]:
     """The supervised copy of the per-question targets (the trainer's warm-up): ``OUT/train/warmup``."""
-    from ..manifest import has_manifest
+    from ..conductor.manifest import has_manifest
     from .trainer import prepare
 
     warm = ctx.out / "train" / "warmup"
@@ -302,8 +302,8 @@ def check_pool_plans(spec: PoolSpec, checkpoint: Path) -> None:
     """Refuses, before GRPO and the evaluation, a conductor its own pool file could not plan with: a
     ``[conductor] max_tokens`` that leaves its subtasks less room than the longest wording its copy taught (which the
     runtime holds it to). The message names the least max_tokens that fits; every stage done is kept."""
-    from ..policies.lm import planning_format
-    from ..providers.transformers_local import trained_conductor
+    from ..conductor.prompt import planning_format
+    from ..conductor.checkpoint import trained_conductor
 
     planned, _ = trained_conductor(spec, checkpoint, engine="transformers")
     try:
@@ -315,7 +315,7 @@ def check_pool_plans(spec: PoolSpec, checkpoint: Path) -> None:
 def grpo_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore) -> tuple[Path, str]:
     """GRPO from the copy on the training questions, every rollout run through the replay store: ``OUT/train/final``.
     An interrupted GRPO of the same digest resumes from its last checkpoint."""
-    from ..manifest import has_manifest
+    from ..conductor.manifest import has_manifest
     from .trainer import train
 
     run_dir, steps = ctx.out / "train", ctx.settings.grpo_steps
@@ -341,7 +341,7 @@ def grpo_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore) 
 def place_checkpoint(source: Path, target: Path, record: dict) -> Path:
     """The conductor the pool file names: a copy of ``source`` (weights hard-linked where the disk allows),
     its manifest recording how the fit made it (``record``)."""
-    from ..manifest import read_manifest
+    from ..conductor.manifest import read_manifest
 
     shutil.rmtree(target, ignore_errors=True)
 
@@ -368,7 +368,7 @@ def fit_record(ctx: FitContext, source: Path) -> dict:
 
 def familiarity_of(items: list[Item], fallback: "Fallback") -> "Familiarity":
     """The familiarity of a conductor trained on ``items`` (each item's group is its domain)."""
-    from ..policies.familiar import Familiarity, answer_instructions
+    from ..conductor.familiar import Familiarity, answer_instructions
 
     return Familiarity.build([i.question for i in items], [i.domain for i in items], fallback, answer_instructions((i.question, i.bare) for i in items))
 
@@ -376,7 +376,7 @@ def familiarity_of(items: list[Item], fallback: "Fallback") -> "Familiarity":
 def record_familiarity(ctx: FitContext, *folders: Path) -> None:
     """``familiar.json`` in each conductor folder: the training questions, the threshold that tells a question of an
     unseen kind, and the best fixed workflow that ``[conductor] unfamiliar = "best-fixed"`` runs for one."""
-    from ..policies.familiar import FAMILIAR_FILE, Fallback, FamiliarityError
+    from ..conductor.familiar import FAMILIAR_FILE, Fallback, FamiliarityError
 
     search = json.loads((ctx.out / "search.json").read_text())
     best = {c.name: c for c in _candidates(ctx)}[search["best_fixed"]]
@@ -394,7 +394,7 @@ def record_familiarity(ctx: FitContext, *folders: Path) -> None:
 def gate_row(spec: PoolSpec, checkpoint: Path) -> dict[str, dict[str, Any]]:
     """The conductor under the other ``[conductor] unfamiliar`` setting than the pool file's, so that the report shows,
     paired, what the gate does on this pool's held-out and unseen questions; none without a familiar.json."""
-    from ..policies.familiar import FAMILIAR_FILE
+    from ..conductor.familiar import FAMILIAR_FILE
 
     if not (checkpoint / FAMILIAR_FILE).exists():
         return {}

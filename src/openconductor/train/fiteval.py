@@ -49,7 +49,7 @@ def baseline_policies(spec: PoolSpec, candidates: list[Candidate], table: dict[s
 def with_checkpoint(spec: PoolSpec, checkpoint: Path) -> tuple[PoolSpec, dict]:
     """The pool planned by ``checkpoint`` as ``conductor ask --conductor CHECKPOINT`` plans it, and the
     conductor policy's options."""
-    from ..providers.transformers_local import trained_conductor
+    from ..conductor.checkpoint import trained_conductor
 
     return trained_conductor(spec, str(checkpoint))
 

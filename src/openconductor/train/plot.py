@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from ..manifest import read_manifest
+from ..conductor.manifest import read_manifest
 
 
 class PlotError(ValueError):

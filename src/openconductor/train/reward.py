@@ -21,7 +21,7 @@ from ..evaluation import EvalRecord, shape
 from ..executor import solve
 from ..policies.base import Previous
 from ..policies.baselines import GivenWorkflow
-from ..policies.lm import conductor_messages
+from ..conductor.prompt import conductor_messages
 from ..pool import Pool, PoolSpec
 from ..records import Run
 from ..workflow import Workflow, WorkflowError, parse_and_validate

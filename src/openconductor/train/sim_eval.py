@@ -20,7 +20,8 @@ from typing import Callable, Hashable, Iterator, Literal, Optional, Sequence
 from ..executor import solve
 from ..policies.base import PlanRequest, make_policy
 from ..policies.baselines import GivenWorkflow
-from ..policies.lm import binding, conductor_messages
+from ..conductor.prompt import conductor_messages
+from ..conductor.ranking import binding
 from ..pool import Pool, PoolSpec, PoolView
 from ..sim.plan_search import BUCKET, GROUPINGS, SEARCH_SEED, SOLVE, Scored, SearchSettings, at_ranks, rank_search, search_pool
 from ..sim.pools import RANKINGS, SimPool, generate_pool, pool_spec
@@ -175,7 +176,7 @@ def trained_ranking(checkpoint: str) -> str:
     """The ranking a conductor's copy showed every training pool by (``CopySettings.ranking``, recorded in its
     manifest): "subtopic" when its pools' profiles were measured per subtopic, else "area". Score it on pools shown
     the same way (``sim.pools.with_profile``); its rank words name places in that ranking."""
-    from ..providers.transformers_local import checkpoint_path, read_manifest
+    from ..conductor.checkpoint import checkpoint_path, read_manifest
 
     return read_manifest(checkpoint_path(checkpoint)).ranking
 
@@ -187,7 +188,7 @@ def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Questio
     says (``model``: (model, tokenizer) loaded already; ``show``: another view of the pool than the one it was
     trained with, a probe of what it reads)."""
     from ..decoding import generate_batch
-    from ..providers.transformers_local import checkpoint_path, load_checkpoint, read_manifest
+    from ..conductor.checkpoint import checkpoint_path, load_checkpoint, read_manifest
 
     prompt = read_manifest(checkpoint_path(checkpoint)).prompt
     model, tokenizer = model or load_checkpoint(checkpoint_path(checkpoint))

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..policies.lm import area_keys, conductor_messages, ranked_by_area
-from ..policies.lm import rank_aliases as ranking_words
+from ..conductor.prompt import conductor_messages
+from ..conductor.ranking import area_keys, ranked_by_area
+from ..conductor.ranking import rank_aliases as ranking_words
 from ..pool import WORKER_VIEWS, PoolSpec, PoolView, load_pool
 from ..sim.pools import DOMAIN_AREA, RANKINGS, generate_pool, pool_spec, renamed, with_profile
 from ..sim.questions import SUBTOPIC_NAMES, Question
@@ -402,7 +403,7 @@ def grpo_run(cfg, settings: CopySettings, *, per_pool: int = 16, test_n: int = 1
     shipped recipes; ``reward.token_weight`` prices tokens too); exports RUN/final."""
     from .trainer import build_trainer, check_same_prompt, export, load_model, load_weights
 
-    from ..manifest import read_manifest
+    from ..conductor.manifest import read_manifest
 
     warmup = read_manifest(cfg.output_dir / "warmup")
     if warmup.ranking != settings.ranking:
@@ -530,7 +531,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     cfg = load_train_config(args.config, overrides)
     settings = search_settings(args)
     if args.stage == "grpo" and args.ranking is None:  # GRPO shows the pools as its warm-up was copied on them
-        from ..manifest import read_manifest
+        from ..conductor.manifest import read_manifest
 
         settings = dataclasses.replace(settings, ranking=read_manifest(cfg.output_dir / "warmup").ranking)
     if args.stage == "search":

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 
 from ..model_files import resolve_model
 from ..pool import PoolSpec, load_pool
-from ..manifest import ConductorManifest, PoolInfo, PromptInfo, has_manifest, read_manifest
+from ..conductor.manifest import ConductorManifest, PoolInfo, PromptInfo, has_manifest, read_manifest
 from .config import TrainConfig, TrainConfigError
 from ..cache import ResponseCache
 from .data import Item, TrainRow, build_rows, load_items, shown_aliases, shown_names, with_bare_questions
@@ -152,7 +152,7 @@ def init_checkpoint(ref: str, option: str = "model.init") -> Path:
     """The directory of a trained conductor to start from (a path or builtin:NAME), refused with what to do when it
     holds no trained weights (``option``: how the user gave it, for the message)."""
     from ..pool import PoolConfigError
-    from ..providers.transformers_local import checkpoint_path
+    from ..conductor.checkpoint import checkpoint_path
 
     try:
         path = checkpoint_path(ref)
@@ -455,7 +455,7 @@ def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dic
         mode = "adapter" if is_peft else "full"
     gguf = None
     if cfg.run.gguf:
-        from .gguf_export import export_trained
+        from ..conductor.gguf_export import export_trained
 
         gguf = export_trained(model, cfg.model.name, target)  # before merging: it reads the adapter
     if mode == "merged" and is_peft:

@@ -1,6 +1,6 @@
 """World v3 against the paper's Table 7, and what its visible evidence is worth. Every number is SIMULATED.
 
-The Table 7 rows are v2's (``sim/calibration.py``: every single worker, MoA, self-reflection, the
+The Table 7 rows are v2's (``calibration.py``: every single worker, MoA, self-reflection, the
 oracle per-domain router), run through the executor on stratified v3 questions. Then *lookup tables*:
 one workflow per group of questions (per domain, per domain x level, per subtopic, per bucket =
 subtopic x level), each the best of ``candidate_plans`` by accuracy on separate selection questions
@@ -17,12 +17,12 @@ from collections import defaultdict
 from typing import Hashable, Sequence
 
 from ..pool import Pool, PoolSpec
-from . import world_v3
-from .questions import Question
-from .world_v3 import PARAMS_V3, Profile, V3Params, run_plan
+from ..sim import world_v3
+from ..sim.plan_search import GROUPINGS, candidate_plans
+from ..sim.questions import Question
+from ..sim.world_v3 import PARAMS_V3, Profile, V3Params, run_plan
 from ..workflow import Workflow
 from .calibration import Row, _PerQuestion, systems, table_rows
-from .plan_search import GROUPINGS, candidate_plans
 
 LOOKUP = "best lookup table: one plan per "
 

@@ -14,7 +14,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .pool import PoolView
+from ..spec import PoolView
 
 MANIFEST = "openconductor.json"
 FORMAT = "openconductor-conductor/1"
@@ -120,6 +120,6 @@ def read_manifest(directory: str | Path) -> ConductorManifest:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ManifestError(f"{path}: not valid JSON: {exc}") from exc
     except ValidationError as exc:
-        from .configfile import problems
+        from ..configfile import problems
 
         raise ManifestError(f"{path}: not a conductor manifest: {problems(exc)}") from exc

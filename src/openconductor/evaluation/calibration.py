@@ -14,15 +14,16 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..evaluation import evaluate, summarize
 from ..policies.base import Policy, make_policy
 from ..policies.baselines import SOLVE, GivenWorkflow
 from ..policies.lookup import LookupTable, OracleRouter
 from ..pool import Pool, PoolSpec
+from ..sim import world
+from ..sim.world import DOMAINS, Traits
 from ..tasks.simulated import simulated_task
 from ..workflow import Step, Workflow
-from . import world
-from .world import DOMAINS, Traits
+from .runner import evaluate
+from .summary import summarize
 
 # The paper's Table 7 (constrained setting, in-distribution, accuracy %): MATH500, MMLU, RLPR, LCB.
 PAPER: dict[str, tuple[Optional[float], ...]] = {

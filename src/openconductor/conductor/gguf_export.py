@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..gguf_weights import GGUFExportError, export_gguf
-from ..providers.transformers_local import CONDUCTOR_GGUF
+from .gguf_weights import GGUFExportError, export_gguf
+from .checkpoint import CONDUCTOR_GGUF
 
 log = logging.getLogger(__name__)
 

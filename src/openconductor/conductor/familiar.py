@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..workflow import Step, Workflow, WorkflowError, parse_and_validate
 
 if TYPE_CHECKING:
-    from ..pool import PoolSpec
+    from ..spec import PoolSpec
 
 FAMILIAR_FILE = "familiar.json"
 NGRAMS = (2, 4)
@@ -241,8 +241,8 @@ def _read(path: str, mtime_ns: int, size: int) -> Familiarity:  # keyed on the f
 def pool_familiarity(spec: "PoolSpec", max_steps: Optional[int] = None) -> tuple[Familiarity, Workflow]:
     """The familiarity of the pool's trained conductor and its fallback resolved on the pool (``unfamiliar = "best-fixed"``),
     within ``max_steps`` (default: the pool's)."""
-    from ..pool import PoolConfigError
-    from ..providers.transformers_local import checkpoint_path
+    from ..spec import PoolConfigError
+    from .checkpoint import checkpoint_path
 
     if not spec.conductor.checkpoint:
         raise FamiliarityError('[conductor] unfamiliar = "best-fixed" needs a trained conductor (checkpoint); this pool plans with a prompted one')
