@@ -103,6 +103,20 @@ class TaskInfo:
 _TASKS: dict[str, TaskInfo] = {}
 
 
+# prefix -> a builder of the tasks named "<prefix>:<generator>" (``rg:`` in reasoning_gym_tasks.py: any reasoning-gym generator)
+_FAMILIES: dict[str, Callable[..., Task]] = {}
+
+
+def register_task_family(prefix: str):
+    """Register a builder of every task named ``<prefix>:<name>``; it is called as ``build(name, limit=, seed=, **options)``."""
+
+    def deco(fn):
+        _FAMILIES[prefix.lower()] = fn
+        return fn
+
+    return deco
+
+
 def register_task(name: str, *, description: str, how_to_get: str, offline: bool = False, aliases: tuple[str, ...] = ()):
     def deco(build: Callable[..., Task]) -> Callable[..., Task]:
         info = TaskInfo(name, build, description, how_to_get, offline, aliases)
@@ -142,10 +156,9 @@ def load_task(name: str, *, limit: Optional[int] = None, data: Optional[str | Pa
     if offset < 0:
         raise TaskError(f"offset must be >= 0, got {offset}")
     wanted = None if limit is None else offset + limit
-    if key.startswith("rg:"):
-        from .reasoning_gym_tasks import load_generator
-
-        task = load_generator(name[3:], limit=wanted, seed=seed, **options)
+    family = next((prefix for prefix in _FAMILIES if key.startswith(f"{prefix}:")), None)
+    if family is not None:
+        task = _FAMILIES[family](name[len(family) + 1:], limit=wanted, seed=seed, **options)
     elif key in _TASKS:
         info = _TASKS[key]
         try:

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from ..graders import Grade, register_grader
-from .base import DatasetMissing, Question, Task, TaskError, register_task
+from .base import DatasetMissing, Question, Task, TaskError, register_task, register_task_family
 
 HOW = "Install `reasoning-gym` (pip install reasoning-gym); it generates the questions offline."
 INSTRUCTION = "Solve the problem. End your response with 'Final answer: <answer>' and nothing after it."
@@ -138,6 +138,7 @@ for _name, _description in [
     register_task(_name, description=_description, how_to_get=HOW, offline=True)(_build)
 
 
+@register_task_family("rg")
 def load_generator(name: str, *, limit=None, seed=0, **options) -> Task:
     """``rg:<generator>``: any reasoning-gym generator."""
     return generate(name, limit=limit, seed=seed, options=options)
