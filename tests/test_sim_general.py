@@ -224,7 +224,7 @@ def test_copy_data_of_another_run_or_a_bad_file_is_refused_with_what_differs(tmp
 def test_copy_data_rebuilds_targets_with_the_loading_code(tmp_path, monkeypatch, caplog):
     from pathlib import Path
 
-    from openconductor.train import copy_data, sim_general
+    from openconductor.train import copy_data
     from openconductor.train.sim_general import PromptShape, build
 
     settings, shape = _tiny_copy_settings(), PromptShape()
@@ -232,7 +232,7 @@ def test_copy_data_rebuilds_targets_with_the_loading_code(tmp_path, monkeypatch,
     key = copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
     path = copy_data.save(built, tmp_path / copy_data.FILE_NAME, key)
     # The target wording changes after the search: the loaded data uses the new wording (the plans are kept).
-    monkeypatch.setattr(sim_general, "reasoning", lambda plan, spec, q, rank_aliases=False: f"Reasoning: {q.level} {q.subtopic}")
+    monkeypatch.setattr(copy_data, "reasoning", lambda plan, spec, q, rank_aliases=False: f"Reasoning: {q.level} {q.subtopic}")
     loaded = copy_data.load(path, key, Path(POOL), shape)
     assert all(t.startswith("Reasoning: ") and ": " not in t.split("\n")[0][len("Reasoning: "):] for _, ts in loaded.groups for t in ts)
     assert [parse(t).steps for _, ts in loaded.groups for t in ts] == [parse(t).steps for _, ts in built.groups for t in ts]
