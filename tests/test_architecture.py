@@ -2,10 +2,13 @@
 
 * the runtime never imports training: no module outside ``openconductor/train/`` imports
   ``openconductor.train``, not even inside a function, save the one edge ``COMPOSITION`` names;
-* no import cycle among the package's modules at import time (module-level imports, those under
-  ``if TYPE_CHECKING:`` excepted; an import inside a function runs later, when every module is loaded).
+* no import cycle among the package's modules, function-level imports included (``whole_graph``: every import
+  that can run, only those under ``if TYPE_CHECKING:`` left out, since they never run);
+* the declared layers (``LAYERS``, bottom to top): no module imports one of a higher layer, not even inside a
+  function. A plug-in loaded by its name from a table (a provider kind, a simulated world, a policy or task module
+  found by its file) is not an import of the loader; the registries that load them live in the lower layer.
 
-Both checks are run on a small synthetic package first, so a check that could not fail would show.
+The checks are run on a small synthetic package first, so a check that could not fail would show.
 """
 
 from __future__ import annotations
@@ -19,6 +22,36 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "src" / "openconductor"
 # The `conductor` command is the one place that offers training next to the runtime: cli.py registers
 # the training subcommands, whose module loads only typer and clikit until a command runs.
 COMPOSITION = {("openconductor.cli", "openconductor.train.cli")}
+
+# The package's layers, bottom to top (CONTRIBUTING.md, "Layers"). A module may import modules of its own layer and
+# of the layers below it, never above. "x.*" names the package x and everything under it, "x" that module alone; the
+# closest name wins. A package's base.py (the interface and the registry its implementations register in) sits
+# below the implementations.
+LAYERS: list[tuple[str, list[str]]] = [
+    ("foundation", ["records", "reply", "configfile", "json_schemas", "worker_message", "model_files", "sandbox_kernel", "sandbox",
+                    "sim", "sim.questions"]),  # the simulated world's question bank and subtopic names: data that imports nothing
+    ("language", ["workflow", "answer_format", "budget", "decoding", "traces"]),
+    ("provider registry", ["providers", "providers.base"]),
+    ("spec", ["spec"]),
+    ("cache", ["cache"]),
+    ("conductor", ["conductor.*"]),
+    ("pool", ["pool"]),
+    ("providers", ["providers.*"]),
+    ("policy interface", ["policies", "policies.base"]),
+    ("executor", ["executor"]),
+    ("policies", ["policies.*"]),
+    ("sim", ["sim.*"]),
+    ("graders", ["graders.*"]),
+    ("tasks", ["tasks.*"]),
+    ("evaluation", ["evaluation.*"]),
+    ("train", ["train.*"]),
+    ("server", ["server.*"]),
+    ("cli", ["", "__main__", "cli", "clikit", "eval_cli", "server.cli", "sim.cli", "train.cli"]),  # "": the package's __init__
+]
+
+# Import circles (function-level imports included) not yet taken apart: each entry is one circle's sorted modules.
+# It only shrinks; the test fails when a listed circle is gone, so the entry goes with it.
+KNOWN_CYCLES: list[list[str]] = []
 
 
 def modules(root: Path) -> dict[str, tuple[Path, bool]]:
@@ -35,19 +68,20 @@ def _type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(node: ast.AST, *, module_level: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+def _imports(node: ast.AST, *, module_level: bool, typing: bool = True) -> Iterator[ast.Import | ast.ImportFrom]:
     """The import statements under ``node``; with ``module_level``, only those that run when the module is
-    imported (not inside functions, not under ``if TYPE_CHECKING:``)."""
+    imported (not inside functions, not under ``if TYPE_CHECKING:``); without ``typing``, none under
+    ``if TYPE_CHECKING:`` (those never run)."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, (ast.Import, ast.ImportFrom)):
             yield child
         elif module_level and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             continue
-        elif module_level and isinstance(child, ast.If) and _type_checking(child.test):
+        elif (module_level or not typing) and isinstance(child, ast.If) and _type_checking(child.test):
             for other in child.orelse:
-                yield from _imports(ast.Module(body=[other], type_ignores=[]), module_level=True)
+                yield from _imports(ast.Module(body=[other], type_ignores=[]), module_level=module_level, typing=typing)
         else:
-            yield from _imports(child, module_level=module_level)
+            yield from _imports(child, module_level=module_level, typing=typing)
 
 
 def _targets(name: str, is_package: bool, node: ast.Import | ast.ImportFrom, known: dict) -> list[str]:
@@ -90,16 +124,17 @@ def training_imports(root: Path, training: str = "train") -> list[tuple[str, str
     return sorted(set(found))
 
 
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports at import time. Importing a.b.c also runs the package
-    a.b's __init__ (an edge to it); the importer's own ancestor packages and the top package are
-    already being imported when it runs, so they are no edges."""
+def import_graph(root: Path, *, whole: bool = False) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports at import time (``whole``: also inside functions, which run
+    later; still not under ``if TYPE_CHECKING:``). Importing a.b.c also runs the package a.b's __init__ (an edge
+    to it); the importer's own ancestor packages and the top package are already being imported when it runs,
+    so they are no edges."""
     package = root.name
     known = modules(root)
     graph: dict[str, set[str]] = {}
     for name, (file, is_package) in known.items():
         edges: set[str] = set()
-        for node in _imports(ast.parse(file.read_text(encoding="utf-8")), module_level=True):
+        for node in _imports(ast.parse(file.read_text(encoding="utf-8")), module_level=not whole, typing=False):
             for target in _targets(name, is_package, node, known):
                 parts = target.split(".")
                 for i in range(2, len(parts) + 1):
@@ -108,6 +143,77 @@ def import_graph(root: Path) -> dict[str, set[str]]:
                         edges.add(step)
         graph[name] = edges
     return graph
+
+
+def whole_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> every module of the package it may import, at import time or later inside a function."""
+    return import_graph(root, whole=True)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: the strongly connected components of more than one module, each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for start in sorted(graph):
+        if start not in index:
+            visit(start)
+    return sorted(found)
+
+
+def layer_of(module: str, package: str, layers: list[tuple[str, list[str]]]) -> Optional[int]:
+    """The index in ``layers`` of the entry naming ``module`` most closely: "a.b" names that module alone, "a.*" the
+    package a and every module below it; an exact name wins, else the longest package. None if none names it."""
+    name = module[len(package) + 1:] if module != package else ""
+    best: Optional[tuple[int, int]] = None  # (specificity, layer)
+    for i, (_, entries) in enumerate(layers):
+        for entry in entries:
+            if entry == name:
+                score = 10_000
+            elif entry.endswith(".*") and (name == entry[:-2] or name.startswith(entry[:-1])):
+                score = len(entry)
+            else:
+                continue
+            if best is None or score > best[0]:
+                best = (score, i)
+    return None if best is None else best[1]
+
+
+def upward_imports(graph: dict[str, set[str]], package: str, layers: list[tuple[str, list[str]]]) -> list[tuple[str, str]]:
+    """(importer, imported) for every import of a module of a higher layer than the importer's; a module no layer
+    names is reported as (module, "no layer")."""
+    found = []
+    for module in sorted(graph):
+        mine = layer_of(module, package, layers)
+        if mine is None:
+            found.append((module, "no layer"))
+            continue
+        for target in sorted(graph[module]):
+            theirs = layer_of(target, package, layers)
+            if theirs is not None and theirs > mine:
+                found.append((module, target))
+    return found
 
 
 def find_cycle(graph: dict[str, set[str]]) -> Optional[list[str]]:
@@ -169,6 +275,16 @@ def test_the_checks_catch_violations_in_a_synthetic_package(tmp_path):
     assert graph["pkg.sub.other"] == set() and graph["pkg.sub"] == {"pkg.sub.leaf"}
     (pkg / "helpers.py").write_text("def later():\n    import pkg.core\n")
     assert find_cycle(import_graph(pkg)) is None
+    # The whole graph still sees the circle through the function-level import, and not the TYPE_CHECKING one.
+    whole = whole_graph(pkg)
+    assert cycles(whole) == [["pkg.core", "pkg.helpers", "pkg.train.loop"]]  # core's lazy import of training closes one too
+    assert "pkg.typed" in whole["pkg.lazy"] and "pkg.lazy" not in whole["pkg.typed"]
+    # Layers: core may use helpers below it; helpers reaching up to core (even lazily) is reported, and so is a
+    # module no layer names (pkg.loader); "sub.*" covers the package and its modules, "sub.leaf" wins for itself.
+    layers = [("low", ["helpers", "typed", "lazy", "sub.leaf"]), ("mid", ["core", "sub.*", "__init__", "train.*"]), ("top", [""])]
+    assert layer_of("pkg.sub.other", "pkg", layers) == 1 and layer_of("pkg.sub.leaf", "pkg", layers) == 0
+    assert layer_of("pkg", "pkg", layers) == 2 and layer_of("pkg.nowhere", "pkg", layers) is None
+    assert upward_imports(whole, "pkg", layers) == [("pkg.helpers", "pkg.core"), ("pkg.loader", "no layer"), ("pkg.sub.leaf", "pkg.sub.other")]
 
 
 def test_the_runtime_never_imports_training():
@@ -185,3 +301,21 @@ def test_the_training_commands_module_imports_no_training_code_at_import_time():
 
 def test_no_import_cycle_among_the_packages_modules():
     assert find_cycle(import_graph(PACKAGE_ROOT)) is None
+
+
+def test_no_import_circle_at_any_level():
+    """Function-level imports included: an import that runs later still ties the two modules into one."""
+    found = cycles(whole_graph(PACKAGE_ROOT))
+    assert [c for c in found if c not in KNOWN_CYCLES] == [], "import circles (function-level imports included)"
+    assert [c for c in KNOWN_CYCLES if c not in found] == [], "a circle in KNOWN_CYCLES is gone: drop it from the list"
+
+
+def test_every_import_goes_down_the_layers():
+    assert upward_imports(whole_graph(PACKAGE_ROOT), PACKAGE_ROOT.name, LAYERS) == []
+
+
+def test_the_layers_name_every_module_once_and_in_order():
+    names = [entry for _, entries in LAYERS for entry in entries]
+    assert len(names) == len(set(names)), "a name in two layers"
+    known = modules(PACKAGE_ROOT)
+    assert all(layer_of(module, PACKAGE_ROOT.name, LAYERS) is not None for module in known)
