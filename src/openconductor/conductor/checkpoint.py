@@ -67,7 +67,7 @@ def load_checkpoint(path: str | Path, *, device: str = "cpu", dtype: str = "floa
     tokenizer = AutoTokenizer.from_pretrained(str(path) if (path / "tokenizer_config.json").exists() else base)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model.to(device).eval()
+    model.to(device).eval()  # type: ignore[arg-type]  # transformers types .to() as taking a model
     return model, tokenizer
 
 
@@ -132,9 +132,10 @@ def _llamacpp_backend(path: Path, manifest: ConductorManifest) -> tuple[Optional
         return None, "xllamacpp is not installed: pip install 'openconductor[local]'"
     file = path / (manifest.gguf or CONDUCTOR_GGUF)
     if not file.is_file():
-        file, why = _merged_copy(path, manifest)
-        if file is None:
+        merged, why = _merged_copy(path, manifest)
+        if merged is None:
             return None, why
+        file = merged
     return WorkerSpec(name=f"conductor:{path.name}", provider="local_gguf", model=str(file), concurrency=1, timeout_s=600), ""
 
 

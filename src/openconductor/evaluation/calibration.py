@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from ..policies.base import Policy, make_policy
 from ..policies.baselines import SOLVE, GivenWorkflow
@@ -62,8 +62,9 @@ class Row:
         if self.kind == "single":
             gaps = [self.gap(d) for d in DOMAINS]
             return all(g is not None and abs(g) <= TOLERANCE["single"] for g in gaps)
-        if self.kind in TOLERANCE and self.gap("avg") is not None:
-            return abs(self.gap("avg")) <= TOLERANCE[self.kind]
+        gap = self.gap("avg")
+        if self.kind in TOLERANCE and gap is not None:
+            return abs(gap) <= TOLERANCE[self.kind]
         return None
 
 
@@ -137,7 +138,7 @@ def systems(spec: PoolSpec) -> list[tuple[str, str, Policy]]:
 class _PerQuestion(Policy):
     """A given workflow per question, found by its text (world v3's per-subtopic and per-bucket lookups)."""
 
-    def __init__(self, name: str, make: Callable[[world.Question], Workflow], by_text: dict[str, world.Question]):
+    def __init__(self, name: str, make: Callable[[Any], Workflow], by_text: Mapping[str, Any]):  # world v2's or v3's questions
         self.name, self.make, self.by_text = name, make, by_text
 
     async def plan(self, request):

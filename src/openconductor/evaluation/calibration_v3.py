@@ -59,7 +59,7 @@ async def calibrate_v3_async(spec: PoolSpec, n: int = 1000, seed: int = 7, *, se
         for label, table in tables.items():
             key = GROUPINGS[label]
             entries.append((f"{LOOKUP}{label} ({len(table)} plans)", "lookup",
-                            _PerQuestion(label, lambda q, t=table, k=key: t[k(q)], by_text)))
+                            _PerQuestion(label, lambda q, t=table, k=key: t[k(q)], by_text)))  # type: ignore[misc]
         rows = await table_rows(entries, questions, pool, concurrency)
     return rows
 
