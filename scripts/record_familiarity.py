@@ -1,4 +1,4 @@
-"""Write ``familiar.json`` (policies/familiar.py) into a conductor trained by ``conductor train``, which does not
+"""Write ``familiar.json`` (conductor/familiar.py) into a conductor trained by ``conductor train``, which does not
 write one (``conductor fit`` does): its training questions from the training config, and a fixed workflow of the
 pool that ``[conductor] unfamiliar = "best-fixed"`` runs for a question unlike all of them.
 

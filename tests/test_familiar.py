@@ -1,4 +1,4 @@
-"""Familiarity (policies/familiar.py): the similarity of a question to a trained conductor's training questions, the
+"""Familiarity (conductor/familiar.py): the similarity of a question to a trained conductor's training questions, the
 threshold chosen by leaving one kind out, and `[conductor] unfamiliar = "best-fixed"`, which runs the fit's best
 fixed workflow for a question unlike all of them. The conductor backend here is a SIMULATED responder that records
 whether it was asked; the real path (the shipped conductor on the offline pool) is the last test."""

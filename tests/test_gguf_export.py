@@ -1,4 +1,4 @@
-"""GGUF export of a trained conductor (gguf_weights.py, train/gguf_export.py) on the real packaged SmolLM2 file: the
+"""GGUF export of a trained conductor (conductor/gguf_weights.py, conductor/gguf_export.py) on the real packaged SmolLM2 file: the
 changed tensors land where llama.cpp reads them, in its q/k layout; everything else is copied as is."""
 
 from __future__ import annotations

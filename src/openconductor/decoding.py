@@ -8,7 +8,7 @@
 Sampling can be *constrained* to a ``workflow.WorkflowFormat`` (the same language as the runtime's GBNF
 grammar): each sampled token is checked against the format's automaton and a token that would leave it
 is redrawn from the remaining probability mass, so every plan parses. The transformers provider plans
-with it (``providers/transformers_local.py``, ``conductor/checkpoint.py``), and so do the training rollouts.
+with it (``providers/transformers_local.py``), and so do the training rollouts.
 """
 
 from __future__ import annotations

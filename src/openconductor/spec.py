@@ -145,7 +145,7 @@ class ConductorSpec(BaseModel):
     # "trained": a checkpoint whose manifest records the subtasks it was taught writes only those, whole (it then
     # chooses an instruction and cannot splice two into one); "free": any text the format admits.
     subtasks: Literal["trained", "free"] = "trained"
-    # A question unlike every question the trained conductor learned from (policies/familiar.py): "plan" it as any
+    # A question unlike every question the trained conductor learned from (conductor/familiar.py): "plan" it as any
     # other, or run the fit's best fixed workflow instead ("best-fixed"; the checkpoint's familiar.json, which
     # `conductor fit` writes, holds the questions, the threshold and that workflow).
     unfamiliar: Literal["plan", "best-fixed"] = "plan"

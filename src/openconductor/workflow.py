@@ -177,7 +177,7 @@ class WorkflowFormat:
     With ``name_slots`` too, ``advance()`` makes every word of ``NAME_SLOTS`` in the line ("solve", "check", ...)
     be followed by one of the names, whole (the line's bound gives way to finish it): a small conductor otherwise
     writes a name-like word that no worker has, and the step it meant is left unbound. ``aliases`` are more words
-    that name a worker (``policies.lm.rank_aliases``: "math#1", the best worker of the pool's measured ranking
+    that name a worker (``conductor.ranking.rank_aliases``: "math#1", the best worker of the pool's measured ranking
     in math): bound, and admitted after a slot word, as names are.
 
     With ``wordings`` (a trained conductor's closed set of subtasks, ``manifest.ConductorManifest.wordings``),

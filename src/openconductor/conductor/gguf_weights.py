@@ -4,7 +4,7 @@ A conductor trained from a packaged GGUF (``model.name = "gguf:<package>"``) dif
 training changed weights (with LoRA on a few layers: those layers' projections). The copy keeps the
 original file — metadata, tokenizer, chat template and every unchanged tensor, still quantized — and
 writes each changed tensor in ``dtype`` (f16 by default). ``export_gguf`` takes the changed weights
-(training's export, ``train/gguf_export.py``); ``merge_adapter_gguf`` takes a LoRA adapter dir and needs
+(training's export, ``gguf_export.py``); ``merge_adapter_gguf`` takes a LoRA adapter dir and needs
 numpy only (a conductor shipped as an adapter, built on first use by ``conductor/checkpoint.py``).
 Only Llama-architecture files are supported (SmolLM2 is one); their q/k projections are stored permuted
 for llama.cpp's rotary layout, which is applied here as llama.cpp's own converter does.

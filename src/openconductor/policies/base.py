@@ -37,7 +37,7 @@ class PlanRequest:
     domain: Optional[str] = None
     kind: Optional[str] = None
     # The user's current request alone, where ``question`` renders a whole conversation (the server: instructions,
-    # earlier turns, tools): what a trained conductor's familiarity test compares (policies/familiar.py).
+    # earlier turns, tools): what a trained conductor's familiarity test compares (conductor/familiar.py).
     request_text: Optional[str] = None
 
 

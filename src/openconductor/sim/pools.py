@@ -337,7 +337,7 @@ def subtopic_ranking(spec) -> dict[tuple[str, str], list[int]]:
     of the profile's questions (60 each, rounded as the profile is; ties: pool order), or by the pool file's own profile
     where it is per subtopic (``subtopic_profile``: the numbers its ranking lines show). Finer than ``area_ranking``:
     a worker strong in one subtopic of an area it is middling in (``options.subtopics``) comes first there. Ranked by
-    the rule the prompt's lines and rank words follow (``policies.lm.ranked_by_area``), so a pool's other workers with
+    the rule the prompt's lines and rank words follow (``conductor.ranking.ranked_by_area``), so a pool's other workers with
     a per-subtopic profile take their places as the prompt shows them."""
     from ..conductor.ranking import ranked_by_area
 
@@ -349,7 +349,7 @@ def subtopic_ranking(spec) -> dict[tuple[str, str], list[int]]:
 
 def area_ranking(spec) -> dict[str, list[int]]:
     """Per domain, the pool's worker ids best first by measured accuracy alone in that area (ties: pool order):
-    the ranking a ``show = "profile"`` conductor is shown (``policies.lm.ranking``), as ids."""
+    the ranking a ``show = "profile"`` conductor is shown (``conductor.ranking.ranking``), as ids."""
     from ..conductor.ranking import ranked_by_area  # the same rule as the ranking the prompt shows
 
     ranked = ranked_by_area(with_profile(spec, "area"), top=None)  # a file profiled per subtopic: measured per area

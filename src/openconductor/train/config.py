@@ -73,7 +73,7 @@ class PromptSettings:
     # pool's names, whole, while decoding (workflow.WorkflowFormat.name_slots), so a name no worker has is never written.
     name_slots: bool = False
     # With ids_follow_names and show = "profile": "math#1", "coding#2", ... in the reasoning line name the workers of
-    # that place in the pool's measured ranking (policies.lm.rank_aliases), so a plan learned on some pools means the
+    # that place in the pool's measured ranking (conductor.ranking.rank_aliases), so a plan learned on some pools means the
     # same workers on any pool, whatever they are called. Names still bind.
     rank_aliases: bool = False
 

@@ -78,7 +78,7 @@ def shown_names(names: Optional[Sequence[str]], workers: Optional[Sequence[int]]
     return tuple(spec.workers[i].name for i in (workers if workers is not None else range(len(spec.workers))))
 
 def shown_aliases(prompt, workers: Optional[Sequence[int]], spec: PoolSpec) -> tuple[tuple[str, int], ...]:
-    """The ranking's words that name workers (``policies.lm.rank_aliases``) in a row's view of the pool, when the
+    """The ranking's words that name workers (``conductor.ranking.rank_aliases``) in a row's view of the pool, when the
     prompt binds them (``PromptSettings.rank_aliases``); a renamed view ranks the same workers."""
     if not (prompt.ids_follow_names and prompt.rank_aliases):
         return ()

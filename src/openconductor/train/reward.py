@@ -100,7 +100,7 @@ async def score_completion(
 ) -> Sample:
     """Parse, execute and grade one completion (``previous``: a recursive round's earlier answer; ``names``:
     the shown workers' names when ids follow the names the reasoning gives, ``workflow.bind_named``; ``aliases``: more
-    words that name them, ``policies.lm.rank_aliases``)."""
+    words that name them, ``conductor.ranking.rank_aliases``)."""
     recursive = previous is not None
     try:
         workflow = parse_and_validate(text, len(pool.spec.workers), max_steps=max_steps, allow_empty=recursive, names=names,
