@@ -210,6 +210,8 @@ def heads(stack: Stack, url: str, rounds: int) -> None:
         statuses = sorted({int(r.split(b" ", 2)[1]) if r.startswith(b"HTTP/1.1") else 0 for n, r in replies if n == name})
         print(f"   {name:24s} statuses {statuses}")
     print(f"   longest event-loop step: {steps[0][0] * 1000 if steps else 0:.1f} ms (steps over 10 ms: {len(steps)})")
+    for took, what in steps[:3]:
+        print(f"     {took * 1000:6.1f} ms  {what}")
     print(f"   server memory: {before:.1f} MB before, growth {grown:+.1f} MB, {grown / len(replies) * 1024:+.1f} KB per hostile connection")
     print(f"   /health meanwhile: {len(health)} probes, median {statistics.median(health) * 1000:.1f} ms, "
           f"p99 {sorted(health)[int(len(health) * 0.99)] * 1000:.1f} ms, max {max(health) * 1000:.1f} ms")
@@ -411,7 +413,7 @@ def limits(url: str) -> None:
         elif r.status_code == 200:
             j = r.json()
             finish = j["choices"][0]["finish_reason"] if "choices" in j else j["status"]
-            outcome = f"finish {finish}, conductor.limit {j['conductor']['limit']}"
+            outcome = f"finish {finish}, conductor.limit {j['conductor'].get('limit')}"
         else:
             e = r.json()["error"]
             outcome = f"{e['code']} (Retry-After {r.headers.get('retry-after')}) limit {e.get('limit')}"

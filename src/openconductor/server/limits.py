@@ -16,7 +16,7 @@ A run's limits are the tightest of four sources: the preset's, the key's ceiling
 from __future__ import annotations
 
 import time
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel
 
@@ -34,7 +34,7 @@ class LimitStop(BaseModel):
     """The limit that stopped a run (``conductor.limit``): which, its value, and where it came from."""
 
     name: str
-    value: Optional[float]
+    value: Union[int, float, None]  # None: the limit had no value (a count of calls or a depth always has one)
     source: Source
 
 
