@@ -11,6 +11,14 @@ measures of issue 33's server goals, printed as measured.
 4. kill -9: clients keep asking (half streaming) until --answered runs were answered, then SIGKILL; the
    store is swept as a restarted server would; how many answered runs are stored as anything but ok.
 5. not found: median latency of 404s for a prefix of another key's run and for a prefix of nothing.
+6. request heads (issue 70): a 50 MB header line, a 1 MB header line, 10,000 headers and 37 KB of headers,
+   each sent --head-rounds times (4 connections at once) while /health is probed; the statuses, the longest
+   event-loop step (asyncio debug mode, as in 1) and the server's memory growth per hostile connection.
+7. Unicode: the raw bytes of a lone surrogate (ED A0 80) and its escape, at each entry (chat, responses,
+   completions, a tool result) of a multi-step preset; how many runs failed or stored a surrogate.
+8. limits and quotas: a nearly spent quota, a quota the run spends before it answers, a request budget below
+   one step, a run cut after it answered; how many answers were an empty 200.
+9. validation: what OpenAI refuses (tools, tool_choice, sampling numbers, two keys, trace paging).
 
     PYTHONPATH=src python benchmarks/server_hostile.py
 
@@ -55,9 +63,11 @@ def write_config(directory: Path, **server) -> Path:
         {"name": "slow", "provider": "simulated", "options": {"latency_s": 0.5}}]}))
     lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in {"traces": str(directory / "traces.sqlite3"), **server}.items())
     keys = "".join(f'\n[[keys]]\nname = "{name}"\nsha256 = "{hash_key(key)}"\nmax_concurrent = 64\nrequests_per_minute = 600000\n{extra}'
-                   for name, key, extra in (("a", KEY, ""), ("b", OTHER, ""), ("q", "sk-bench-q", "tokens_per_day = 300\n")))
+                   for name, key, extra in (("a", KEY, ""), ("b", OTHER, ""), ("q", "sk-bench-q", "tokens_per_day = 300\n"),
+                                            ("n", "sk-bench-n", "tokens_per_day = 254\n")))
     models = "".join(f'\n[models.{name}]\nversion = "v1"\npool = "sim.yaml"\npolicy = "single"\npolicy_options = {{ worker = "{worker}" }}\n'
                      for name, worker in (("one", "alpha"), ("slow", "slow")))
+    models += '\n[models.moa]\nversion = "v1"\npool = "sim.yaml"\npolicy = "moa"\n'  # several steps, like the issue's preset
     path = directory / "server.toml"
     path.write_text(f"[server]\n{lines}\n{keys}{models}")
     return path
@@ -98,6 +108,13 @@ print(json.dumps(seen))
 """
 
 
+def slow_steps(log: Path, start: int) -> list[tuple[float, str]]:
+    """The event-loop steps asyncio's debug mode logged after byte ``start`` of the log, longest first."""
+    text = log.read_text(errors="replace")[start:]
+    return sorted(((float(m.group(2)), re.sub(r" (created at|defined at|wait_for=).*", "", m.group(1))[:110])
+                   for m in SLOW_STEP.finditer(text)), reverse=True)
+
+
 def event_loop(stack: Stack, rounds: int) -> None:
     url = stack.server(write_config(stack.directory / "loop", slow_callback_ms=10), name="loop", env=SRC)
     log = stack.directory / "loop.log"
@@ -113,7 +130,7 @@ def event_loop(stack: Stack, rounds: int) -> None:
                                 bodies * rounds))
     stop.touch()
     health = json.loads(prober.communicate()[0])
-    steps = sorted(((float(m.group(2)), re.sub(r" (created at|defined at|wait_for=).*", "", m.group(1))[:110]) for m in SLOW_STEP.finditer(log.read_text(errors="replace")[start:])), reverse=True)
+    steps = slow_steps(log, start)
     print(f"\n1. event loop: {len(replies)} hostile requests ({rounds} rounds of {len(bodies)}, 4 at once), all under 1 MB")
     for (name, _), r in zip(bodies, replies):
         print(f"   {name:40s} {r.status_code} {r.json().get('error', {}).get('code') or 'answered'}")
@@ -122,6 +139,81 @@ def event_loop(stack: Stack, rounds: int) -> None:
     for took, what in steps[:3]:
         print(f"     {took * 1000:6.1f} ms  {what}")
     print(f"   /health while they ran: {len(health)} probes, median {statistics.median(health) * 1000:.1f} ms, "
+          f"p99 {sorted(health)[int(len(health) * 0.99)] * 1000:.1f} ms, max {max(health) * 1000:.1f} ms")
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def _send_head(url: str, parts) -> bytes:
+    """Send a request head in ``parts`` while reading the reply; the sender stops when the server closes."""
+    host, port = url.removeprefix("http://").split(":")
+    got = bytearray()
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        def sender():
+            try:
+                for part in parts:
+                    s.sendall(part)
+            except OSError:
+                pass
+
+        t = threading.Thread(target=sender, daemon=True)
+        t.start()
+        try:
+            while chunk := s.recv(65536):
+                got += chunk
+        except ConnectionResetError:
+            pass
+        t.join()
+    return bytes(got)
+
+
+HEAD = b"GET /health HTTP/1.1\r\nHost: x\r\n"
+
+
+def _line(megabytes: int):
+    yield HEAD + b"X-Big: "
+    chunk = b"a" * (1 << 20)
+    for _ in range(megabytes):
+        yield chunk
+    yield b"\r\n\r\n"
+
+
+HOSTILE_HEADS = {
+    "50 MB header line": lambda: _line(50),
+    "1 MB header line": lambda: _line(1),
+    "10,000 headers": lambda: [HEAD + b"".join(b"X-H%d: v\r\n" % i for i in range(10_000)) + b"\r\n"],
+    "37 KB in 90 headers": lambda: [HEAD + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 400) for i in range(90)) + b"\r\n"],
+}
+
+
+def heads(stack: Stack, url: str, rounds: int) -> None:
+    log = stack.directory / "loop.log"
+    start = log.stat().st_size
+    pid = httpx.get(f"{url}/health").json()["pid"]
+    _send_head(url, _line(1))  # the first refusal's one-off allocations are not a connection's growth
+    stop = stack.directory / "loop" / "stop-heads"
+    prober = subprocess.Popen([sys.executable, "-c", PROBE, url, str(stop)], stdout=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    before = _rss_mb(pid)
+    jobs = [name for name in HOSTILE_HEADS for _ in range(rounds)]
+    with ThreadPoolExecutor(4) as pool:
+        replies = list(pool.map(lambda name: (name, _send_head(url, HOSTILE_HEADS[name]())), jobs))
+    grown = _rss_mb(pid) - before
+    stop.touch()
+    health = json.loads(prober.communicate()[0])
+    steps = slow_steps(log, start)
+    print(f"\n6. request heads: {len(replies)} hostile connections ({rounds} of each, 4 at once)")
+    for name in HOSTILE_HEADS:
+        statuses = sorted({int(r.split(b" ", 2)[1]) if r.startswith(b"HTTP/1.1") else 0 for n, r in replies if n == name})
+        print(f"   {name:24s} statuses {statuses}")
+    print(f"   longest event-loop step: {steps[0][0] * 1000 if steps else 0:.1f} ms (steps over 10 ms: {len(steps)})")
+    for took, what in steps[:3]:
+        print(f"     {took * 1000:6.1f} ms  {what}")
+    print(f"   server memory: {before:.1f} MB before, growth {grown:+.1f} MB, {grown / len(replies) * 1024:+.1f} KB per hostile connection")
+    print(f"   /health meanwhile: {len(health)} probes, median {statistics.median(health) * 1000:.1f} ms, "
           f"p99 {sorted(health)[int(len(health) * 0.99)] * 1000:.1f} ms, max {max(health) * 1000:.1f} ms")
 
 
@@ -255,23 +347,135 @@ def kill_9(stack: Stack, want: int) -> None:
           f"{len(swept)} unanswered runs marked interrupted by the sweep")
 
 
+SURROGATE = re.compile("[\ud800-\udfff]")
+ENTRIES = {
+    "chat": ("chat/completions", lambda text: {"model": "moa", "messages": [{"role": "user", "content": text}]}),
+    "responses": ("responses", lambda text: {"model": "moa", "input": text}),
+    "completions": ("completions", lambda text: {"model": "moa", "prompt": text}),
+    "tool result": ("chat/completions", lambda text: {"model": "moa", "messages": [
+        {"role": "user", "content": "What is the weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": text}],
+        "tools": [{"type": "function", "function": {"name": "w", "parameters": {"type": "object", "properties": {}}}}]}),
+}
+
+
+def unicode_entries(url: str, store: Path) -> None:
+    bad, runs = 0, 0
+    print("\n7. Unicode: a lone surrogate at each entry of a multi-step preset (moa)")
+    for entry, (path, build) in ENTRIES.items():
+        raw = json.dumps(build("PLACEHOLDER")).encode().replace(b"PLACEHOLDER", b"broken \xed\xa0\x80 text")
+        escaped = json.dumps(build("broken \ud800 text")).encode()
+        for form, body in (("raw ED A0 80", raw), ("escape \\ud800", escaped)):
+            r = httpx.post(f"{url}/v1/{path}", content=body, headers=H, timeout=60)
+            trace_id = r.headers.get("x-conductor-trace-id")
+            stored = TraceStore(store).get(trace_id).model_dump_json() if trace_id else ""
+            kept = bool(SURROGATE.search(json.loads(stored)["question"])) if stored else False
+            runs += 1
+            bad += r.status_code != 200 or kept
+            print(f"   {entry:12s} {form:14s} {r.status_code} stored question has a surrogate: {kept}")
+    print(f"   {bad} of {runs} inputs failed a run or reached the store as invalid Unicode")
+
+
+def _empty_200(r: httpx.Response) -> bool:
+    if r.status_code != 200 or "text/event-stream" in r.headers.get("content-type", ""):
+        return False
+    body = r.json()
+    if "choices" in body:
+        choice = body["choices"][0]
+        return not (choice.get("message", {}).get("content") or choice.get("message", {}).get("tool_calls") or choice.get("text"))
+    return not any(part.get("text") for item in body.get("output", []) for part in item.get("content", []) or []) and not any(
+        item.get("type") == "function_call" for item in body.get("output", []))
+
+
+def limits(url: str) -> None:
+    n = {"Authorization": "Bearer sk-bench-n"}
+    long = {"model": "one", "messages": [{"role": "user", "content": QUESTION * 5}]}
+    cases = [
+        ("quota: first run (254 a day)", "chat/completions", {"model": "one", "messages": [{"role": "user", "content": QUESTION}]}, n),
+        ("quota: 150 left, run needs ~190", "chat/completions", {"model": "one", "messages": [{"role": "user", "content": QUESTION}]}, n),
+        ("quota: 150 left, same, streamed", "chat/completions", {"model": "one", "messages": [{"role": "user", "content": QUESTION}], "stream": True}, n),
+        ("quota: 150 left, question needs more", "chat/completions", long, n),
+        ("conductor.max_tokens = 20", "chat/completions", {"model": "moa", "messages": [{"role": "user", "content": "2+2?"}], "conductor": {"max_tokens": 20}}, H),
+        ("conductor.max_tokens = 60 (responses)", "responses", {"model": "moa", "input": "2+2?", "conductor": {"max_tokens": 60}}, H),
+        ("max_tokens = 1", "chat/completions", {"model": "moa", "messages": [{"role": "user", "content": "2+2?"}], "max_tokens": 1}, H),
+        ("conductor.max_calls = 1 (moa)", "chat/completions", {"model": "moa", "messages": [{"role": "user", "content": "2+2?"}], "conductor": {"max_calls": 1}}, H),
+    ]
+    empty = 0
+    print(f"\n8. limits and quotas: {len(cases)} requests")
+    for name, path, body, headers in cases:
+        r = httpx.post(f"{url}/v1/{path}", json=body, headers=headers, timeout=60)
+        empty += _empty_200(r)
+        if r.status_code == 200 and body.get("stream"):
+            events = [line[6:] for line in r.text.splitlines() if line.startswith("data: {")]
+            error = json.loads(events[-1]).get("error") if events else None
+            outcome = f"stream ended with error {error['code']}" if error else "stream answered"
+        elif r.status_code == 200:
+            j = r.json()
+            finish = j["choices"][0]["finish_reason"] if "choices" in j else j["status"]
+            outcome = f"finish {finish}, conductor.limit {j['conductor'].get('limit')}"
+        else:
+            e = r.json()["error"]
+            outcome = f"{e['code']} (Retry-After {r.headers.get('retry-after')}) limit {e.get('limit')}"
+        print(f"   {name:40s} {r.status_code} {outcome}")
+    print(f"   empty 200s: {empty}")
+
+
+def validation(url: str) -> None:
+    ask = {"model": "one", "messages": [{"role": "user", "content": "x"}]}
+    tool = {"type": "function", "function": {"name": "w", "parameters": {"type": "object", "properties": {}}}}
+    cases = {
+        "tool parameters of type string": ("post", {**ask, "tools": [{"type": "function", "function": {"name": "w", "parameters": {"type": "string"}}}]}, H),
+        "duplicate tool names": ("post", {**ask, "tools": [tool, tool]}, H),
+        "tool_choice required, no tools": ("post", {**ask, "tool_choice": "required"}, H),
+        "temperature: true": ("post", {**ask, "temperature": True}, H),
+        "max_tokens: \"5\"": ("post", {**ask, "max_tokens": "5"}, H),
+        "two Authorization headers": ("post", ask, httpx.Headers([("Authorization", f"Bearer {KEY}"), ("Authorization", f"Bearer {OTHER}")])),
+        "/v1/traces?offset=2": ("get", "offset=2", H),
+        "/v1/traces?after=<unknown>": ("get", "after=nothing", H),
+    }
+    refused = 0
+    print(f"\n9. validation: {len(cases)} requests OpenAI refuses")
+    for name, (method, data, headers) in cases.items():
+        if method == "post":
+            r = httpx.post(f"{url}/v1/chat/completions", json=data, headers=headers, timeout=60)
+        else:
+            r = httpx.get(f"{url}/v1/traces?{data}", headers=headers)
+        refused += r.status_code == 400
+        print(f"   {name:34s} {r.status_code} {r.json().get('error', {}).get('code')}")
+    page = httpx.get(f"{url}/v1/traces", params={"limit": 2}, headers=H).json()
+    following = httpx.get(f"{url}/v1/traces", params={"limit": 2, "after": page["last_id"]}, headers=H).json()
+    print(f"   {refused} of {len(cases)} refused with a 400; paging: page 1 has_more={page['has_more']}, "
+          f"page 2 continues it: {bool(following['data']) and following['data'][0]['id'] not in [r['id'] for r in page['data']]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--answered", type=int, default=300)
     parser.add_argument("--lookups", type=int, default=300)
+    parser.add_argument("--head-rounds", type=int, default=5)
+    parser.add_argument("--only-new", action="store_true", help="only issue 70's sections (6 to 9)")
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp(prefix="oc-hostile-"))
     for sub in ("loop", "main", "victim"):
         (directory / sub).mkdir()
     print(f"python {sys.version.split()[0]}; load average before: {open('/proc/loadavg').read().split()[:3]}")
     with Stack(directory) as stack:
-        event_loop(stack, args.rounds)
+        if not args.only_new:
+            event_loop(stack, args.rounds)
+        else:
+            stack.server(write_config(directory / "loop", slow_callback_ms=10), name="loop", env=SRC)
+        heads(stack, stack.urls["loop"], args.head_rounds)
         url = stack.server(write_config(directory / "main"), name="main", env=SRC)
-        malformed(url)
-        quota(url, directory / "main" / "traces.sqlite3")
-        kill_9(stack, args.answered)
-        not_found(url, args.lookups)
+        if not args.only_new:
+            malformed(url)
+            quota(url, directory / "main" / "traces.sqlite3")
+            kill_9(stack, args.answered)
+            not_found(url, args.lookups)
+        unicode_entries(url, directory / "main" / "traces.sqlite3")
+        limits(url)
+        validation(url)
 
 
 if __name__ == "__main__":

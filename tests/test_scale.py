@@ -145,6 +145,7 @@ def test_redis_counters_are_shared_by_replicas(redis_url):
         shared = _key(name=f"q{time.monotonic_ns()}", tokens_per_day=100, max_concurrent=10)
         held = [await c.acquire(shared, Limits(max_tokens=60)) for c in (a, b)]
         assert [h.tokens for h in held] == [60, 40]
+        assert [h.squeezed for h in held] == [False, True]  # the second got less because the first holds 60
         with pytest.raises(RateLimited) as reserved:
             await a.acquire(shared)
         assert reserved.value.code == "quota_reserved"

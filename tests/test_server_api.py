@@ -298,8 +298,11 @@ def test_budget_lowering_and_raising(cfg):
             c.chat.completions.create(model="moa", messages=[{"role": "user", "content": "hi"}], extra_body={"conductor": {"max_calls": 50}})
         with pytest.raises(openai.BadRequestError) as typo:
             c.chat.completions.create(model="moa", messages=[{"role": "user", "content": "hi"}], extra_body={"conductor": {"max_steps": 1}})
-        tokens = c.chat.completions.create(model="moa", messages=[{"role": "user", "content": "hi"}], extra_body={"conductor": {"max_tokens": 120}})
-        tokens_run = trace(url, tokens.model_extra["conductor"]["trace_id"])
+        # 120 tokens run the proposers but leave none for the aggregator: no answer, so a 400 naming the limit
+        # (issue 70: this was an empty 200), with the trace of what ran.
+        with pytest.raises(openai.BadRequestError) as tokens:
+            c.chat.completions.create(model="moa", messages=[{"role": "user", "content": "hi"}], extra_body={"conductor": {"max_tokens": 120}})
+        tokens_run = trace(url, tokens.value.body["trace_id"])
     assert run["totals"]["calls"] == 1 and run["limits_hit"] == ["max_calls"]
     assert [s["status"] for s in run["steps"]].count("skipped") == 2
     assert low.model_extra["conductor"]["limits_hit"] == ["max_calls"]
@@ -308,6 +311,7 @@ def test_budget_lowering_and_raising(cfg):
     assert typo.value.body["param"] == "conductor.max_steps"
     used = tokens_run["totals"]["worker_usage"]["input_tokens"] + tokens_run["totals"]["worker_usage"]["output_tokens"]
     assert used <= 120 and "max_tokens" in tokens_run["limits_hit"]
+    assert tokens.value.body["code"] == "limit_too_low" and tokens.value.body["limit"] == {"name": "max_tokens", "value": 120, "source": "request"}
 
 
 # ----------------------------------------------------------------------------------- bad requests

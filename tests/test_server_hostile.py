@@ -278,14 +278,13 @@ def test_concurrent_requests_never_spend_more_than_the_quota(tmp_path, per_reque
     spent = sum(t["tokens"] for t in traces)
     assert (spent, 0) == _ledger(cfg), _ledger(cfg)  # charged what the runs used; nothing left held
     assert 104 <= spent <= 300
-    # The others were refused (the rest is held by the first) or got what was left, too little to start a call.
-    others = [r for r in replies if r.status_code != 200 or r.json()["usage"]["total_tokens"] == 0]
+    # The others were refused (the rest is held by the first) or got what was left, too little to start a call:
+    # a 429 too (issue 70: never an empty 200).
+    others = [r for r in replies if r.status_code != 200]
     assert len(others) >= 1, [r.text[:200] for r in replies]
+    assert all(r.status_code != 200 or r.json()["usage"]["total_tokens"] > 0 for r in replies)
     for r in others:
-        if r.status_code == 429:
-            assert r.json()["error"]["code"] == "quota_reserved" and "in flight" in r.json()["error"]["message"]
-        else:
-            assert r.status_code == 200 and r.json()["conductor"]["limits_hit"] == ["max_tokens"], r.text[:300]
+        assert r.status_code == 429 and r.json()["error"]["code"] == "quota_reserved" and "in flight" in r.json()["error"]["message"], r.text
     if per_request is None:  # the first reserved the whole day
         assert [r.status_code for r in replies].count(429) == 2
 

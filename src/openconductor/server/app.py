@@ -37,9 +37,10 @@ from .completions import COMPLETIONS
 from .config import ServerConfig
 from .errors import APIError, validation_message
 from .gateway import CHAT, RESPONSES, Endpoint, Gateway
-from .protocol import BodyDeadline
+from .protocol import BodyDeadline, HeaderLimits
 from .runs import Preset
 
+TRACE_LIST_PARAMS = {"limit", "after"}
 STATIC = Path(str(resources.files("openconductor").joinpath("server/static")))
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,9 @@ def _lifespan(config: ServerConfig, gateway: Gateway):
             loop.slow_callback_duration = config.server.slow_callback_ms / 1000
         await gateway.start()
         try:
-            yield {"header_timeout_s": config.server.header_timeout_s}  # read by protocol.GuardedHttpProtocol
+            server = config.server  # read by protocol.GuardedHttpProtocol
+            limits = HeaderLimits(server.max_header_bytes, server.max_headers, server.max_header_line_bytes)
+            yield {"header_timeout_s": server.header_timeout_s, "header_limits": limits}
         finally:
             await gateway.stop()
 
@@ -189,17 +192,26 @@ def _trace_routes(app: FastAPI, gateway: Gateway) -> None:
     runtime = gateway.runtime
 
     @app.get("/v1/traces")
-    async def list_traces(request: HTTPRequest, limit: int = 50):
+    async def list_traces(request: HTTPRequest, limit: int = 50, after: Optional[str] = None):
         key = gateway.authenticate(request.headers.get("authorization"))
+        unknown = sorted(set(request.query_params) - TRACE_LIST_PARAMS)
+        if unknown:  # e.g. offset=: never silently ignored
+            raise APIError(400, f"unknown query parameter {unknown[0]!r}; /v1/traces takes limit and after (the last id of the "
+                                "previous page)", param=unknown[0], code="unknown_parameter")
         if not 1 <= limit <= 500:
             raise APIError(400, "limit must be between 1 and 500", param="limit", code="invalid_limit")
-        rows = await runtime.list_runs(limit, api_key=None if key.reads_all_traces else key.name)
+        try:
+            rows, more = await runtime.list_runs(limit, api_key=None if key.reads_all_traces else key.name, after=after)
+        except TraceNotFound:
+            raise APIError(400, f"after={after!r} is not a trace id of this key; pass the last_id of the previous page",
+                           param="after", code="invalid_cursor") from None
         for row in rows:
             live = runtime.live(row["id"])
             if live is not None:  # fresher than the store between saves
                 row["status"] = live.status
         running = sorted(i for i, r in runtime.running.items() if key.reads_all_traces or r.metadata.get("api_key") == key.name)
-        return {"object": "list", "data": rows, "running": running}
+        return {"object": "list", "data": rows, "first_id": rows[0]["id"] if rows else None, "last_id": rows[-1]["id"] if rows else None,
+                "has_more": more, "running": running}
 
     @app.get("/v1/traces/{run_id}")
     async def get_trace(run_id: str, request: HTTPRequest):

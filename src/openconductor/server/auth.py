@@ -73,7 +73,9 @@ KEY_HEADERS = (b"api-key", b"x-api-key")
 
 class KeyHeaders:
     """ASGI middleware: a request with no Authorization header but a key in ``api-key`` or ``x-api-key`` is read
-    as ``Authorization: Bearer <key>``, so every route authenticates it the same way."""
+    as ``Authorization: Bearer <key>``, so every route authenticates it the same way. A request with two
+    Authorization headers, or two different keys in the others, is a 400: which one is meant cannot be known,
+    and reading the first would let a proxy's header and a client's disagree silently."""
 
     def __init__(self, app):
         self.app = app
@@ -81,8 +83,20 @@ class KeyHeaders:
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
             headers = scope["headers"]  # ASGI servers lower-case header names
-            if not any(name == b"authorization" for name, _ in headers):
-                key = next((value.strip() for name, value in headers if name in KEY_HEADERS and value.strip()), None)
-                if key is not None:
-                    scope = {**scope, "headers": [*headers, (b"authorization", b"Bearer " + key)]}
+            given = [value for name, value in headers if name == b"authorization"]
+            others = list(dict.fromkeys(value.strip() for name, value in headers if name in KEY_HEADERS and value.strip()))
+            if len(given) > 1 or (not given and len(others) > 1):
+                return await _ambiguous(scope, receive, send)
+            if not given and others:
+                scope = {**scope, "headers": [*headers, (b"authorization", b"Bearer " + others[0])]}
         await self.app(scope, receive, send)
+
+
+async def _ambiguous(scope, receive, send) -> None:
+    from starlette.responses import JSONResponse
+
+    from .errors import APIError
+
+    error = APIError(400, "the request carries more than one API key (two Authorization headers, or different keys in api-key "
+                          "and x-api-key); send exactly one", code="ambiguous_api_key", param="Authorization")
+    await JSONResponse(error.body(), status_code=400)(scope, receive, send)

@@ -92,22 +92,27 @@ def decode_json(body: bytes, max_depth: int, max_values: int) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise APIError(400, "the request body must be a JSON object", code="invalid_json")
     check_shape(data, max_depth, max_values)
-    if b"\\ud" in body or b"\\uD" in body:  # escaped surrogates: a lone one cannot be stored, sent or encoded
-        data = _scrub(data)
+    if MAY_HOLD_SURROGATE.search(body):
+        data = valid_unicode(data)
     return data
 
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a str holds a valid pair as one character
+# json.loads decodes bytes with "surrogatepass": an escape (\\ud800) and the raw UTF-8 form of a
+# surrogate (ED A0 80 .. ED BF BF, invalid UTF-8) both come out as lone surrogates.
+MAY_HOLD_SURROGATE = re.compile(rb"\\[uU][dD]|\xed[\xa0-\xbf]")
 
 
-def _scrub(value: Any) -> Any:
-    """Lone surrogates (JSON escapes like \\ud800 with no pair) become U+FFFD, as invalid UTF-8 would."""
+def valid_unicode(value: Any) -> Any:
+    """``value`` (JSON data) with every lone surrogate, escaped or raw, replaced by U+FFFD: the one check every
+    text entering the server passes before a policy, provider or store sees it (a lone surrogate cannot be
+    encoded as UTF-8, so it would fail the run or its trace)."""
     if isinstance(value, str):
         return LONE_SURROGATE.sub("\ufffd", value)
     if isinstance(value, list):
-        return [_scrub(v) for v in value]
+        return [valid_unicode(v) for v in value]
     if isinstance(value, dict):
-        return {_scrub(k): _scrub(v) for k, v in value.items()}
+        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
     return value
 
 
@@ -117,7 +122,7 @@ def interpret_body(schema: type, interpret: Callable[[Any], Any], body: Any, max
     conversation is work too). Runs in a ``Checks`` worker; its errors are APIErrors."""
     from .requests import parse
 
-    data = decode_json(body, max_depth, max_values) if isinstance(body, bytes) else body
+    data = decode_json(body, max_depth, max_values) if isinstance(body, bytes) else valid_unicode(body)
     accepted = interpret(parse(schema, data))
     return accepted, accepted.question()
 
@@ -194,4 +199,4 @@ class Checks:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["CLOSE", "Checks", "cheap_to_check", "check_shape", "decode_json", "interpret_body", "read_body"]
+__all__ = ["CLOSE", "Checks", "cheap_to_check", "check_shape", "decode_json", "interpret_body", "read_body", "valid_unicode"]

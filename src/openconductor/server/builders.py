@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from ..answer_format import NamedTool
 from ..records import Run, StepRecord, ToolCall
 from .errors import APIError
+from .limits import LimitStop, stopped_by, unanswered_limit_error
 from .requests import Accepted
 from .runs import Preset, Request
 
@@ -99,6 +100,7 @@ class RunFinished(BaseModel):
     wall_s: float
     workflow: list[WorkflowStep]
     warnings: list[str] = []  # the pool's, e.g. a tool that cannot run on the server's machine
+    limit: Optional[LimitStop] = None  # the limit that cut the run short, with its source (None: not cut)
     final_answer: Optional[str] = None  # streams: the answer as the trace has it
     streamed_matches_final: Optional[bool] = None  # streams: whether the streamed text is that answer
 
@@ -121,10 +123,12 @@ def step_finished(step: StepRecord, depth: int) -> StepFinished:
                         latency_s=round(step.latency_s, 4), output=step.output)
 
 
-def run_finished(run: Run, preset: Preset, **stream_fields: Any) -> RunFinished:
+def run_finished(run: Run, request: Request, **stream_fields: Any) -> RunFinished:
+    preset = request.preset
     return RunFinished(trace_id=run.id, trace_url=f"/v1/traces/{run.id}", status=run.status, error=run.error, limits_hit=run.limits_hit,
                        preset=preset.name, version=preset.spec.version, policy=run.policy, steps=len(run.steps),
-                       wall_s=round(run.totals.wall_s, 4), workflow=workflow(run), warnings=run.warnings, **stream_fields)
+                       wall_s=round(run.totals.wall_s, 4), workflow=workflow(run), warnings=run.warnings,
+                       limit=stopped_by(run, request.limit_sources, request.limits), **stream_fields)
 
 
 def extension(payload: BaseModel) -> dict[str, Any]:
@@ -135,8 +139,9 @@ def extension(payload: BaseModel) -> dict[str, Any]:
 
 
 def answered(run: Run) -> bool:
-    """Whether the run has something to return (text, tool calls, or a budget-truncated empty answer)."""
-    return bool(run.final_answer or run.tool_calls) or run.status == "limit"
+    """Whether the run has something to return (text or tool calls). A limit that left nothing is an error
+    (``limits``), never an empty success."""
+    return bool(run.final_answer or run.tool_calls)
 
 
 def finish_reason(run: Run, legacy_functions: bool = False) -> str:
@@ -164,10 +169,16 @@ def _error_codes(run: Run) -> set[str]:
 NO_RETRY = {"x-should-retry": "false"}
 
 
-def run_error(run: Run, conversation_param: str) -> APIError:
+def run_error(run: Run, conversation_param: str, request: Request) -> APIError:
     """The error for a run without an answer: 400 when the input is too long, 422 when no answer in the requested
-    format could be had (a 4xx that clients do not retry), else 502 (upstream); none is worth a client's retry."""
+    format could be had (a 4xx that clients do not retry), a limit's 400 or 429 (``limits``), else 502
+    (upstream); none but the quota's is worth a client's retry."""
     extra = {"trace_id": run.id, "run_status": run.status}
+    stop = stopped_by(run, request.limit_sources, request.limits)
+    if stop is not None:
+        error = unanswered_limit_error(stop, request.quota_squeezed, str(request.metadata.get("api_key", "")))
+        error.extra = {**extra, "limit": stop.model_dump()}
+        return error
     codes = _error_codes(run)
     if "context_length_exceeded" in codes:
         return APIError(400, "the conversation is longer than the workers' context windows; shorten it "
@@ -233,7 +244,7 @@ def chat_completion(run: Run, request: Request, accepted: Accepted) -> ChatCompl
         system_fingerprint=preset.fingerprint, usage=chat_usage(run), service_tier="default",
         choices=[Choice(index=0, finish_reason=finish_reason(run, accepted.legacy_functions),  # type: ignore[arg-type]
                         message=chat_message(run, accepted.legacy_functions), logprobs=None)],
-        conductor=extension(run_finished(run, preset)),
+        conductor=extension(run_finished(run, request)),
     )
 
 
@@ -274,7 +285,7 @@ def response(run: Run, request: Request, accepted: Accepted, status: str, text: 
             {"type": "json_object"} if fmt.type == "json_object" else
             {"type": "json_schema", "name": fmt.name, "schema": fmt.json_schema or {}, "strict": fmt.strict})},
         output=response_output(run, run.final_answer if text is None else text, "incomplete" if incomplete else status) if done else [],
-        conductor=extension(run_finished(run, preset)) if done else extension(run_started(run, preset)),
+        conductor=extension(run_finished(run, request)) if done else extension(run_started(run, preset)),
     )
     if incomplete:
         fields["incomplete_details"] = {"reason": "max_output_tokens"}

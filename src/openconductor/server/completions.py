@@ -16,7 +16,7 @@ from ..records import Run
 from . import builders
 from .errors import APIError, unsupported
 from .gateway import Endpoint
-from .requests import Accepted, SamplingParams, StreamOptions, Turn, _cap, _neutral, _stop, check_conversation
+from .requests import Accepted, Count, Number, SamplingParams, StreamOptions, Turn, _cap, _neutral, _stop, check_conversation
 from .runs import Request, RunHandle
 from .streams import ErrorHook, chat_stream
 
@@ -28,11 +28,11 @@ class CompletionRequest(SamplingParams):
     stream: Optional[bool] = False
     stream_options: Optional[StreamOptions] = None
     # honoured only at their neutral value
-    n: Optional[int] = Field(None, ge=1)
-    best_of: Optional[int] = Field(None, ge=1)
+    n: Optional[Count] = Field(None, ge=1)
+    best_of: Optional[Count] = Field(None, ge=1)
     echo: Optional[bool] = None
-    logprobs: Optional[int] = Field(None, ge=0)
-    logit_bias: Optional[dict[str, float]] = None
+    logprobs: Optional[Count] = Field(None, ge=0)
+    logit_bias: Optional[dict[str, Number]] = None
     suffix: Optional[str] = None
 
 
@@ -66,7 +66,7 @@ def text_completion(run: Run, request: Request, _accepted: Accepted) -> Completi
         id=f"cmpl-{run.id}", object="text_completion", created=int(run.created_at), model=request.model_id,
         system_fingerprint=request.preset.fingerprint, usage=builders.chat_usage(run),
         choices=[CompletionChoice(index=0, text=run.final_answer, finish_reason=builders.finish_reason(run), logprobs=None)],  # type: ignore[arg-type]
-        conductor=builders.extension(builders.run_finished(run, request.preset)),
+        conductor=builders.extension(builders.run_finished(run, request)),
     )
 
 

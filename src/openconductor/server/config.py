@@ -57,6 +57,10 @@ class ServerSection(BaseModel):
     max_json_values: int = Field(20_000, ge=100)  # JSON values in a request body (bounds its validation's time)
     check_processes: int = Field(1, ge=0, le=64)  # processes that decode and check request bodies (0: threads)
     header_timeout_s: float = Field(10.0, gt=0)  # a request's headers, from the connection (or last response)
+    # A request's head (request line and headers), counted before it is parsed: over any of these is a 431.
+    max_header_bytes: int = Field(32 * 1024, ge=1024)
+    max_headers: int = Field(100, ge=8)
+    max_header_line_bytes: int = Field(16 * 1024, ge=256)
     body_timeout_s: float = Field(10.0, gt=0)  # a request's body, from its headers
     # Diagnosis: asyncio debug mode, logging each event-loop step that runs longer than this (slower).
     slow_callback_ms: Optional[float] = Field(None, gt=0)
@@ -72,6 +76,12 @@ class ServerSection(BaseModel):
     sweep_every_s: float = Field(15.0, gt=0)
     # GET /metrics: "public", "key" (any API key) or "operator" (a key with traces = "all").
     metrics: Literal["public", "key", "operator"] = "public"
+
+    @model_validator(mode="after")
+    def _line_within_head(self) -> "ServerSection":
+        if self.max_header_line_bytes > self.max_header_bytes:
+            raise ValueError(f"max_header_line_bytes ({self.max_header_line_bytes}) cannot be over max_header_bytes ({self.max_header_bytes})")
+        return self
 
     @field_validator("counters")
     @classmethod

@@ -52,6 +52,7 @@ class Admission:
     day: str = ""  # the UTC day its reservation was taken from
     tokens: Optional[int] = None
     cost: Optional[float] = None
+    squeezed: bool = False  # the reservation is smaller than it would be without other requests' reservations
 
     @property
     def reserved(self) -> bool:
@@ -90,26 +91,31 @@ def _held(key: Key) -> RateLimited:
 
 
 def reservation(key: Key, want: Optional[Limits], used: tuple[float, float], held: tuple[float, float],
-                now: float) -> tuple[Optional[int], Optional[float]]:
+                now: float) -> tuple[Optional[int], Optional[float], bool]:
     """What a request of ``key`` reserves from its quotas, given what is used and what is held by others
-    (tokens, cost): its own limit, or what is left if less. RateLimited when nothing is left."""
+    (tokens, cost): its own limit, or what is left if less; and whether the others' holds made it smaller.
+    RateLimited when nothing is left."""
     spent = _quota_error(key, *used, now)
     if spent is not None:
         raise spent
     tokens = cost = None
+    squeezed = False
     if key.tokens_per_day is not None:
         tokens = int(key.tokens_per_day - used[0] - held[0])
         if tokens < 1:
             raise _held(key)
         if want is not None and want.max_tokens is not None:
             tokens = min(tokens, want.max_tokens)
+        squeezed = held[0] > 0 and tokens < min(key.tokens_per_day - used[0], want.max_tokens if want and want.max_tokens else math.inf)
     if key.cost_usd_per_day is not None:
         cost = key.cost_usd_per_day - used[1] - held[1]
         if cost <= 0:
             raise _held(key)
         if want is not None and want.max_cost_usd is not None:
             cost = min(cost, want.max_cost_usd)
-    return tokens, cost
+        squeezed = squeezed or (held[1] > 0 and cost < min(key.cost_usd_per_day - used[1],
+                                                            want.max_cost_usd if want and want.max_cost_usd else math.inf))
+    return tokens, cost, squeezed
 
 
 QUOTA_SCHEMA = """
@@ -147,10 +153,10 @@ class QuotaLedger:
             cur.execute(sql("SELECT tokens, cost_usd, held_tokens, held_cost_usd FROM quota_days WHERE api_key = ? AND day = ?"),
                         (key.name, day))
             used_t, used_c, held_t, held_c = cur.fetchone()
-            tokens, cost = reservation(key, want, (used_t, used_c), (held_t, held_c), now)
+            tokens, cost, squeezed = reservation(key, want, (used_t, used_c), (held_t, held_c), now)
             cur.execute(sql("UPDATE quota_days SET held_tokens = held_tokens + ?, held_cost_usd = held_cost_usd + ? "
                             "WHERE api_key = ? AND day = ?"), (tokens or 0, cost or 0.0, key.name, day))
-        return Admission(key, day=day, tokens=tokens, cost=cost)
+        return Admission(key, day=day, tokens=tokens, cost=cost, squeezed=squeezed)
 
     def settle(self, admission: Admission, usage: Optional[Usage]) -> None:
         """Charge what the request used and give back its reservation."""
@@ -238,7 +244,8 @@ class LocalCounters(Counters):
 # One atomic admission. KEYS: bucket hash, in-flight lease set, quota hash (of the day). ARGV: rate/s,
 # burst, max concurrent, lease id, lease seconds, tokens per day, cost per day, tokens and cost wanted
 # (-1: none / all that is left). The reservation mirrors ``reservation()``: used >= quota is spent (3),
-# used + held leaves nothing is held by requests in flight (4).
+# used + held leaves nothing is held by requests in flight (4); a reservation made smaller by other
+# requests' holds returns squeezed = 1.
 ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
@@ -262,16 +269,22 @@ local want_tokens, want_cost = tonumber(ARGV[8]), tonumber(ARGV[9])
 if (tpd >= 0 and used_tokens >= tpd) or (cpd >= 0 and used_cost >= cpd) then
   return {3, tostring(used_tokens), tostring(used_cost)}
 end
-local rt, rc = -1, -1
+local rt, rc, squeezed = -1, -1, 0
 if tpd >= 0 then
   rt = math.floor(tpd - used_tokens - held_tokens)
   if rt < 1 then return {4} end
   if want_tokens >= 0 and want_tokens < rt then rt = want_tokens end
+  local alone = tpd - used_tokens
+  if want_tokens >= 0 and want_tokens < alone then alone = want_tokens end
+  if held_tokens > 0 and rt < alone then squeezed = 1 end
 end
 if cpd >= 0 then
   rc = cpd - used_cost - held_cost
   if rc <= 0 then return {4} end
   if want_cost >= 0 and want_cost < rc then rc = want_cost end
+  local alone = cpd - used_cost
+  if want_cost >= 0 and want_cost < alone then alone = want_cost end
+  if held_cost > 0 and rc < alone then squeezed = 1 end
 end
 if rt >= 0 then redis.call('HINCRBY', KEYS[3], 'held_tokens', rt) end
 if rc >= 0 then redis.call('HINCRBYFLOAT', KEYS[3], 'held_cost', tostring(rc)) end
@@ -280,7 +293,7 @@ redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ts', tostring(now))
 redis.call('EXPIRE', KEYS[1], math.ceil(burst / rate) + 60)
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[4])
 redis.call('EXPIRE', KEYS[2], tonumber(ARGV[5]) * 2)
-return {0, tostring(rt), tostring(rc)}
+return {0, tostring(rt), tostring(rc), squeezed}
 """
 
 
@@ -329,6 +342,7 @@ class RedisCounters(Counters):
         tokens, cost = int(float(result[1])), float(result[2])
         admission.tokens = tokens if tokens >= 0 else None
         admission.cost = cost if cost >= 0 else None
+        admission.squeezed = len(result) > 3 and int(result[3]) == 1
         return admission
 
     async def release(self, admission: Admission, usage: Optional[Usage]) -> None:

@@ -15,6 +15,7 @@ from typing import Any, AsyncIterator, Callable, Optional, Union
 from pydantic import BaseModel
 
 from .. import json_schemas
+from ..budget import Limits
 from ..records import Run
 from ..traces import SQLTraceStore
 from . import builders
@@ -23,6 +24,7 @@ from .bodies import Checks, cheap_to_check, interpret_body
 from .config import ServerConfig
 from .counters import Admission, Counters, RateLimited, make_counters
 from .errors import APIError
+from .limits import limit_sources, limit_too_low, quota_short, start_need
 from .metrics import Metrics
 from .requests import Accepted, ChatCompletionRequest, ResponsesRequest, apply_request_limits, interpret_chat, interpret_responses
 from .runs import Request, RunHandle, Runtime
@@ -92,7 +94,7 @@ class Gateway:
         """The run's answer once it ends, or the APIError for a run without one."""
         run = await handle.wait()
         if not builders.answered(run):
-            raise builders.run_error(run, endpoint.conversation)
+            raise builders.run_error(run, endpoint.conversation, handle.request)
         return endpoint.answer(run, handle.request, accepted)
 
     async def submit(self, key: Key, accepted: Accepted, endpoint: str, question: Optional[str] = None) -> RunHandle:
@@ -100,13 +102,16 @@ class Gateway:
         if preset is None:
             raise APIError(404, f"the model {accepted.model!r} does not exist; GET /v1/models lists the presets "
                                 f"({', '.join(self.runtime.presets)})", code="model_not_found", param="model")
+        question = question if question is not None else accepted.question()
         limits = apply_request_limits(preset.limits.tightened(key.limits), accepted.budget)  # 400 before a slot is taken
-        try:  # reserves from the key's quotas what these limits allow; the run is held to that
-            admission = await self.counters.acquire(key, limits)
-        except RateLimited as exc:
-            raise APIError(429, str(exc), type="insufficient_quota" if exc.code == "insufficient_quota" else "rate_limit_error",
-                           code=exc.code, headers={"Retry-After": str(exc.retry_after)}) from None
+        asked = accepted.budget.requested() if accepted.budget is not None else {}
+        need = start_need(question)
+        if limits.max_tokens is not None and limits.max_tokens < need:  # no run could answer: not an empty 200
+            raise limit_too_low("max_tokens", limits.max_tokens, limit_sources(preset.limits, key.limits, asked)["max_tokens"], need)
+        admission = await self._admit(key, limits)
         try:
+            if admission.tokens is not None and admission.tokens < need:
+                raise quota_short(admission, need)
             if admission.reserved:
                 limits = limits.tightened(admission.limits())
             metadata = {"api_key": key.name, "preset": preset.name, "version": preset.spec.version, "model": accepted.model,
@@ -115,14 +120,23 @@ class Gateway:
                 metadata["user"] = accepted.user
             if accepted.client_metadata:
                 metadata["client"] = accepted.client_metadata  # never merged: the server's fields cannot be overwritten
-            request = Request(preset, accepted.model, question if question is not None else accepted.question(), limits, seed=accepted.seed, metadata=metadata,
+            request = Request(preset, accepted.model, question, limits, seed=accepted.seed, metadata=metadata,
                               answer=None if accepted.answer.is_empty() else accepted.answer, max_output_tokens=accepted.max_output_tokens,
-                              request_text=accepted.current_request())
+                              request_text=accepted.current_request(),
+                              limit_sources=dict(limit_sources(preset.limits, key.limits, asked, admission)), quota_squeezed=admission.squeezed)
             return self.runtime.launch(request, stream=accepted.stream,
                                        on_done=lambda run: self._finished(run, admission, preset.name, endpoint))
         except BaseException:
             await self.counters.release(admission, None)
             raise
+
+    async def _admit(self, key: Key, limits: Limits) -> Admission:
+        """A slot for one request of ``key``, with what it reserved of the key's quotas (these limits allow at most)."""
+        try:
+            return await self.counters.acquire(key, limits)
+        except RateLimited as exc:
+            raise APIError(429, str(exc), type="insufficient_quota" if exc.code == "insufficient_quota" else "rate_limit_error",
+                           code=exc.code, headers={"Retry-After": str(exc.retry_after)}) from None
 
     async def _finished(self, run: Optional[Run], admission: Admission, preset: str, endpoint: str) -> None:
         try:

@@ -17,15 +17,26 @@ almost anything. ``interpret_chat`` / ``interpret_responses`` turn a request int
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from .. import json_schemas
 from ..answer_format import AnswerFormat, FunctionTool, JSONFormat, NamedTool, ToolChoice, describe_tools
 from ..budget import Limits
 from ..records import ToolCall
 from .errors import APIError, unsupported, validation_message
+
+
+def _number(value: Any) -> Any:
+    """OpenAI refuses a boolean or a string where a number goes; pydantic's lax mode would read them as 1.0 / 0.5."""
+    if isinstance(value, (bool, str)):
+        raise ValueError(f"expected a number, not a {'boolean' if isinstance(value, bool) else 'string'}")
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_number)]
+Count = Annotated[int, BeforeValidator(_number)]
 
 
 class Strict(BaseModel):
@@ -41,10 +52,10 @@ class Open(BaseModel):
 class ConductorOptions(Strict):
     """The extension body field ``conductor``: lower this request's budget below its key's ceiling."""
 
-    max_calls: Optional[int] = Field(None, ge=1)
-    max_tokens: Optional[int] = Field(None, ge=1)
-    max_cost_usd: Optional[float] = Field(None, gt=0)
-    max_depth: Optional[int] = Field(None, ge=0)
+    max_calls: Optional[Count] = Field(None, ge=1)
+    max_tokens: Optional[Count] = Field(None, ge=1)
+    max_cost_usd: Optional[Number] = Field(None, gt=0)
+    max_depth: Optional[Count] = Field(None, ge=0)
 
     def requested(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
@@ -214,6 +225,26 @@ def checked_schema(schema: Any, param: str) -> Any:
     return schema
 
 
+def object_schema(schema: dict[str, Any], param: str) -> dict[str, Any]:
+    """A function's parameters: an object schema (arguments are a JSON object), or {} for none, as OpenAI requires."""
+    kind = schema.get("type")
+    if schema and kind != "object" and kind != ["object"]:
+        raise APIError(400, f"{param}: a function's parameters must be a JSON schema of type \"object\", got type {kind!r}; "
+                            "put a single value in a property of an object", param=param, code="invalid_function_parameters")
+    return schema
+
+
+def unique_tools(tools: list[FunctionTool], param: str) -> list[FunctionTool]:
+    """Tool names are how a call names its function: two tools of one name are a 400, as at OpenAI."""
+    seen: set[str] = set()
+    for i, tool in enumerate(tools):
+        if tool.name in seen:
+            raise APIError(400, f"{param}[{i}]: the tool name {tool.name!r} is used twice; tool names must be unique",
+                           param=f"{param}[{i}]", code="duplicate_tool_name")
+        seen.add(tool.name)
+    return tools
+
+
 def _stop(value: Union[str, list[str], None]) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
 
@@ -295,7 +326,7 @@ class FunctionDef(Strict):
     strict: Optional[bool] = None
 
     def tool(self, param: str) -> FunctionTool:
-        parameters = checked_schema(self.parameters, param) if self.parameters is not None else {"type": "object", "properties": {}}
+        parameters = object_schema(checked_schema(self.parameters, param), param) if self.parameters is not None else {"type": "object", "properties": {}}
         return FunctionTool(name=self.name, description=self.description or "", parameters=parameters or {"type": "object", "properties": {}},
                             strict=self.strict)
 
@@ -319,12 +350,12 @@ class SamplingParams(Strict):
     """What the Chat and the legacy Completions requests share, with OpenAI's ranges (all honoured)."""
 
     stop: Union[str, list[str], None] = None
-    max_tokens: Optional[int] = Field(None, ge=1)
-    temperature: Optional[float] = Field(None, ge=0, le=2)
-    top_p: Optional[float] = Field(None, ge=0, le=1)
-    frequency_penalty: Optional[float] = Field(None, ge=-2, le=2)
-    presence_penalty: Optional[float] = Field(None, ge=-2, le=2)
-    seed: Optional[int] = None
+    max_tokens: Optional[Count] = Field(None, ge=1)
+    temperature: Optional[Number] = Field(None, ge=0, le=2)
+    top_p: Optional[Number] = Field(None, ge=0, le=1)
+    frequency_penalty: Optional[Number] = Field(None, ge=-2, le=2)
+    presence_penalty: Optional[Number] = Field(None, ge=-2, le=2)
+    seed: Optional[Count] = None
     user: Optional[str] = None
     conductor: Optional[ConductorOptions] = None  # the extension field
 
@@ -348,14 +379,14 @@ class ChatCompletionRequest(SamplingParams):
     functions: Optional[list[FunctionDef]] = None
     function_call: Union[Literal["none", "auto"], dict[str, Any], None] = None
     response_format: Optional[ChatResponseFormat] = None
-    max_completion_tokens: Optional[int] = Field(None, ge=1)
+    max_completion_tokens: Optional[Count] = Field(None, ge=1)
     safety_identifier: Optional[str] = None
     metadata: Metadata = None
     # honoured only at their neutral value
-    n: Optional[int] = Field(None, ge=1)
+    n: Optional[Count] = Field(None, ge=1)
     logprobs: Optional[bool] = None
-    top_logprobs: Optional[int] = Field(None, ge=0)
-    logit_bias: Optional[dict[str, float]] = None
+    top_logprobs: Optional[Count] = Field(None, ge=0)
+    logit_bias: Optional[dict[str, Number]] = None
     audio: Optional[dict[str, Any]] = None
     modalities: Optional[list[str]] = None
     web_search_options: Optional[dict[str, Any]] = None
@@ -415,6 +446,7 @@ def _chat_tools(req: ChatCompletionRequest) -> tuple[list[FunctionTool], ToolCho
             raise unsupported(f"tools[{i}].type", f"{t.type!r} tools are not supported; only function tools (the caller runs them)")
         tools.append(t.function.tool(f"tools[{i}].function.parameters"))
     tools += [f.tool(f"functions[{i}].parameters") for i, f in enumerate(req.functions or [])]
+    unique_tools(tools, "functions" if legacy else "tools")
     choice_param, raw = ("function_call", req.function_call) if legacy else ("tool_choice", req.tool_choice)
     return tools, _tool_choice(raw, tools, choice_param, responses=False), legacy
 
@@ -426,6 +458,9 @@ def _tool_choice(raw: Any, tools: list[FunctionTool], param: str, *, responses: 
     if isinstance(raw, str):
         if raw not in ("none", "auto", "required"):
             raise APIError(400, f"{param}: expected none, auto, required or a function", param=param, code="invalid_request")
+        if raw == "required" and not tools:
+            raise APIError(400, f"{param}: \"required\" needs at least one tool; send tools or leave {param} out",
+                           param=param, code="invalid_request")
         return raw  # type: ignore[return-value]
     kind = raw.get("type", "function")  # the deprecated function_call is {"name": ...}
     if kind == "function":
@@ -524,12 +559,12 @@ class ResponsesRequest(Strict):
     tools: Optional[list[ResponsesTool]] = None
     tool_choice: Union[Literal["none", "auto", "required"], dict[str, Any], None] = None
     parallel_tool_calls: Optional[bool] = None
-    max_tool_calls: Optional[int] = Field(None, ge=1)
+    max_tool_calls: Optional[Count] = Field(None, ge=1)
     text: Optional[TextConfig] = None
-    max_output_tokens: Optional[int] = Field(None, ge=1)
-    temperature: Optional[float] = Field(None, ge=0, le=2)
-    top_p: Optional[float] = Field(None, ge=0, le=1)
-    seed: Optional[int] = None  # not in OpenAI's schema; kept for reproducible local runs
+    max_output_tokens: Optional[Count] = Field(None, ge=1)
+    temperature: Optional[Number] = Field(None, ge=0, le=2)
+    top_p: Optional[Number] = Field(None, ge=0, le=1)
+    seed: Optional[Count] = None  # not in OpenAI's schema; kept for reproducible local runs
     user: Optional[str] = None
     safety_identifier: Optional[str] = None
     metadata: Metadata = None
@@ -542,7 +577,7 @@ class ResponsesRequest(Strict):
     prompt: Optional[dict[str, Any]] = None
     context_management: Optional[list[dict[str, Any]]] = None
     moderation: Optional[dict[str, Any]] = None
-    top_logprobs: Optional[int] = Field(None, ge=0)
+    top_logprobs: Optional[Count] = Field(None, ge=0)
     # hints with no effect on the answer
     include: Optional[list[str]] = None
     store: Optional[bool] = None
@@ -622,7 +657,7 @@ def interpret_responses(req: ResponsesRequest) -> Accepted:
             message, where = validation_message(exc.errors(), prefix=f"tools[{i}]")
             raise APIError(400, message, param=where, code="invalid_request") from None
         tools.append(function.tool(f"tools[{i}].parameters"))
-    choice = _tool_choice(req.tool_choice, tools, "tool_choice", responses=True)
+    choice = _tool_choice(req.tool_choice, unique_tools(tools, "tools"), "tool_choice", responses=True)
     fmt = req.text.format if req.text else None
     answer = AnswerFormat(
         tools=tools, tool_choice=choice, parallel_tool_calls=req.parallel_tool_calls is not False, max_tool_calls=req.max_tool_calls,

@@ -28,7 +28,7 @@ from ..policies.base import Policy
 from ..pool import Pool, PoolConfigError, PoolSpec
 from ..records import Run
 from ..reply import AnswerStream as AnswerFilter  # the streamed answer: executor.clean_answer, token by token
-from ..traces import SQLTraceStore, TraceNotFound, TraceWriter, open_store
+from ..traces import LISTED, SQLTraceStore, TraceNotFound, TraceWriter, open_store
 from .config import PresetSpec, ServerConfig
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,8 @@ class Request:
     answer: Optional[AnswerFormat] = None  # what the caller asks of the final answer (tools, JSON, stop, sampling)
     max_output_tokens: Optional[int] = None
     request_text: Optional[str] = None  # the current user turn alone (``question`` renders the conversation)
+    limit_sources: dict[str, str] = field(default_factory=dict)  # each limit's source (``limits.limit_sources``)
+    quota_squeezed: bool = False  # the quota's share was cut by the key's other requests in flight
 
 
 class RunHandle:
@@ -294,12 +296,32 @@ class Runtime:
             return run
         return await asyncio.to_thread(functools.partial(self.store.get, run_id, api_key=api_key))  # raises TraceNotFound
 
-    async def list_runs(self, limit: int, api_key: Optional[str] = None) -> list[dict]:
+    async def list_runs(self, limit: int, api_key: Optional[str] = None, after: Optional[str] = None) -> tuple[list[dict], bool]:
+        """Up to ``limit`` runs, newest first, after the run ``after`` (a cursor: the last id of the previous
+        page; TraceNotFound if it is not one of this key's runs), and whether more follow."""
         # Read-your-writes: a run answered a moment ago may still sit in the linger window or the writer's
         # queue; write those first so the listing never misses a run its caller has already seen end.
         self.flush_saves()
         await asyncio.to_thread(self.writer.flush, 5.0)
-        return await asyncio.to_thread(self.store.list, limit, api_key=api_key)
+        rows = await asyncio.to_thread(list_page, self.store, limit + 1, api_key, after)
+        return rows[:limit], len(rows) > limit
+
+
+def list_page(store: SQLTraceStore, limit: int, api_key: Optional[str], after: Optional[str]) -> list[dict]:
+    """Runs ordered by (created_at, id), newest first: a cursor stays exact when runs share a timestamp or new
+    ones arrive between pages (an offset would shift)."""
+    where, args = (["api_key = ?"], [api_key]) if api_key is not None else ([], [])
+    with store.transaction() as cur:
+        if after is not None:
+            cur.execute(store.sql(" AND ".join(["SELECT created_at FROM runs WHERE id = ?", *where])), (after, *args))
+            found = cur.fetchone()
+            if found is None:
+                raise TraceNotFound(f"no trace with id {after!r}")
+            where.append("(created_at < ? OR (created_at = ? AND id < ?))")
+            args += [found[0], found[0], after]
+        clause = f"WHERE {' AND '.join(where)} " if where else ""
+        cur.execute(store.sql(f"SELECT {', '.join(LISTED)} FROM runs {clause}ORDER BY created_at DESC, id DESC LIMIT ?"), (*args, limit))
+        return [dict(zip(LISTED, r)) for r in cur.fetchall()]
 
 
 __all__ = ["AnswerFilter", "DONE", "Preset", "Request", "RunHandle", "Runtime", "TraceNotFound"]

@@ -57,11 +57,11 @@ class _Answer:
         return "".join(self.parts)
 
 
-def _unanswered(run, conversation: str, on_error: ErrorHook) -> Optional[APIError]:
+def _unanswered(run, conversation: str, request, on_error: ErrorHook) -> Optional[APIError]:
     """The error a stream ends with when its run has no answer (counted by ``on_error``), else None."""
     if builders.answered(run):
         return None
-    error = builders.run_error(run, conversation)
+    error = builders.run_error(run, conversation, request)
     on_error(error)
     return error
 
@@ -119,7 +119,7 @@ async def chat_stream(handle: RunHandle, accepted: Accepted, on_error: ErrorHook
             yield chunk({"content": piece})
         if held_final is not None:
             yield chunk(conductor=held_final)
-        error = _unanswered(run, "messages", on_error)
+        error = _unanswered(run, "messages", handle.request, on_error)
         if error is not None:
             yield error
             return
@@ -137,7 +137,7 @@ async def chat_stream(handle: RunHandle, accepted: Accepted, on_error: ErrorHook
                                                             function=ChoiceDeltaToolCallFunction(name=c.name, arguments=c.arguments))
                                         for i, c in enumerate(run.tool_calls)]})
         yield chunk({}, finish=builders.finish_reason(run, accepted.legacy_functions),
-                    conductor=builders.run_finished(run, preset, final_answer=run.final_answer, streamed_matches_final=text == run.final_answer))
+                    conductor=builders.run_finished(run, request, final_answer=run.final_answer, streamed_matches_final=text == run.final_answer))
         if accepted.include_usage:
             yield chunk(choices=False, usage=builders.chat_usage(run))
     finally:
@@ -191,7 +191,7 @@ async def responses_stream(handle: RunHandle, accepted: Accepted, on_error: Erro
         if piece:
             for e in delta(piece):
                 yield e
-        error = _unanswered(run, "input", on_error)
+        error = _unanswered(run, "input", handle.request, on_error)
         if error is not None:
             yield error
             return
