@@ -20,6 +20,7 @@ from rich.text import Text
 
 from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits
 from .executor import Event, solve
+from .identity import identity_line
 from .policies import make_policy, policy_names
 from .pool import Pool, PoolConfigError, PoolSpec
 from .records import Run
@@ -118,6 +119,8 @@ def summary(run: Run) -> Table:
     table.add_row("status", run.status + (f" (limits hit: {', '.join(run.limits_hit)})" if run.limits_hit else ""))
     if run.error and run.status not in ("ok", "cancelled"):  # why there is no answer, without `conductor trace`
         table.add_row("why", escape(run.error))
+    if (planner := identity_line(run.metadata)) is not None:
+        table.add_row("planned by", escape(planner))
     table.add_row("calls", str(t.calls))
     table.add_row("tokens", f"{t.usage.total_tokens} (workers {t.worker_usage.total_tokens}, conductor {t.conductor_usage.total_tokens})")
     if t.usage.cost_usd:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Literal, Optional, Union
 
 from . import worker_message
+from .identity import identity_dict
 from .answer_format import AnswerFormat, AnswerFormatError, check_json, off_the_loop
 from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous
@@ -133,8 +134,9 @@ async def solve(
     ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed, stream_tokens=stream_tokens,
                   answer=answer, max_output_tokens=max_output_tokens, domain=domain, kind=kind,
                   request_text=request_text)
-    run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names, metadata=metadata or {},
-              warnings=list(pool.warnings))
+    # Which conductor planned (a checkpoint and its digest, a prompted worker, or a baseline): the policy's name cannot say.
+    run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names,
+              metadata={**(metadata or {}), "conductor": identity_dict(policy, pool)}, warnings=list(pool.warnings))
     await _emit(on_event, Event("run_started", run))
     try:
         plan = await _plan(ctx, PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed, budget=ctx.budget,

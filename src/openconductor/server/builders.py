@@ -95,6 +95,7 @@ class RunFinished(BaseModel):
     preset: str
     version: str
     policy: str
+    planned_by: dict[str, Any] = {}  # which conductor planned (identity.ConductorIdentity): a checkpoint and its digest, a worker, a policy
     steps: int
     wall_s: float
     workflow: list[WorkflowStep]
@@ -123,7 +124,7 @@ def step_finished(step: StepRecord, depth: int) -> StepFinished:
 
 def run_finished(run: Run, preset: Preset, **stream_fields: Any) -> RunFinished:
     return RunFinished(trace_id=run.id, trace_url=f"/v1/traces/{run.id}", status=run.status, error=run.error, limits_hit=run.limits_hit,
-                       preset=preset.name, version=preset.spec.version, policy=run.policy, steps=len(run.steps),
+                       preset=preset.name, version=preset.spec.version, policy=run.policy, planned_by=run.metadata.get("conductor") or {}, steps=len(run.steps),
                        wall_s=round(run.totals.wall_s, 4), workflow=workflow(run), warnings=run.warnings, **stream_fields)
 
 
