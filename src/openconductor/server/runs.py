@@ -75,6 +75,7 @@ class Request:
     answer: Optional[AnswerFormat] = None  # what the caller asks of the final answer (tools, JSON, stop, sampling)
     max_output_tokens: Optional[int] = None
     request_text: Optional[str] = None  # the current user turn alone (``question`` renders the conversation)
+    messages: Optional[list[dict[str, Any]]] = None  # the caller's messages, as a passthrough preset sends them
 
 
 class RunHandle:
@@ -122,7 +123,7 @@ class RunHandle:
             policy = r.preset.policy or make_policy(r.preset.spec.policy, **r.preset.spec.policy_options)
             return await solve(r.question, policy, pool, limits=r.limits, on_event=self._on_event, seed=r.seed,
                                metadata=r.metadata, stream_tokens=self.stream, answer=r.answer, max_output_tokens=r.max_output_tokens,
-                               request_text=r.request_text)
+                               request_text=r.request_text, messages=r.messages)
         except asyncio.CancelledError:
             self._abort("cancelled: the client disconnected before the run finished")
             raise
