@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from .answer_format import AnswerFormat, AnswerFormatError, AnswerUncheckable, off_the_loop, prepare
 from .budget import Limits
-from .configfile import problems, read_config
+from .configfile import did_you_mean, problems, read_config
 from .policies.fixed import FixedWorkflowSpec
 from .providers.base import TOOLS, Provider, ProviderError, TokenCallback, absent_modules, make_provider, provider_class, provider_options
 from .records import Completion, Usage
@@ -215,7 +215,7 @@ class PoolSpec(BaseModel):
         for field, ref in (("conductor.worker", self.conductor.worker), ("strongest", self.strongest),
                            ("conductor.fallback", self.conductor.fallback_worker)):
             if ref is not None and ref not in names:
-                raise ValueError(f"{field}: unknown worker {ref!r}; the pool has {', '.join(names)}")
+                raise ValueError(f"{field}: unknown worker {ref!r}{did_you_mean(ref, names)}; the pool has {', '.join(names)}")
         fallback = self.conductor.fallback_worker
         if fallback is not None and self.workers[self.index(fallback)].provider == "conductor":
             raise ValueError(f"conductor.fallback: {fallback!r} is the conductor itself; fall back to a worker that answers")
@@ -302,7 +302,7 @@ def load_pool(path: str | Path) -> PoolSpec:
     try:
         spec = PoolSpec.model_validate(data)
     except ValidationError as exc:
-        raise PoolConfigError(f"{path}: {problems(exc, where)}") from exc
+        raise PoolConfigError(f"{path}: {problems(exc, where, PoolSpec)}") from exc
     checkpoint = spec.conductor.checkpoint
     if checkpoint and not checkpoint.startswith(BUILTIN_CONDUCTOR) and not Path(checkpoint).expanduser().is_absolute():
         # Relative to the pool file, like every path a config names, so the pool works from any directory.

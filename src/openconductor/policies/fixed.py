@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..configfile import did_you_mean
 from ..records import PlanRecord
 from ..workflow import Step, Workflow
 from .base import Plan, PlanRequest, Policy, PolicyError, PolicyOptions, register_policy
@@ -55,7 +56,8 @@ class FixedWorkflowSpec(BaseModel):
     def check_workers(self, names: list[str], where: str) -> None:
         unknown = sorted({s.worker for s in self.steps} - set(names))
         if unknown:
-            raise ValueError(f"{where}: unknown worker(s) {', '.join(unknown)}; the pool has {', '.join(names)}")
+            hints = "".join(did_you_mean(u, names) for u in unknown)
+            raise ValueError(f"{where}: unknown worker(s) {', '.join(unknown)}{hints}; the pool has {', '.join(names)}")
 
     def resolve(self, spec: "PoolSpec") -> Workflow:
         steps = tuple(
