@@ -126,3 +126,15 @@ def test_a_typo_in_a_section_gets_did_you_mean(tmp_path, extra, hint):
     with pytest.raises(PoolConfigError) as err:
         load_pool(path)
     assert hint in str(err.value)
+
+
+def test_the_conductor_table_in_providers_md_lists_exactly_the_fields():
+    """docs/providers.md's `[conductor]` reference table against ConductorSpec (issue 69 asked for the table)."""
+    import re
+
+    from openconductor.pool import ConductorSpec
+
+    text = (Path(__file__).resolve().parents[1] / "docs/providers.md").read_text()
+    section = text.split("## The `[conductor]` table", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `(\w+)` \|", section, flags=re.MULTILINE)
+    assert listed == list(ConductorSpec.model_fields)
