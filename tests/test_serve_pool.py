@@ -124,3 +124,29 @@ def test_serve_pool_mistakes_are_clear_errors(tmp_path, upstream, args, message)
 def test_conductor_and_passthrough_need_a_pool():
     result = CliRunner().invoke(app, ["serve", "--passthrough", "coder"])
     assert result.exit_code == 2 and "go with --pool FILE" in " ".join(result.output.split())
+
+
+async def _outer_run(url: str, stream: bool):
+    from openconductor.executor import solve
+    from openconductor.policies import make_policy
+    from openconductor.pool import Pool, PoolSpec, WorkerSpec
+
+    worker = WorkerSpec(name="upstream", provider="openai", model="down", base_url=f"{url}/v1", max_retries=3)
+    async with Pool(PoolSpec(name="outer", workers=[worker])) as pool:
+        return await solve("q", make_policy("single"), pool, on_event=(lambda e: None) if stream else None)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_pool_built_on_an_openconductor_server_does_not_rerun_its_failed_workflow(tmp_path, stream):
+    """Issue 69: a failed upstream workflow was run 3 more times. Its 502 says x-should-retry: false; a stream's
+    in-band error (its headers went out before the run ended) says should_retry: false; the openai provider obeys both."""
+    from _server_kit import closed_port_url
+
+    down = tmp_path / "down.toml"
+    down.write_text(f'name = "down"\n[[workers]]\nname = "down"\nprovider = "openai"\nmodel = "m"\nbase_url = "{closed_port_url()}/v1"\n'
+                    "max_retries = 0\n")
+    with serve(parse_server_config(pool_config_data(down, passthrough=["down"]))) as url:
+        run = await _outer_run(url, stream)
+    step = run.steps[0]
+    assert run.status == "error" and step.attempts == 1, step.error
+    assert ("error in the stream" if stream else "HTTP 502") in step.error

@@ -171,7 +171,11 @@ class OpenAICompatProvider(Provider):
                 return
             chunk = json.loads(payload)
             if chunk.get("error"):  # the server failed mid-generation
-                raise ProviderError(f"error in the stream: {_error_message(payload)}", retryable=True)
+                # Retried unless the error says not to: an openconductor server's failed workflow (its stream's
+                # headers went out before the run ended, so the error carries what x-should-retry would say).
+                error = chunk["error"]
+                retry = not (isinstance(error, dict) and error.get("should_retry") is False)
+                raise ProviderError(f"error in the stream: {_error_message(payload)}", retryable=retry)
             state["model"] = chunk.get("model") or state["model"]
             if chunk.get("usage"):
                 state["usage"] = _usage(chunk["usage"])

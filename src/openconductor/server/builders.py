@@ -168,7 +168,8 @@ NO_RETRY = {"x-should-retry": "false"}
 def run_error(run: Run, conversation_param: str) -> APIError:
     """The error for a run without an answer: 400 when the input is too long, 422 when no answer in the requested
     format could be had (a 4xx that clients do not retry), else 502 (upstream); none is worth a client's retry."""
-    extra = {"trace_id": run.id, "run_status": run.status}
+    # should_retry: a stream's in-band error says what the x-should-retry header says (its headers went out before the run ended).
+    extra = {"trace_id": run.id, "run_status": run.status, "should_retry": False}
     codes = _error_codes(run)
     if "context_length_exceeded" in codes:
         return APIError(400, "the conversation is longer than the workers' context windows; shorten it "
