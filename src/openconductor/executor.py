@@ -21,7 +21,7 @@ from .answer_format import AnswerFormat, AnswerFormatError, check_json, off_the_
 from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous
 from .pool import TOOL_PROVIDERS, Pool, WorkerCallError
-from .records import PlanRecord, Run, StepRecord, Totals, Usage
+from .records import Completion, PlanRecord, Run, StepRecord, Totals, Usage
 from .reply import answer_text as clean_answer  # the final answer is the reply as a user sees it
 from .workflow import Step, Workflow
 
@@ -337,13 +337,26 @@ async def execute(ctx: Context, run: Run, workflow: Workflow, final: bool = True
     await asyncio.gather(*(run_step(i) for i in range(len(workflow))))
 
 
+def _step_messages(ctx: Context, workflow: Workflow, i: int, records: dict[int, StepRecord]) -> list[dict]:
+    """What step ``i``'s worker is sent: the agent template, or for a passthrough policy (a transparent endpoint)
+    the caller's messages untouched."""
+    if ctx.passthrough:
+        return list(ctx.messages or [{"role": "user", "content": ctx.question}])
+    return build_messages(ctx.question, workflow, i, records)
+
+
+def _echoed(ctx: Context, provider: str, completion: Completion, messages: list[dict]) -> bool:
+    """Whether a model's reply repeats the agent template it was sent instead of answering (a passthrough
+    worker was sent the caller's own messages: repeating them may be what the caller asked for)."""
+    if provider in TOOL_PROVIDERS or completion.tool_calls or ctx.passthrough:
+        return False
+    return worker_message.echoes_prompt(completion.text, messages)
+
+
 async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records: dict[int, StepRecord], final: bool = False) -> None:
     record = records[i]
     worker = ctx.pool[workflow.steps[i].worker]
-    if ctx.passthrough:  # a transparent endpoint: the caller's messages, not the agent template
-        record.messages = list(ctx.messages or [{"role": "user", "content": ctx.question}])
-    else:
-        record.messages = build_messages(ctx.question, workflow, i, records)
+    record.messages = _step_messages(ctx, workflow, i, records)
     record.status, record.started_at = "running", time.time()
     await _emit(ctx.on_event, Event("step_started", run, record))
     if worker.spec.provider == "conductor":
@@ -402,8 +415,7 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
         record.tool_calls, record.finish_reason = completion.tool_calls, completion.finish_reason
         record.latency_s, record.status, record.detail = completion.latency_s, "ok", completion.detail
         record.cached = completion.cached
-        if (spec.provider not in TOOL_PROVIDERS and not completion.tool_calls and not ctx.passthrough
-                and worker_message.echoes_prompt(completion.text, record.messages)):
+        if _echoed(ctx, spec.provider, completion, record.messages):
             # Not an answer: the step fails, so the final answer falls back to the last real output.
             record.status, record.error = "error", "the worker echoed its prompt instead of answering"
     except WorkerCallError as exc:
