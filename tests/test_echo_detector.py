@@ -9,6 +9,9 @@ and the last test runs the issue's case through ``solve`` on simulated workers (
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from openconductor.executor import build_messages, solve
@@ -101,6 +104,8 @@ QUOTING = [
      "Reading the </Overall task> section: the mitochondria produce most ATP. Final answer: B"),
     ("a short reply sharing words with the question", SOLVE, "13 plants are left"),
     ("a reply naming the agents' tags in its own words", MOA, "Agent 1 response and Agent 2 response both say 13, which is right."),
+    ("aggregator opening with a quoted block, answering in words", MOA,
+     "<Agent 0 response>\n" + PROPOSALS[0] + "\n</Agent 0 response>\nThe subtraction above is wrong: 84 - 71 is 13, so the answer is 13."),
 ]
 
 # (name, prompt, output): outputs that repeat the prompt instead of answering.
@@ -121,6 +126,12 @@ ECHOES = [
     ("a continuation into the next agent's block", MOA,
      "</Agent 2 response>\n<Subtask assigned to Agent 3>\n" + AGGREGATE + "\n</Subtask assigned to Agent 3>"),
 ]
+
+
+# Real outputs (not written by hand): a tiny model imitating its prompt's layout (the preamble, subtask labels,
+# "Final answer:" lines) without answering. The detector before issue 69's fix caught them; the first rewrite did not.
+REAL = json.loads((Path(__file__).parent / "data/echo_real_outputs.json").read_text())
+ECHOES += [(f"real output {i} ({case['source'].split(' (')[0]})", case["messages"], case["output"]) for i, case in enumerate(REAL)]
 
 
 @pytest.mark.parametrize("name, messages, reply", QUOTING, ids=[c[0] for c in QUOTING])

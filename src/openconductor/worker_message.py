@@ -95,6 +95,10 @@ _RUN = 6
 _OWN_WORDS = 3
 # What an answer says of its own; where any of it is the output's own text, the output answered.
 _ANSWERED = re.compile(r"final answer|answer is|\\boxed|<answer>|\d")
+# An answer given anywhere in an output: a marker with something after it (not another marker, not the prompt's
+# "<answer>" placeholder), a boxed value, an answer tag, or a code block.
+_GIVES_ANSWER = re.compile(r"\banswer(?: is)?\s*[:=]?\s*(?=[^\s:=.,;<>])(?!final\b)\S|\\boxed\{[^{}]+\}|<answer>[^<]+</answer>|```",
+                           re.IGNORECASE)
 
 
 _PUNCTUATION = ".,;:!?'\"`()[]{}<>*_"
@@ -166,5 +170,10 @@ def echoes_prompt(output: str, messages: list[dict[str, str]]) -> bool:
     sources = [_words(message_text(messages))] if scaffold else parts
     if not scaffold and not any(len(part) >= 2 and _coverage(part, words) >= 0.5 for part in parts):
         return False
-    own = [w for w, copied, tag in zip(words, _copied(words, sources), tagged) if not (copied or tag)]
-    return len(own) < _OWN_WORDS and not _ANSWERED.search(" ".join(own))
+    marked = [copied or tag for copied, tag in zip(_copied(words, sources), tagged)]
+    own = [w for w, m in zip(words, marked) if not m]
+    if len(own) < _OWN_WORDS and not _ANSWERED.search(" ".join(own)):
+        return True
+    # A small model that imitates its prompt opens with its scaffolding (the preamble, a subtask label) and then writes
+    # more of the same ("Final answer:" lines, invented subtasks) without ever answering.
+    return scaffold and all(marked[:_RUN]) and not _GIVES_ANSWER.search(text)
