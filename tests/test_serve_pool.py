@@ -150,3 +150,16 @@ async def test_a_pool_built_on_an_openconductor_server_does_not_rerun_its_failed
     step = run.steps[0]
     assert run.status == "error" and step.attempts == 1, step.error
     assert ("error in the stream" if stream else "HTTP 502") in step.error
+
+
+def test_conductor_none_serves_the_prompted_backend_of_a_pool_with_a_checkpoint(tmp_path):
+    """`--conductor none`, as `ask --conductor none`: the pool's checkpoint is not loaded; its backend plans."""
+    from _server_kit import sim_worker, write_pool
+
+    conductor = {"checkpoint": "builtin:sim-general", "backend": {"name": "planner", "provider": "simulated", "options": {"world": "serve-test-plan"}}}
+    pool = tmp_path / write_pool(tmp_path, "ckpt", [sim_worker("alpha"), sim_worker("beta")], conductor=conductor)
+    cfg = parse_server_config(pool_config_data(pool, conductor="none"))
+    spec = cfg.pool_spec(cfg.models["conductor"])
+    assert spec.conductor.checkpoint is None and spec.conductor.backend.name == "planner"
+    assert cfg.models["conductor"].conductor == "none"
+    assert pool_config_data(pool, conductor="builtin:sim-general")["models"]["conductor"]["conductor"] == "builtin:sim-general"
