@@ -116,10 +116,14 @@ def _in_scaffold(text: str) -> list[bool]:
             for m in re.finditer(r"\S+", text) if m.group().strip(_PUNCTUATION)]
 
 
-def _copied(words: list[str], sources: list[list[str]]) -> list[bool]:
-    """Which of ``words`` lie in a run of ``_RUN`` words that also occurs in one of ``sources``, or in a
-    whole source shorter than that (a short subtask repeated whole)."""
-    runs = {tuple(s[i : i + _RUN]) for s in sources for i in range(len(s) - _RUN + 1)}
+def _runs(sources: list[list[str]]) -> set[tuple[str, ...]]:
+    return {tuple(s[i : i + _RUN]) for s in sources for i in range(len(s) - _RUN + 1)}
+
+
+def _copied(words: list[str], sources: list[list[str]], runs: Optional[set[tuple[str, ...]]] = None) -> list[bool]:
+    """Which of ``words`` lie in a run of ``_RUN`` words that also occurs in one of ``sources`` (``runs``: their
+    runs, when already built), or in a whole source shorter than that (a short subtask repeated whole)."""
+    runs = _runs(sources) if runs is None else runs
     marked = [False] * len(words)
     for i in range(len(words) - _RUN + 1):
         if tuple(words[i : i + _RUN]) in runs:
@@ -131,11 +135,12 @@ def _copied(words: list[str], sources: list[list[str]]) -> list[bool]:
     return marked
 
 
-def _coverage(part: list[str], words: list[str]) -> float:
-    """The share of ``part``'s words that the output reproduces in runs (1.0 for a short part repeated whole)."""
+def _coverage(part: list[str], words: list[str], runs: set[tuple[str, ...]]) -> float:
+    """The share of ``part``'s words that the output (``words``, whose runs are ``runs``) reproduces in runs
+    (1.0 for a short part repeated whole)."""
     if not part:
         return 0.0
-    marked = _copied(part, [words])
+    marked = _copied(part, [words], runs)
     return sum(marked) / len(part)
 
 
@@ -165,11 +170,13 @@ def echoes_prompt(output: str, messages: list[dict[str, str]]) -> bool:
     tagged = _in_scaffold(text)
     scaffold = any(tagged)
     words = _words(text)
-    parts = [_words(part) for part in _written_parts(messages)]
-    # With the scaffold reproduced, whatever of the prompt it wraps is a copy too (the earlier responses included).
-    sources = [_words(message_text(messages))] if scaffold else parts
-    if not scaffold and not any(len(part) >= 2 and _coverage(part, words) >= 0.5 for part in parts):
-        return False
+    if scaffold:  # with the scaffold reproduced, whatever of the prompt it wraps is a copy too (the earlier responses included)
+        sources = [_words(message_text(messages))]
+    else:
+        sources = [_words(part) for part in _written_parts(messages)]
+        output_runs = _runs([words])
+        if not any(len(part) >= 2 and _coverage(part, words, output_runs) >= 0.5 for part in sources):
+            return False
     marked = [copied or tag for copied, tag in zip(_copied(words, sources), tagged)]
     own = [w for w, m in zip(words, marked) if not m]
     if len(own) < _OWN_WORDS and not _ANSWERED.search(" ".join(own)):
