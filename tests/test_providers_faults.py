@@ -430,3 +430,12 @@ def test_x_should_retry_parsing():
     assert not status_error(503, "x", {"x-should-retry": "false"}).retryable
     assert status_error(401, "x", {"x-should-retry": "true"}).retryable
     assert status_error(503, "x", {}).retryable and not status_error(401, "x", {}).retryable
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_refused_key_names_the_variable_it_came_from(server, provider):
+    """Issue 69: a wrong key value got "HTTP 401" and nothing to say which variable held it."""
+    server.script(Fault.http(401))
+    async with one_worker_pool(worker_spec(provider, server)) as pool:
+        run = await solve("q", make_policy("single"), pool)
+    assert run.steps[0].attempts == 1 and f"(the API key comes from {KEY_ENV}: check its value)" in run.error

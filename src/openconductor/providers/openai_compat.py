@@ -136,7 +136,7 @@ class OpenAICompatProvider(Provider):
             async with self.session().post(self.url, data=json.dumps(params)) as response:
                 body = await response.read()
                 if response.status >= 400:
-                    raise status_error(response.status, _error_message(body), response.headers)
+                    raise status_error(response.status, _error_message(body), response.headers, key_envs=self.key_variables(self.spec))
             data = json.loads(body)
             if data.get("error"):
                 raise ProviderError(f"error in the response: {_error_message(body)}", retryable=True)
@@ -194,7 +194,8 @@ class OpenAICompatProvider(Provider):
 
         async with self.session().post(self.url, data=json.dumps(params)) as response:
             if response.status >= 400:
-                raise status_error(response.status, _error_message(await response.read()), response.headers)
+                raise status_error(response.status, _error_message(await response.read()), response.headers,
+                                   key_envs=self.key_variables(self.spec))
             buffer = b""
             async for piece in response.content.iter_any():
                 buffer += piece
