@@ -163,3 +163,14 @@ def test_conductor_none_serves_the_prompted_backend_of_a_pool_with_a_checkpoint(
     assert spec.conductor.checkpoint is None and spec.conductor.backend.name == "planner"
     assert cfg.models["conductor"].conductor == "none"
     assert pool_config_data(pool, conductor="builtin:sim-general")["models"]["conductor"]["conductor"] == "builtin:sim-general"
+
+
+def test_the_processes_of_workers_n_read_the_pool_config_back_from_a_file(tmp_path, upstream):
+    """`serve --pool FILE --workers 2`: each process reads the generated config from a file (JSON, read as YAML)."""
+    from openconductor.server.cli import _written
+    from openconductor.server.config import load_server_config
+
+    data = pool_config_data(http_pool(tmp_path, upstream), passthrough=["coder"])
+    again = load_server_config(_written(data))
+    assert again.models["coder"].policy == "passthrough" and again.models["coder"].policy_options == {"worker": "coder"}
+    assert not again.auth.required
