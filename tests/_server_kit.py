@@ -61,6 +61,11 @@ def config(directory: Path, models: dict, keys: list[dict] | None = None, **sect
     return parse_server_config(data, base_dir=directory)
 
 
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on (a server that is down)."""
+    return f"http://127.0.0.1:{free_port()}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -37,6 +37,7 @@ class Fault:
     retry_after: Optional[float] = None  # sent as the Retry-After header (and Gemini's RetryInfo)
     header: bool = True  # False: Gemini gets the wait only in its RetryInfo detail, as Google sends it
     delay_s: float = 0.0  # "timeout": how long the server sits on the request
+    headers: tuple[tuple[str, str], ...] = ()  # more response headers, e.g. (("x-should-retry", "false"),)
 
     @staticmethod
     def ok(text: Optional[str] = None) -> "Fault":
@@ -47,8 +48,8 @@ class Fault:
         return Fault("timeout", delay_s=delay_s)
 
     @staticmethod
-    def http(status: int, retry_after: Optional[float] = None, header: bool = True) -> "Fault":
-        return Fault("status", status=status, retry_after=retry_after, header=header)
+    def http(status: int, retry_after: Optional[float] = None, header: bool = True, headers: Optional[dict[str, str]] = None) -> "Fault":
+        return Fault("status", status=status, retry_after=retry_after, header=header, headers=tuple((headers or {}).items()))
 
     @staticmethod
     def malformed() -> "Fault":
@@ -160,6 +161,7 @@ class FaultServer:
 
         def error_response(api: str, fault: Fault) -> JSONResponse:
             headers = {"retry-after": f"{fault.retry_after:g}"} if fault.retry_after is not None and fault.header else {}
+            headers.update(fault.headers)
             if api == "anthropic":
                 kind = {429: "rate_limit_error", 401: "authentication_error", 400: "invalid_request_error"}.get(fault.status, "api_error")
                 content: dict = {"type": "error", "error": {"type": kind, "message": f"injected {fault.status}"}}

@@ -389,3 +389,53 @@ async def test_grammar_option_sends_the_conductor_grammar(server, tmp_path):
     body = server.log[0].body
     assert body["model"] == "fault-conductor" and body["grammar"].startswith("root ::=")
     assert run.status == "ok" and run.steps[0].worker_name == "sim"
+
+
+# ------------------------------------------------------------------------------ the server's own retry verdict
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_x_should_retry_false_is_never_retried(server, provider):
+    """Issue 69: openconductor's own server answers a failed workflow with 502 and ``x-should-retry: false``
+    (its workers were already retried); a retry would run, and pay for, the whole workflow again."""
+    server.script(Fault.http(502, headers={"x-should-retry": "false"}), Fault.ok("must not be reached"))
+    async with one_worker_pool(worker_spec(provider, server)) as pool:
+        run = await solve("q", make_policy("single"), pool)
+    assert run.status == "error" and run.steps[0].attempts == 1 and "HTTP 502" in run.error
+    assert len(server.log) == 1 and server.pending() == 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_x_should_retry_true_retries_a_status_that_is_otherwise_final(server, provider):
+    server.script(Fault.http(400, headers={"x-should-retry": "true"}), Fault.ok("answered on the retry"))
+    async with one_worker_pool(worker_spec(provider, server)) as pool:
+        completion, attempts = await pool[0].call([{"role": "user", "content": "hi"}])
+    assert completion.text == "answered on the retry" and attempts == 2
+
+
+async def test_retry_after_ms_is_waited_instead_of_the_backoff(server):
+    """``retry-after-ms: 700`` (OpenAI's header): the gap is the server's 0.7 s, not the first backoff of 0.2-0.3 s."""
+    server.script(Fault.http(429, headers={"retry-after-ms": "700"}), Fault.ok())
+    async with one_worker_pool(worker_spec("openai", server)) as pool:
+        _, attempts = await pool[0].call([{"role": "user", "content": "hi"}])
+    (gap,) = gaps(server)
+    assert attempts == 2 and 0.7 <= gap < 0.7 + RETRY_AFTER_SLACK - 1.0, gap
+
+
+def test_x_should_retry_parsing():
+    from openconductor.providers.common import should_retry, status_error
+
+    assert should_retry({"x-should-retry": "false"}) is False and should_retry({"x-should-retry": " TRUE "}) is True
+    assert should_retry({"x-should-retry": "maybe"}) is None and should_retry(None) is None
+    assert not status_error(503, "x", {"x-should-retry": "false"}).retryable
+    assert status_error(401, "x", {"x-should-retry": "true"}).retryable
+    assert status_error(503, "x", {}).retryable and not status_error(401, "x", {}).retryable
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_refused_key_names_the_variable_it_came_from(server, provider):
+    """Issue 69: a wrong key value got "HTTP 401" and nothing to say which variable held it."""
+    server.script(Fault.http(401))
+    async with one_worker_pool(worker_spec(provider, server)) as pool:
+        run = await solve("q", make_policy("single"), pool)
+    assert run.steps[0].attempts == 1 and f"(the API key comes from {KEY_ENV}: check its value)" in run.error

@@ -62,6 +62,8 @@ def test_viewer_lists_runs_and_draws_the_workflow(tmp_path, browser):
         items.nth(0).click()
         page.wait_for_selector(".graph svg .node")
         assert page.locator("#run-status").inner_text() == "ok"
+        # Which conductor planned (issue 69): the run's metadata, as `conductor trace` says it.
+        assert page.locator("#run-planner").inner_text() == "planned by policy moa (no conductor model plans)"
         nodes = page.locator(".graph svg .node")
         assert nodes.count() == 3
         names = [nodes.nth(i).locator("text.worker").text_content() for i in range(3)]

@@ -217,7 +217,7 @@ def test_an_answer_that_only_contains_the_reference_earns_nothing():
     expected = q.reference["answer"]
     padded = reasoning_gym.get_score_answer_fn("basic_arithmetic")(f"{expected}.0", q.reference)
     assert 0 < padded < 1  # what reasoning-gym itself pays
-    for hedge in (f"{expected}.0", f"{expected} or {int(expected) + 1}", f"x = {expected}"):
+    for hedge in (f"{expected} or {int(expected) + 1}", f"x = {expected}", f"{expected}7"):
         got = grade(q, f"Final answer: {hedge}")
         assert got.score == 0.0 and not got.correct and "only contains the reference" in got.reason
     assert grade(q, f"Final answer: {expected}").score == 1.0
@@ -225,6 +225,26 @@ def test_an_answer_that_only_contains_the_reference_earns_nothing():
     near = str(round(float(coin.reference["answer"]) * 1.1, 6))
     own = reasoning_gym.get_score_answer_fn("coin_flip")(near, coin.reference)
     assert 0 < own < 1 and grade(coin, f"Final answer: {near}").score == pytest.approx(own)
+
+
+@pytest.mark.parametrize("written", ["106475279601.0", "106475279601.000", "106,475,279,601", "+106475279601", "1.06475279601e11",
+                                     "$106475279601", "**106475279601.0**"])
+def test_the_same_number_written_another_trivial_way_scores_1(written):
+    """Issue 69: "106475279601.0" against "106475279601" scored 0 (reasoning-gym pays it a containment credit,
+    which the rule above zeroes). Exact equality of the numbers, no tolerance."""
+    from openconductor.graders import grade as grade_kind
+
+    entry = {"question": "q", "answer": "106475279601", "metadata": {}}
+    got = grade_kind("reasoning_gym", f"The product is large.\nFinal answer: {written}", entry, dataset="basic_arithmetic")
+    assert got.score == 1.0 and "same number" in got.reason
+
+
+@pytest.mark.parametrize("written, reference", [("106475279600.9", "106475279601"), ("106475279601.01", "106475279601"), ("0101", "101"),
+                                                ("101", "0101"), ("1,06", "106"), ("12 or 13", "12"), ("-7", "7")])
+def test_numbers_that_differ_or_strings_of_digits_are_not_the_same_number(written, reference):
+    from openconductor.tasks.reasoning_gym_tasks import same_number
+
+    assert not same_number(written, reference)
 
 
 def test_reasoning_gym_any_generator_and_bad_options():

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits
 from .executor import Event, solve
+from .identity import identity_line
 from .policies import make_policy, policy_names
 from .pool import Pool, PoolConfigError, PoolSpec
 from .records import Run
@@ -118,6 +119,8 @@ def summary(run: Run) -> Table:
     table.add_row("status", run.status + (f" (limits hit: {', '.join(run.limits_hit)})" if run.limits_hit else ""))
     if run.error and run.status not in ("ok", "cancelled"):  # why there is no answer, without `conductor trace`
         table.add_row("why", escape(run.error))
+    if (planner := identity_line(run.metadata)) is not None:
+        table.add_row("planned by", escape(planner))
     table.add_row("calls", str(t.calls))
     table.add_row("tokens", f"{t.usage.total_tokens} (workers {t.worker_usage.total_tokens}, conductor {t.conductor_usage.total_tokens})")
     if t.usage.cost_usd:
@@ -299,8 +302,9 @@ def show_trace(
 
 
 @app.command()
-def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; default: the offline local pool.")):
-    """Show a pool as the conductor sees it: workers, the conductor backend, limits, missing keys."""
+def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; default: the offline local pool."),
+         check: bool = typer.Option(False, "--check", help="Call every worker once (a tiny prompt, no retries): reachability, a refused key, latency, grammar.")):
+    """Show a pool as the conductor sees it: workers, the conductor backend, limits, missing keys; --check calls each worker."""
     from .pool import missing_requirements
 
     spec, _ = load_pool_or_default(pool_file, check=False, trained=False)
@@ -334,10 +338,31 @@ def pool(pool_file: Optional[Path] = typer.Argument(None, help="Pool file; defau
     for m in missing:
         label = "missing key" if m.kind == "key" else "missing package"
         console.print(f"[yellow]{label}:[/] {escape(m.what)} for {escape(', '.join(m.workers))}: {escape(m.fix)}")
+    failed = _checked_calls(spec, missing) if check else 0
     if gate_error:
         console.print(f"[yellow]not ready:[/] the conductor policy is refused on this pool: {escape(gate_error)}")
+    elif failed:
+        console.print(f"[yellow]not ready:[/] {failed} worker(s) failed the check")
     elif not missing:
-        console.print("[green]ready:[/] every key and package this pool needs is here")
+        console.print("[green]ready:[/] every key and package this pool needs is here" + (" and every worker answered" if check else ""))
+    if check and (failed or missing or gate_error):
+        raise typer.Exit(1)
+
+
+def _checked_calls(spec: PoolSpec, missing: list) -> int:
+    """`pool --check`: call each worker once and print a line per worker; returns how many failed."""
+    from .pool_check import check_pool_calls
+
+    skip = frozenset(name for m in missing for name in m.workers)
+    try:
+        results = asyncio.run(check_pool_calls(spec, skip))
+    except PoolConfigError as exc:
+        fail(str(exc))
+    console.print("[bold]check[/] (one call each, no retries):")
+    for result in results:
+        colour = "red" if result.failed else "green" if result.outcome == "ok" else "dim"
+        console.print(f"  [{colour}]{escape(result.line())}[/]", highlight=False)
+    return sum(r.failed for r in results)
 
 
 def _unfamiliar_line(spec: PoolSpec) -> tuple[str, Optional[str]]:

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Literal, Optional, Union
 
 from . import worker_message
+from .identity import identity_dict
 from .answer_format import AnswerFormat, AnswerFormatError, check_json, off_the_loop
 from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous
 from .pool import TOOL_PROVIDERS, Pool, WorkerCallError
-from .records import PlanRecord, Run, StepRecord, Totals, Usage
+from .records import Completion, PlanRecord, Run, StepRecord, Totals, Usage
 from .reply import answer_text as clean_answer  # the final answer is the reply as a user sees it
 from .workflow import Step, Workflow
 
@@ -96,6 +97,12 @@ class Context:
     domain: Optional[str] = None  # the question's domain and kind, where the caller knows them (PlanRequest)
     kind: Optional[str] = None
     request_text: Optional[str] = None  # the current request alone, where the question renders a conversation (PlanRequest)
+    # The caller's own messages (the server's request), sent as they are by a passthrough policy (policies/passthrough.py).
+    messages: Optional[list[dict]] = None
+
+    @property
+    def passthrough(self) -> bool:
+        return bool(getattr(self.policy, "passthrough", False))
 
     def hit(self, limit: str) -> None:
         if limit not in self.limits_hit:
@@ -117,12 +124,14 @@ async def solve(
     domain: Optional[str] = None,
     kind: Optional[str] = None,
     request_text: Optional[str] = None,
+    messages: Optional[list[dict]] = None,
 ) -> Run:
     """Plan and run one question end to end. Never raises for worker or plan failures: the Run says.
 
     ``domain``, ``kind``: the question's domain and kind (its task) where the caller knows them (an eval
     task), for policies that key on them (``PlanRequest``). ``request_text``: the user's current request alone,
     where ``question`` renders a whole conversation (the server), for a conductor's familiarity test.
+    ``messages``: the caller's own messages, which a passthrough policy sends to its worker untouched (else the question alone).
 
     ``answer`` (tools, JSON format, stop, sampling) goes to the final step's call only;
     ``max_output_tokens`` caps every worker call's output, so the final answer's too.
@@ -132,9 +141,10 @@ async def solve(
     start = time.perf_counter()
     ctx = Context(question, pool, policy, Budget(limits or pool.spec.limits), on_event, seed=seed, stream_tokens=stream_tokens,
                   answer=answer, max_output_tokens=max_output_tokens, domain=domain, kind=kind,
-                  request_text=request_text)
-    run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names, metadata=metadata or {},
-              warnings=list(pool.warnings))
+                  request_text=request_text, messages=messages)
+    # Which conductor planned (a checkpoint and its digest, a prompted worker, or a baseline): the policy's name cannot say.
+    run = Run(question=question, policy=policy.name, pool=pool.spec.name, workers=pool.names,
+              metadata={**(metadata or {}), "conductor": identity_dict(policy, pool)}, warnings=list(pool.warnings))
     await _emit(on_event, Event("run_started", run))
     try:
         plan = await _plan(ctx, PlanRequest(question, pool, max_steps=pool.spec.conductor.max_steps, seed=seed, budget=ctx.budget,
@@ -327,10 +337,26 @@ async def execute(ctx: Context, run: Run, workflow: Workflow, final: bool = True
     await asyncio.gather(*(run_step(i) for i in range(len(workflow))))
 
 
+def _step_messages(ctx: Context, workflow: Workflow, i: int, records: dict[int, StepRecord]) -> list[dict]:
+    """What step ``i``'s worker is sent: the agent template, or for a passthrough policy (a transparent endpoint)
+    the caller's messages untouched."""
+    if ctx.passthrough:
+        return list(ctx.messages or [{"role": "user", "content": ctx.question}])
+    return build_messages(ctx.question, workflow, i, records)
+
+
+def _echoed(ctx: Context, provider: str, completion: Completion, messages: list[dict]) -> bool:
+    """Whether a model's reply repeats the agent template it was sent instead of answering (a passthrough
+    worker was sent the caller's own messages: repeating them may be what the caller asked for)."""
+    if provider in TOOL_PROVIDERS or completion.tool_calls or ctx.passthrough:
+        return False
+    return worker_message.echoes_prompt(completion.text, messages)
+
+
 async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records: dict[int, StepRecord], final: bool = False) -> None:
     record = records[i]
     worker = ctx.pool[workflow.steps[i].worker]
-    record.messages = build_messages(ctx.question, workflow, i, records)
+    record.messages = _step_messages(ctx, workflow, i, records)
     record.status, record.started_at = "running", time.time()
     await _emit(ctx.on_event, Event("step_started", run, record))
     if worker.spec.provider == "conductor":
@@ -389,7 +415,7 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
         record.tool_calls, record.finish_reason = completion.tool_calls, completion.finish_reason
         record.latency_s, record.status, record.detail = completion.latency_s, "ok", completion.detail
         record.cached = completion.cached
-        if spec.provider not in TOOL_PROVIDERS and not completion.tool_calls and worker_message.echoes_prompt(completion.text, record.messages):
+        if _echoed(ctx, spec.provider, completion, record.messages):
             # Not an answer: the step fails, so the final answer falls back to the last real output.
             record.status, record.error = "error", "the worker echoed its prompt instead of answering"
     except WorkerCallError as exc:

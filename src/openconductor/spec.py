@@ -31,7 +31,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .budget import Limits
-from .configfile import problems, read_config
+from .configfile import did_you_mean, problems, read_config
 from .providers.base import TOOLS, provider_class, provider_options
 from .records import Usage
 from .workflow import Step, Workflow
@@ -207,7 +207,8 @@ class FixedWorkflowSpec(BaseModel):
     def check_workers(self, names: list[str], where: str) -> None:
         unknown = sorted({s.worker for s in self.steps} - set(names))
         if unknown:
-            raise ValueError(f"{where}: unknown worker(s) {', '.join(unknown)}; the pool has {', '.join(names)}")
+            hints = "".join(did_you_mean(u, names) for u in unknown)
+            raise ValueError(f"{where}: unknown worker(s) {', '.join(unknown)}{hints}; the pool has {', '.join(names)}")
 
     def resolve(self, spec: "PoolSpec") -> Workflow:
         steps = tuple(
@@ -240,7 +241,7 @@ class PoolSpec(BaseModel):
         for field, ref in (("conductor.worker", self.conductor.worker), ("strongest", self.strongest),
                            ("conductor.fallback", self.conductor.fallback_worker)):
             if ref is not None and ref not in names:
-                raise ValueError(f"{field}: unknown worker {ref!r}; the pool has {', '.join(names)}")
+                raise ValueError(f"{field}: unknown worker {ref!r}{did_you_mean(ref, names)}; the pool has {', '.join(names)}")
         fallback = self.conductor.fallback_worker
         if fallback is not None and self.workers[self.index(fallback)].provider == "conductor":
             raise ValueError(f"conductor.fallback: {fallback!r} is the conductor itself; fall back to a worker that answers")
@@ -327,7 +328,7 @@ def load_pool(path: str | Path) -> PoolSpec:
     try:
         spec = PoolSpec.model_validate(data)
     except ValidationError as exc:
-        raise PoolConfigError(f"{path}: {problems(exc, where)}") from exc
+        raise PoolConfigError(f"{path}: {problems(exc, where, PoolSpec)}") from exc
     checkpoint = spec.conductor.checkpoint
     if checkpoint and not checkpoint.startswith(BUILTIN_CONDUCTOR) and not Path(checkpoint).expanduser().is_absolute():
         # Relative to the pool file, like every path a config names, so the pool works from any directory.

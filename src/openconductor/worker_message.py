@@ -31,7 +31,7 @@ _EARLIER = re.compile(
 
 # Text only ``render`` writes into a worker's prompt: an output that contains it is a copy of the prompt
 # (small models, base models especially, continue or repeat their input), not an answer.
-_SCAFFOLD = re.compile(r"</?Overall task>|<Subtask assigned to Agent \d+>|</?Agent \d+ response>|" + re.escape(PREAMBLE[:60]) + "|"
+_SCAFFOLD = re.compile(r"</?Overall task>|</?Subtask assigned to Agent \d+>|</?Agent \d+ response>|" + re.escape(PREAMBLE[:60]) + "|"
                        + re.escape(SUBTASK_PREFIX.strip()))
 
 
@@ -88,18 +88,99 @@ def parse_rendered(messages: list[dict]) -> Optional[WorkerContext]:
     return read(text) if text.startswith(PREAMBLE) else None
 
 
-def echoes_prompt(output: str, messages: list[dict[str, str]]) -> bool:
-    """True when a worker's output repeats its prompt's scaffolding, or is nothing but a span of what the
-    executor and the conductor wrote into its prompt (preamble, question, subtasks).
+# An echo is judged by what the output adds to what it copies. Copies are runs of at least this many words found
+# in the prompt (shorter shared runs are coincidence: "the final answer is"), whole lines of it, and the scaffold tags.
+_RUN = 6
+# An output with fewer words of its own than this, beside what it copied, said nothing: an echo.
+_OWN_WORDS = 3
+# What an answer says of its own; where any of it is the output's own text, the output answered.
+_ANSWERED = re.compile(r"final answer|answer is|\\boxed|<answer>|\d")
+# An answer given anywhere in an output: a marker with something after it (not another marker, not the prompt's
+# "<answer>" placeholder), a boxed value, an answer tag, or a code block.
+_GIVES_ANSWER = re.compile(r"\banswer(?: is)?\s*[:=]?\s*(?=[^\s:=.,;<>])(?!final\b)\S|\\boxed\{[^{}]+\}|<answer>[^<]+</answer>|```",
+                           re.IGNORECASE)
 
-    Earlier agents' responses do not count as prompt: a worker that endorses an earlier answer word for
-    word (a verifier agreeing; in the simulated world the same worker in the same role) has answered.
+
+_PUNCTUATION = ".,;:!?'\"`()[]{}<>*_"
+
+
+def _words(text: str) -> list[str]:
+    """Words as compared: lower case, without the punctuation around them ("<answer>'." reads as "answer")."""
+    return [w for w in (t.strip(_PUNCTUATION).lower() for t in text.split()) if w]
+
+
+def _in_scaffold(text: str) -> list[bool]:
+    """For each of ``_words(text)``: whether it is part of a scaffold tag, the preamble's head or the subtask line's label."""
+    spans = [m.span() for m in _SCAFFOLD.finditer(text)]
+    return [any(start < m.end() and m.start() < end for start, end in spans)
+            for m in re.finditer(r"\S+", text) if m.group().strip(_PUNCTUATION)]
+
+
+def _runs(sources: list[list[str]]) -> set[tuple[str, ...]]:
+    return {tuple(s[i : i + _RUN]) for s in sources for i in range(len(s) - _RUN + 1)}
+
+
+def _copied(words: list[str], sources: list[list[str]], runs: Optional[set[tuple[str, ...]]] = None) -> list[bool]:
+    """Which of ``words`` lie in a run of ``_RUN`` words that also occurs in one of ``sources`` (``runs``: their
+    runs, when already built), or in a whole source shorter than that (a short subtask repeated whole)."""
+    runs = _runs(sources) if runs is None else runs
+    marked = [False] * len(words)
+    for i in range(len(words) - _RUN + 1):
+        if tuple(words[i : i + _RUN]) in runs:
+            marked[i : i + _RUN] = [True] * _RUN
+    for source in (s for s in sources if 1 < len(s) < _RUN):
+        for i in range(len(words) - len(source) + 1):
+            if words[i : i + len(source)] == source:
+                marked[i : i + len(source)] = [True] * len(source)
+    return marked
+
+
+def _coverage(part: list[str], words: list[str], runs: set[tuple[str, ...]]) -> float:
+    """The share of ``part``'s words that the output (``words``, whose runs are ``runs``) reproduces in runs
+    (1.0 for a short part repeated whole)."""
+    if not part:
+        return 0.0
+    marked = _copied(part, [words], runs)
+    return sum(marked) / len(part)
+
+
+def _written_parts(messages: list[dict[str, str]]) -> list[str]:
+    """What the executor and the conductor wrote into the prompt: the preamble, the question, every subtask;
+    the earlier agents' responses are not among them. A prompt ``render`` did not write is one part, whole."""
+    text = "\n".join(str(m.get("content", "")) for m in messages)
+    context = read(text)
+    if context is None:
+        return [text]
+    return [PREAMBLE, context.question, context.subtask, *(subtask for _, subtask, _ in context.earlier)]
+
+
+def echoes_prompt(output: str, messages: list[dict[str, str]]) -> bool:
+    """True when a worker's output repeats its prompt instead of answering: it reproduces the prompt's scaffolding
+    (its tags, the preamble, the subtask line) or at least half of what the executor and the conductor wrote
+    (the question, a subtask), and adds fewer than ``_OWN_WORDS`` words of its own, none of them an answer.
+
+    Quoting is not echoing: a reply that names a tag (an MoA aggregator quoting ``</Agent 1 response>``), restates
+    the question or copies a function signature, then reasons and answers, has words of its own. Earlier agents'
+    responses count as copied only beside copied scaffolding: a verifier that endorses an earlier answer word for
+    word (in the simulated world the same worker in the same role) has answered.
     """
     text = (output or "").strip()
     if not text:
         return False
-    if _SCAFFOLD.search(text):
+    tagged = _in_scaffold(text)
+    scaffold = any(tagged)
+    words = _words(text)
+    if scaffold:  # with the scaffold reproduced, whatever of the prompt it wraps is a copy too (the earlier responses included)
+        sources = [_words(message_text(messages))]
+    else:
+        sources = [_words(part) for part in _written_parts(messages)]
+        output_runs = _runs([words])
+        if not any(len(part) >= 2 and _coverage(part, words, output_runs) >= 0.5 for part in sources):
+            return False
+    marked = [copied or tag for copied, tag in zip(_copied(words, sources), tagged)]
+    own = [w for w, m in zip(words, marked) if not m]
+    if len(own) < _OWN_WORDS and not _ANSWERED.search(" ".join(own)):
         return True
-    prompt = "\n".join(str(m.get("content", "")) for m in messages)
-    written = _EARLIER.sub(lambda m: f"{m.group(2)}\x00", prompt)  # each response body out, one separator in
-    return len(text) >= 40 and text in written
+    # A small model that imitates its prompt opens with its scaffolding (the preamble, a subtask label) and then writes
+    # more of the same ("Final answer:" lines, invented subtasks) without ever answering.
+    return scaffold and all(marked[:_RUN]) and not _GIVES_ANSWER.search(text)

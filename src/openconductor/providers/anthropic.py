@@ -122,7 +122,7 @@ class AnthropicProvider(Provider):
             if status < 400:  # an error event in a stream that started with 200
                 kind = (exc.body or {}).get("error", {}).get("type") if isinstance(exc.body, dict) else None
                 status = STREAM_ERROR_STATUS.get(kind or "", 500)
-            raise status_error(status, exc.message, exc.response.headers) from exc
+            raise status_error(status, exc.message, exc.response.headers, key_envs=self.key_variables(self.spec)) from exc
         except (anthropic.APITimeoutError, anthropic.APIConnectionError) as exc:
             raise ProviderError(f"{type(exc).__name__}: {exc}", retryable=True) from exc
         except (ValueError, KeyError, anthropic.APIResponseValidationError) as exc:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..answer_format import AnswerFormat
-from ..configfile import problems
+from ..configfile import did_you_mean, problems
 from ..records import Completion
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def provider_class(name: str) -> type[Provider]:
     if name not in _PROVIDERS:
         _discover()
     if name not in _PROVIDERS:
-        raise UnknownProviderError(f"no provider named {name!r}; known: {', '.join(sorted(_PROVIDERS))}")
+        raise UnknownProviderError(f"no provider named {name!r}{did_you_mean(name, _PROVIDERS)}; known: {', '.join(sorted(_PROVIDERS))}")
     return _PROVIDERS[name]()
 
 

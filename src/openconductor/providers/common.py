@@ -89,15 +89,29 @@ CONTEXT_OVERFLOW = re.compile(
 )
 
 
-def status_error(status: int, message: str, headers: Optional[Mapping[str, str]] = None, retry_after: Optional[float] = None) -> ProviderError:
+def should_retry(headers: Optional[Mapping[str, str]]) -> Optional[bool]:
+    """The server's own verdict from ``x-should-retry`` (OpenAI's header, which openconductor's server sends
+    with ``false`` after a whole workflow failed): True or False, else None (the status decides)."""
+    value = (headers.get("x-should-retry") or "").strip().lower() if headers is not None else ""
+    return {"true": True, "false": False}.get(value)
+
+
+def status_error(status: int, message: str, headers: Optional[Mapping[str, str]] = None, retry_after: Optional[float] = None,
+                 key_envs: Iterable[str] = ()) -> ProviderError:
     """An HTTP error status as a ProviderError: 429/5xx/408 retryable, Retry-After honoured; a prompt over
-    the model's context is coded ``context_length_exceeded`` (the caller must shorten it: no retry helps)."""
+    the model's context is coded ``context_length_exceeded`` (the caller must shorten it: no retry helps).
+    ``key_envs``: where the worker's key came from, named in a 401/403. ``x-should-retry`` overrides the status either way: the server knows whether a retry can help (a 502
+    from an upstream conductor has already retried every worker call; a retry would run its workflow again)."""
     if retry_after is None:
         retry_after = retry_after_seconds(headers)
     overflow = status in (400, 413, 422) and CONTEXT_OVERFLOW.search(message or "") is not None
+    verdict = should_retry(headers)
+    envs = " or ".join(key_envs)
+    # A refused key: say where it came from, so a wrong value is found without reading the provider's code.
+    hint = f" (the API key comes from {envs}: check its value)" if status in (401, 403) and envs else ""
     return ProviderError(
-        f"HTTP {status}: {message}",
-        retryable=status in RETRYABLE_STATUS and not overflow,
+        f"HTTP {status}: {message}{hint}",
+        retryable=verdict if verdict is not None else status in RETRYABLE_STATUS and not overflow,
         status=status,
         retry_after=retry_after,
         code="context_length_exceeded" if overflow else None,

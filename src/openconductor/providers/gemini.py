@@ -168,7 +168,7 @@ class GeminiProvider(Provider):
             raise
         except genai_errors.APIError as exc:
             headers = getattr(exc.response, "headers", None)
-            raise status_error(exc.code, str(exc.message or exc.details), headers, retry_delay(exc.details)) from exc
+            raise status_error(exc.code, str(exc.message or exc.details), headers, retry_delay(exc.details), self.key_variables(self.spec)) from exc
         except TRANSPORT_ERRORS as exc:
             raise transport_error(exc) from exc
         except (ValueError, KeyError) as exc:

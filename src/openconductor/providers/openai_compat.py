@@ -136,7 +136,7 @@ class OpenAICompatProvider(Provider):
             async with self.session().post(self.url, data=json.dumps(params)) as response:
                 body = await response.read()
                 if response.status >= 400:
-                    raise status_error(response.status, _error_message(body), response.headers)
+                    raise status_error(response.status, _error_message(body), response.headers, key_envs=self.key_variables(self.spec))
             data = json.loads(body)
             if data.get("error"):
                 raise ProviderError(f"error in the response: {_error_message(body)}", retryable=True)
@@ -171,7 +171,11 @@ class OpenAICompatProvider(Provider):
                 return
             chunk = json.loads(payload)
             if chunk.get("error"):  # the server failed mid-generation
-                raise ProviderError(f"error in the stream: {_error_message(payload)}", retryable=True)
+                # Retried unless the error says not to: an openconductor server's failed workflow (its stream's
+                # headers went out before the run ended, so the error carries what x-should-retry would say).
+                error = chunk["error"]
+                retry = not (isinstance(error, dict) and error.get("should_retry") is False)
+                raise ProviderError(f"error in the stream: {_error_message(payload)}", retryable=retry)
             state["model"] = chunk.get("model") or state["model"]
             if chunk.get("usage"):
                 state["usage"] = _usage(chunk["usage"])
@@ -190,7 +194,8 @@ class OpenAICompatProvider(Provider):
 
         async with self.session().post(self.url, data=json.dumps(params)) as response:
             if response.status >= 400:
-                raise status_error(response.status, _error_message(await response.read()), response.headers)
+                raise status_error(response.status, _error_message(await response.read()), response.headers,
+                                   key_envs=self.key_variables(self.spec))
             buffer = b""
             async for piece in response.content.iter_any():
                 buffer += piece

@@ -96,6 +96,7 @@ class RunFinished(BaseModel):
     preset: str
     version: str
     policy: str
+    planned_by: dict[str, Any] = {}  # which conductor planned (identity.ConductorIdentity): a checkpoint and its digest, a worker, a policy
     steps: int
     wall_s: float
     workflow: list[WorkflowStep]
@@ -126,7 +127,7 @@ def step_finished(step: StepRecord, depth: int) -> StepFinished:
 def run_finished(run: Run, request: Request, **stream_fields: Any) -> RunFinished:
     preset = request.preset
     return RunFinished(trace_id=run.id, trace_url=f"/v1/traces/{run.id}", status=run.status, error=run.error, limits_hit=run.limits_hit,
-                       preset=preset.name, version=preset.spec.version, policy=run.policy, steps=len(run.steps),
+                       preset=preset.name, version=preset.spec.version, policy=run.policy, planned_by=run.metadata.get("conductor") or {}, steps=len(run.steps),
                        wall_s=round(run.totals.wall_s, 4), workflow=workflow(run), warnings=run.warnings,
                        limit=stopped_by(run, request.limit_sources, request.limits), **stream_fields)
 
@@ -173,11 +174,12 @@ def run_error(run: Run, conversation_param: str, request: Request) -> APIError:
     """The error for a run without an answer: 400 when the input is too long, 422 when no answer in the requested
     format could be had (a 4xx that clients do not retry), a limit's 400 or 429 (``limits``), else 502
     (upstream); none but the quota's is worth a client's retry."""
-    extra = {"trace_id": run.id, "run_status": run.status}
+    # should_retry: a stream's in-band error says what the x-should-retry header says (its headers went out before the run ended).
+    extra = {"trace_id": run.id, "run_status": run.status, "should_retry": False}
     stop = stopped_by(run, request.limit_sources, request.limits)
     if stop is not None:
         error = unanswered_limit_error(stop, request.quota_squeezed, str(request.metadata.get("api_key", "")))
-        error.extra = {**extra, "limit": stop.model_dump()}
+        error.extra = {**extra, "should_retry": error.status == 429, "limit": stop.model_dump()}
         return error
     codes = _error_codes(run)
     if "context_length_exceeded" in codes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -12,6 +13,9 @@ import typer
 
 def serve(
     config: Optional[Path] = typer.Option(None, "--config", help="Server config (TOML); default: the local pool, no keys, loopback only."),
+    pool_file: Optional[Path] = typer.Option(None, "--pool", help="Serve this pool file (the one `ask` takes) as the model `conductor`, no keys, loopback only; instead of --config."),
+    conductor_dir: Optional[str] = typer.Option(None, "--conductor", help="With --pool: a trained conductor (a dir or builtin:NAME) that plans, or none for the prompted backend; default: the pool's [conductor] checkpoint."),
+    passthrough: Optional[list[str]] = typer.Option(None, "--passthrough", help="With --pool: serve worker WORKER as a transparent endpoint (model WORKER): the caller's messages go to it untouched. Repeatable."),
     host: Optional[str] = typer.Option(None, help="Bind address (overrides server.host in the config)."),
     port: Optional[int] = typer.Option(None, help="Port (overrides server.port in the config)."),
     workers: Optional[int] = typer.Option(None, help="Server processes sharing the port (overrides server.workers)."),
@@ -22,16 +26,17 @@ def serve(
 ):
     """Serve the conductor as an OpenAI-compatible API, with a trace viewer at /.
 
-    Example: conductor serve --config examples/server.toml --workers 2
+    Example: conductor serve --pool my_pool.toml   (or --config examples/server.toml --workers 2)
     """
-    from .config import ServerConfigError, default_config, hash_key as digest, load_server_config, with_server_overrides
+    from .config import ServerConfigError, hash_key as digest, with_server_overrides
 
     if hash_key is not None:
         typer.echo(digest(hash_key))
         raise typer.Exit(0)
     overrides = {k: v for k, v in (("traces", traces), ("counters", counters), ("workers", workers)) if v is not None}
     try:
-        cfg = with_server_overrides(load_server_config(config) if config else default_config(), overrides)
+        cfg, source = _config(config, pool_file, conductor_dir, passthrough or [])
+        cfg = with_server_overrides(cfg, overrides)
     except ServerConfigError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(2)
@@ -60,7 +65,52 @@ def serve(
     if processes == 1:
         uvicorn.run(create_app(cfg), **options)
     else:  # every process imports the app factory and reads the config itself
-        if config:
-            os.environ[CONFIG_ENV] = str(config.resolve())
+        if source is not None:
+            os.environ[CONFIG_ENV] = str(_written(source).resolve())
         os.environ[OVERRIDES_ENV] = json.dumps(overrides)
         uvicorn.run("openconductor.server.app:app_from_env", factory=True, workers=processes, **options)
+
+
+def _config(config: Optional[Path], pool_file: Optional[Path], conductor: Optional[str], passthrough: list[str]):
+    """The server config and where it came from: --config's file, or for --pool the config's data (written to a file
+    only for the processes of --workers N); None for the default local pool."""
+    from .config import ServerConfigError, default_config, load_server_config, parse_server_config, pool_config_data
+
+    if pool_file is None:
+        if conductor is not None or passthrough:
+            raise ServerConfigError("--conductor and --passthrough go with --pool FILE (a --config names them per preset)")
+        return (load_server_config(config) if config else default_config()), config
+    if config is not None:
+        raise ServerConfigError("give --pool FILE or --config FILE, not both (a config's presets name their own pools)")
+    if conductor is not None and passthrough:
+        raise ServerConfigError("--passthrough serves workers as they are; no conductor plans there, so --conductor does not apply")
+    _check_workers(pool_file, passthrough)
+    data = pool_config_data(pool_file, conductor=conductor, passthrough=passthrough)
+    return parse_server_config(data, base_dir=Path.cwd(), source=f"--pool {pool_file}"), data
+
+
+def _written(source) -> Path:
+    """A config file for each server process: --config's, or --pool's config written out (JSON is YAML)."""
+    if isinstance(source, Path):
+        return source
+    path = Path(tempfile.mkdtemp(prefix="conductor-serve-")) / "server.yaml"
+    path.write_text(json.dumps(source))
+    return path
+
+
+def _check_workers(pool_file: Path, names: list[str]) -> None:
+    """Every --passthrough names a worker of the pool (a typo gets the nearest name)."""
+    import difflib
+
+    from ..pool import PoolConfigError, load_pool
+    from .config import ServerConfigError
+
+    try:
+        workers = [w.name for w in load_pool(pool_file).workers]
+    except PoolConfigError as exc:
+        raise ServerConfigError(str(exc)) from None
+    for name in names:
+        if name not in workers:
+            near = difflib.get_close_matches(name, workers, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise ServerConfigError(f"--passthrough {name!r}: no such worker in {pool_file}{hint} (workers: {', '.join(workers)})")

@@ -30,13 +30,13 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..budget import Limits
 from ..configfile import problems, read_config
-from ..pool import PoolConfigError, PoolSpec, check_pool, load_default_pool, load_pool
+from ..pool import BUILTIN_CONDUCTOR, PoolConfigError, PoolSpec, check_pool, load_default_pool, load_pool
 
 
 class ServerConfigError(ValueError):
@@ -154,7 +154,7 @@ class PresetSpec(BaseModel):
 
     @model_validator(mode="after")
     def _trained_conductor_needs_the_conductor_policy(self) -> "PresetSpec":
-        if self.conductor is not None and self.policy != "conductor":
+        if self.conductor not in (None, "none") and self.policy != "conductor":
             raise ValueError(f"conductor (a trained checkpoint) plans only with policy = \"conductor\", not {self.policy!r}")
         return self
 
@@ -196,7 +196,9 @@ class ServerConfig(BaseModel):
             spec = load_default_pool()
         else:
             spec = load_pool(self._path(preset.pool))
-        checkpoint = self._path(preset.conductor) if preset.conductor is not None else spec.conductor.checkpoint
+        checkpoint = self._checkpoint(preset.conductor) if preset.conductor is not None else spec.conductor.checkpoint
+        if checkpoint is None and spec.conductor.checkpoint is not None:  # conductor = "none": the prompted backend plans
+            spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"checkpoint": None})})
         if checkpoint is not None:  # the preset's, else the pool's own (e.g. the local pool's built-in one)
             from ..conductor.checkpoint import trained_conductor  # torch is imported only on use
 
@@ -206,6 +208,12 @@ class ServerConfig(BaseModel):
         if preset.limits is not None:
             spec = spec.model_copy(update={"limits": preset.limits})
         return spec
+
+    def _checkpoint(self, value: str) -> Optional[str]:
+        """A preset's ``conductor``: builtin:NAME as it is, "none" (plan with the prompted backend) as None, else a path."""
+        if value == "none":
+            return None
+        return value if value.startswith(BUILTIN_CONDUCTOR) else str(self._path(value))
 
     def _path(self, value: str) -> Path:
         path = Path(value).expanduser()
@@ -250,6 +258,22 @@ def default_config() -> ServerConfig:
             },
         }
     )
+
+
+def pool_config_data(pool: Path, *, conductor: Optional[str] = None, passthrough: Sequence[str] = ()) -> dict[str, Any]:
+    """`conductor serve --pool FILE`: the pool file `ask` takes, served without keys on loopback (as without --config).
+    Its conductor is the preset ``conductor`` (``conductor``: a checkpoint dir, builtin:NAME or none, as `ask --conductor`);
+    with ``passthrough`` those workers are served instead, each a transparent preset named after it. Paths are absolute."""
+    pool = pool.expanduser().resolve()
+    if passthrough:
+        models = {name: {"version": "passthrough-1", "pool": str(pool), "policy": "passthrough", "policy_options": {"worker": name},
+                         "description": f"worker {name!r} of {pool.name}, the caller's messages untouched"} for name in passthrough}
+    else:
+        if conductor is not None and conductor not in ("none",) and not conductor.startswith(BUILTIN_CONDUCTOR):
+            conductor = str(Path(conductor).expanduser().resolve())
+        models = {"conductor": {"version": "pool-1", "pool": str(pool), "policy": "conductor", "description": f"the conductor of {pool.name}",
+                                **({"conductor": conductor} if conductor is not None else {})}}
+    return {"auth": {"required": False}, "models": models}
 
 
 def with_server_overrides(config: ServerConfig, overrides: dict[str, Any]) -> ServerConfig:

@@ -27,6 +27,7 @@ from .errors import APIError
 from .limits import limit_sources, limit_too_low, quota_short, start_need
 from .metrics import Metrics
 from .requests import Accepted, ChatCompletionRequest, ResponsesRequest, apply_request_limits, interpret_chat, interpret_responses
+from .caller_messages import caller_messages
 from .runs import Request, RunHandle, Runtime
 from .streams import chat_stream, responses_stream
 
@@ -122,7 +123,7 @@ class Gateway:
                 metadata["client"] = accepted.client_metadata  # never merged: the server's fields cannot be overwritten
             request = Request(preset, accepted.model, question, limits, seed=accepted.seed, metadata=metadata,
                               answer=None if accepted.answer.is_empty() else accepted.answer, max_output_tokens=accepted.max_output_tokens,
-                              request_text=accepted.current_request(),
+                              request_text=accepted.current_request(), messages=caller_messages(accepted.turns),
                               limit_sources=dict(limit_sources(preset.limits, key.limits, asked, admission)), quota_squeezed=admission.squeezed)
             return self.runtime.launch(request, stream=accepted.stream,
                                        on_done=lambda run: self._finished(run, admission, preset.name, endpoint))

@@ -77,6 +77,7 @@ class Request:
     request_text: Optional[str] = None  # the current user turn alone (``question`` renders the conversation)
     limit_sources: dict[str, str] = field(default_factory=dict)  # each limit's source (``limits.limit_sources``)
     quota_squeezed: bool = False  # the quota's share was cut by the key's other requests in flight
+    messages: Optional[list[dict[str, Any]]] = None  # the caller's messages, as a passthrough preset sends them
 
 
 class RunHandle:
@@ -124,7 +125,7 @@ class RunHandle:
             policy = r.preset.policy or make_policy(r.preset.spec.policy, **r.preset.spec.policy_options)
             return await solve(r.question, policy, pool, limits=r.limits, on_event=self._on_event, seed=r.seed,
                                metadata=r.metadata, stream_tokens=self.stream, answer=r.answer, max_output_tokens=r.max_output_tokens,
-                               request_text=r.request_text)
+                               request_text=r.request_text, messages=r.messages)
         except asyncio.CancelledError:
             self._abort("cancelled: the client disconnected before the run finished")
             raise

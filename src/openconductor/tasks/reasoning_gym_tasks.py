@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any
+from fractions import Fraction
+from typing import Any, Optional
 
 from ..graders import Grade, register_grader
 from .base import DatasetMissing, Question, Task, TaskError, register_task, register_task_family
@@ -75,6 +76,10 @@ def grade_reasoning_gym(response: str, reference: Any, *, dataset: str) -> Grade
     extracted, how = extract_answer_how(response, lines=max(1, sum(1 for row in str(expected or "").splitlines() if row.strip())))
     if extracted is None:
         return Grade(0.0, None, "no answer found in the response")
+    if same_number(extracted, expected):
+        # "106475279601.0" for "106475279601": the base scorer pays it only the containment credit, which
+        # the rule below then zeroes, though it is the right number.
+        return Grade(1.0, extracted, f"the same number as the reference {expected} (answer by {how})")
     score = float(reasoning_gym.get_score_answer_fn(dataset)(extracted, reference))
     if 0.0 < score < 1.0 and pays_for_containing(dataset):
         # The base scorer's partial credit is len(reference)/len(answer) for any answer that contains the
@@ -83,6 +88,34 @@ def grade_reasoning_gym(response: str, reference: Any, *, dataset: str) -> Grade
         return Grade(0.0, extracted, f"{dataset}.score_answer = {score:g} for an answer that only contains the "
                                      f"reference, scored 0 (answer by {how})")
     return Grade(min(max(score, 0.0), 1.0), extracted, f"{dataset}.score_answer = {score:g} (answer by {how})")
+
+
+# A reference that is a number written the one plain way (no sign but "-", no leading zeros, no exponent):
+# only then is another writing of the same number the same answer ("0101" as a bit string is not 101).
+_PLAIN_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?")
+# The trivial writings of a number: a sign, thousands commas, trailing zeros, an exponent, a fraction a/b.
+# No leading zeros: "0101" is a different answer to "101" wherever the digits are a string (a bit string).
+_NUMBER_FORM = re.compile(r"[+-]?(?:[1-9]\d{0,2}(?:,\d{3})+|[1-9]\d*|0)(?:\.\d*)?(?:[eE][+-]?\d+)?(?:/[1-9]\d*)?|[+-]?\.\d+")
+
+
+def as_number(text: str) -> Optional[Fraction]:
+    """``text`` as an exact number when it is one in a trivial form (see ``_NUMBER_FORM``), else None."""
+    text = text.strip().rstrip(".").strip("$ ")
+    if not _NUMBER_FORM.fullmatch(text):
+        return None
+    try:
+        return Fraction(text.replace(",", ""))
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def same_number(answer: str, reference: Any) -> bool:
+    """Whether ``answer`` is the plain-number ``reference`` written another trivial way ("106475279601.0",
+    "106,475,279,601", "1.06475279601e11"); exact, no tolerance."""
+    if not isinstance(reference, (str, int)) or isinstance(reference, bool) or not _PLAIN_NUMBER.fullmatch(str(reference).strip()):
+        return False
+    value = as_number(answer)
+    return value is not None and value == Fraction(str(reference).strip())
 
 
 @functools.cache

@@ -159,6 +159,14 @@ function renderRound(run) {
   return parts;
 }
 
+// Which conductor planned (the run's metadata.conductor, identity.py's ConductorIdentity; its line() says the same).
+function plannedBy(c) {
+  if (!c || !c.kind) return null;
+  if (c.kind === "checkpoint") return `trained conductor ${c.checkpoint} (${c.sha256 ? "sha256 " + c.sha256.slice(0, 12) : "no weights found"}, base ${c.base_model || "unknown"}, ${c.engine})`;
+  if (c.kind === "prompted") return `prompted conductor: worker ${c.worker} (${c.provider} / ${c.model || "-"})`;
+  return `policy ${c.policy} (no conductor model plans)`;
+}
+
 function renderRun(run) {
   const t = run.totals;
   const usage = { input: t.worker_usage.input_tokens + t.conductor_usage.input_tokens, output: t.worker_usage.output_tokens + t.conductor_usage.output_tokens };
@@ -168,6 +176,7 @@ function renderRun(run) {
   replace(
     el("div", {}, el("span", { class: "badge " + run.status, id: "run-status" }, run.status), " ",
        el("span", { class: "muted" }, `run ${run.id} · policy ${run.policy} · pool ${run.pool}` + (run.metadata && run.metadata.preset ? ` · preset ${run.metadata.preset}@${run.metadata.version}` : ""))),
+    plannedBy(run.metadata && run.metadata.conductor) ? el("div", { class: "muted", id: "run-planner" }, "planned by " + plannedBy(run.metadata.conductor)) : null,
     el("div", { class: "question" }, run.question),
     el("div", { class: "totals" },
       el("span", {}, el("b", {}, t.calls), " worker calls"),
