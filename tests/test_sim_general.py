@@ -245,7 +245,7 @@ def test_the_copy_time_box_stops_after_the_step_that_passes_it(tmp_path):
     (["--stage", "search", "--copy-data", "x.json.gz"], "--copy-data is read by --stage copy or both"),
     (["--stage", "copy", "--copy-data", "missing.json.gz"], "no such file"),
     (["--copy-max-minutes", "0"], "--copy-max-minutes must be above 0"),
-    (["--stage", "grpo", "--init", "builtin:sim-general"], "--init is read by --stage copy or both"),
+    (["--stage", "grpo", "--init", "builtin:sim-bucket"], "--init is read by --stage copy or both"),
     (["--stage", "copy", "--init", "no-such-run"], "no trained conductor there"),
     (["--token-weight", "-0.1"], "--token-weight must be 0 or more"),
     (["--stage", "grpo", "--token-weight", "0.03"], "GRPO's price is reward.token_weight"),
@@ -451,7 +451,9 @@ def test_subtopic_ranking_targets_name_places_in_the_questions_subtopic_and_are_
     # A conductor copied so is scored on pools shown the same way: its manifest says how; a record it cannot read is refused.
     manifest = tmp_path / "openconductor.json"
     manifest.write_text(json.dumps({"format": "openconductor-conductor/1", "copy": {"settings": {"ranking": "subtopic"}}}))
-    assert trained_ranking(str(tmp_path)) == "subtopic" and trained_ranking("builtin:sim-general") == "area"
+    assert trained_ranking(str(tmp_path)) == "subtopic" and trained_ranking("builtin:sim-bucket") == "subtopic"
+    manifest.write_text(json.dumps({"format": "openconductor-conductor/1", "copy": {"settings": {}}}))
+    assert trained_ranking(str(tmp_path)) == "area"  # a copy that records no ranking was shown each area's
     for bad in ({"settings": {"ranking": "bucket"}}, {"settings": "subtopic"}, ["subtopic"]):
         manifest.write_text(json.dumps({"format": "openconductor-conductor/1", "copy": bad}))
         with pytest.raises(ManifestError, match="copy"):

@@ -67,9 +67,9 @@ def test_a_written_pool_file_loads_and_its_workers_answer_as_their_profiles_say(
 
 def test_sim_pool_command_writes_the_pool_and_refuses_bad_sizes(tmp_path):
     out = tmp_path / "p.toml"
-    result = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--held-out", "--checkpoint", "builtin:sim-general"])
+    result = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--held-out", "--checkpoint", "builtin:sim-bucket"])
     assert result.exit_code == 0, result.output
-    assert out.read_text() == pool_toml(generate_pool(4, held_out=True), checkpoint="builtin:sim-general")
+    assert out.read_text() == pool_toml(generate_pool(4, held_out=True), checkpoint="builtin:sim-bucket", profile="subtopic")
     bad = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--min-workers", "5", "--max-workers", "2"])
     assert bad.exit_code != 0 and "min_workers" in bad.output
     sub = tmp_path / "sub.toml"
