@@ -8,7 +8,7 @@ router, MoA, and the best lookup tables found by the plan search (sim/plan_searc
 questions: one plan per domain, per subtopic and per bucket (subtopic x level), and the rank lookup (one plan over
 the places in the question's area's ranking per bucket, found across every training pool: the table that
 ``--targets ranks`` copies and ``unseen_pools.py`` scores on pools never seen; and the same over the places in the
-question's *subtopic's* measured ranking, ``rank_lookup_prices.py --ranking subtopic``), both at ``--rank-price``. Intervals: paired bootstrap
+question's *subtopic's* measured ranking), both at ``--rank-price``. Intervals: paired bootstrap
 over the questions against the per-domain and the per-subtopic lookups (and against the first conductor
 when several are given: what GRPO adds over its warm-up; or with ``--show``, the same conductor prompted with
 another view of the pool; or with ``--profile-questions N``, the same conductor reading the pool's profile measured on N

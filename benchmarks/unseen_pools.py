@@ -4,7 +4,7 @@
 
 For each seed: the pool `generate_pool(seed, held_out=...)` (every other seed, starting with the second,
 draws from every family with at least one held out of training), N held-out questions (world v3), and on
-them: the conductor (default builtin:sim-general; greedy, pool shown by descriptions), the pool's best single
+them: the conductor (default builtin:sim-bucket; greedy, the pool shown as it was trained), the pool's best single
 worker and oracle per-domain router (declared accuracies), MoA (7 proposers + random aggregator; tokens
 only matter here) and the per-pool search re-run (sim/plan_search.py, one plan per bucket, found on
 training-side questions: what a lookup reaches with its own search budget), and the rank lookup: one plan per
@@ -196,7 +196,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", required=True, help="comma-separated pool seeds")
     ap.add_argument("--n", type=int, default=96, help="held-out questions per pool")
-    ap.add_argument("--conductor", default="builtin:sim-general")
+    ap.add_argument("--conductor", default="builtin:sim-bucket")
     ap.add_argument("--held-out", choices=["alternate", "all", "none"], default="alternate")
     ap.add_argument("--eval-seed", type=int, default=1000)
     ap.add_argument("--compare", default="", help="comma-separated other conductors, scored on the same pools and questions")

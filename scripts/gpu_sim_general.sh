@@ -12,7 +12,7 @@
 # Carried (git ignores them): .gpu/wheels (packages the box lacks), .gpu/m1, .gpu/m2, .gpu/m3 (the base model's GGUF
 # in MODEL_PARTS parts), .gpu/data/copy_data.json.gz. Env: PY (python3), CONFIG, TARGETS, TRAINING_POOL_EXAMPLES, SITE (/tmp/site), BUDGET_S, COPY_EPOCHS, COPY_MAX_MIN, GRPO_MAX_STEPS,
 # GRPO_SET, GRPO_MICRO, THREADS (torch threads: 1 where other jobs share the CPUs, since oversubscribed OpenMP threads crawl),
-# COPY_ARGS (more arguments for the copy alone, space-separated: e.g. "--token-weight 0.025 --init builtin:sim-general", the
+# COPY_ARGS (more arguments for the copy alone, space-separated: e.g. "--token-weight 0.025 --init builtin:sim-bucket", the
 # price the carried data was searched at; "--ranking subtopic" for data searched with it: GRPO then shows the pools as the
 # warm-up was copied on them), SET (settings for both stages, e.g. "prompt.show=ranking"), WARMUP (a conductor, a
 # directory or builtin:NAME, that GRPO starts from instead of a copy: no copy data is carried or copied then, and

@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("spec", ["spec"]),
     ("cache", ["cache"]),
     ("conductor", ["conductor.*"]),
-    ("pool", ["pool"]),
+    ("pool", ["pool", "pool_check"]),
     ("providers", ["providers.*"]),
     ("policy interface", ["policies", "policies.base"]),
     ("executor", ["executor"]),

@@ -16,13 +16,13 @@ from typer.testing import CliRunner
 from _server_kit import config, sim_pool
 from openconductor.cli import app
 from openconductor.executor import solve
-from openconductor.identity import conductor_identity, identity_line, weights_digest
+from openconductor.conductor.identity import conductor_identity, identity_line, weights_digest
 from openconductor.policies import make_policy
 from openconductor.pool import ConductorSpec, Pool, PoolSpec, WorkerSpec
 from openconductor.server.client import OpenConductor
 from openconductor.traces import TraceStore
 
-SHIPPED = Path(__file__).resolve().parents[1] / "src/openconductor/data/conductors/sim-general"
+SHIPPED = Path(__file__).resolve().parents[1] / "src/openconductor/data/conductors/sim-bucket"
 
 
 def _sim(name: str) -> WorkerSpec:
@@ -34,14 +34,14 @@ def _spec(**conductor) -> PoolSpec:
 
 
 def test_a_checkpoint_is_named_with_the_digest_of_its_weights_and_its_base_model():
-    backend = WorkerSpec(name="conductor:sim-general", provider="local_gguf", model="/x/conductor.gguf")
+    backend = WorkerSpec(name="conductor:sim-bucket", provider="local_gguf", model="/x/conductor.gguf")
     spec = _spec(checkpoint=str(SHIPPED), backend=backend)
     who = conductor_identity(make_policy("conductor"), SimpleNamespace(spec=spec))
     expected = hashlib.sha256((SHIPPED / "adapter_config.json").read_bytes() + (SHIPPED / "adapter_model.safetensors").read_bytes()).hexdigest()
     manifest = json.loads((SHIPPED / "openconductor.json").read_text())
-    assert (who.kind, who.checkpoint, who.sha256, who.engine) == ("checkpoint", "builtin:sim-general", expected, "local_gguf")
+    assert (who.kind, who.checkpoint, who.sha256, who.engine) == ("checkpoint", "builtin:sim-bucket", expected, "local_gguf")
     assert who.base_model == (manifest.get("model") or manifest.get("base_model"))
-    assert who.line().startswith(f"trained conductor builtin:sim-general (sha256 {expected[:12]}, base ")
+    assert who.line().startswith(f"trained conductor builtin:sim-bucket (sha256 {expected[:12]}, base ")
 
 
 def test_a_checkpoint_retrained_into_the_same_dir_has_another_digest(tmp_path):

@@ -114,7 +114,7 @@ def test_the_serve_command_takes_a_pool_file(tmp_path, upstream):
     (["--passthrough", "codr"], "--passthrough 'codr': no such worker in"),
     (["--passthrough", "codr"], "did you mean 'coder'?"),
     (["--config", "x.toml"], "give --pool FILE or --config FILE, not both"),
-    (["--passthrough", "coder", "--conductor", "builtin:sim-general"], "--conductor does not apply"),
+    (["--passthrough", "coder", "--conductor", "builtin:sim-bucket"], "--conductor does not apply"),
 ])
 def test_serve_pool_mistakes_are_clear_errors(tmp_path, upstream, args, message):
     result = CliRunner().invoke(app, ["serve", "--pool", str(http_pool(tmp_path, upstream)), *args])
@@ -156,13 +156,13 @@ def test_conductor_none_serves_the_prompted_backend_of_a_pool_with_a_checkpoint(
     """`--conductor none`, as `ask --conductor none`: the pool's checkpoint is not loaded; its backend plans."""
     from _server_kit import sim_worker, write_pool
 
-    conductor = {"checkpoint": "builtin:sim-general", "backend": {"name": "planner", "provider": "simulated", "options": {"world": "serve-test-plan"}}}
+    conductor = {"checkpoint": "builtin:sim-bucket", "backend": {"name": "planner", "provider": "simulated", "options": {"world": "serve-test-plan"}}}
     pool = tmp_path / write_pool(tmp_path, "ckpt", [sim_worker("alpha"), sim_worker("beta")], conductor=conductor)
     cfg = parse_server_config(pool_config_data(pool, conductor="none"))
     spec = cfg.pool_spec(cfg.models["conductor"])
     assert spec.conductor.checkpoint is None and spec.conductor.backend.name == "planner"
     assert cfg.models["conductor"].conductor == "none"
-    assert pool_config_data(pool, conductor="builtin:sim-general")["models"]["conductor"]["conductor"] == "builtin:sim-general"
+    assert pool_config_data(pool, conductor="builtin:sim-bucket")["models"]["conductor"]["conductor"] == "builtin:sim-bucket"
 
 
 def test_the_processes_of_workers_n_read_the_pool_config_back_from_a_file(tmp_path, upstream):

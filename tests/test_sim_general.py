@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from openconductor.pool import load_pool
-from openconductor.sim.plan_search import SearchSettings, _score, candidate_plans, exhaustive_group, search_group
+from openconductor.sim.plan_search import SearchSettings, candidate_plans, search_group
 from openconductor.sim.pools import generate_pool, pool_spec
 from openconductor.sim.questions import SUBTOPICS
 from openconductor.sim.world_v3 import Profile, make_questions
@@ -36,18 +36,6 @@ def test_the_search_finds_the_subtopic_specialist_and_prefers_one_step_when_it_i
     assert [s.worker for s in best[0].plan.steps] == [len(pool) - 1] and best[0].accuracy == 1.0
     assert len(best) == 3 and best[0].score >= best[1].score >= best[2].score
 
-
-def test_the_exhaustive_search_is_the_argmax_over_every_plan_and_not_below_the_budgeted_search():
-    spec = load_pool(POOL)
-    profiles = [Profile.from_spec(w) for w in spec.workers]
-    qs = [q for q in make_questions(1200, seed=3, domains=("math",)) if q.bucket == ("math", "geometry", "hard")][:40]
-    every = _score(candidate_plans(len(profiles)), profiles, qs, SearchSettings.token_weight)
-    # Screening on every question and keeping every plan: the exact best score over all 384 plans.
-    exact = exhaustive_group(profiles, qs, screen=len(qs), keep=len(every))
-    assert exact.score == max(s.score for s in every) and exact.questions == len(qs)
-    # The budgeted search only ranks plans of its finalists: on the same questions it cannot score higher.
-    budgeted = search_group(profiles, qs, SearchSettings(screen=16, rank=24, top=1))[0]
-    assert _score([budgeted.plan], profiles, qs, SearchSettings.token_weight)[0].score <= exact.score
 
 
 def test_the_shared_prefix_loss_equals_each_row_alone(tmp_path):
@@ -257,7 +245,7 @@ def test_the_copy_time_box_stops_after_the_step_that_passes_it(tmp_path):
     (["--stage", "search", "--copy-data", "x.json.gz"], "--copy-data is read by --stage copy or both"),
     (["--stage", "copy", "--copy-data", "missing.json.gz"], "no such file"),
     (["--copy-max-minutes", "0"], "--copy-max-minutes must be above 0"),
-    (["--stage", "grpo", "--init", "builtin:sim-general"], "--init is read by --stage copy or both"),
+    (["--stage", "grpo", "--init", "builtin:sim-bucket"], "--init is read by --stage copy or both"),
     (["--stage", "copy", "--init", "no-such-run"], "no trained conductor there"),
     (["--token-weight", "-0.1"], "--token-weight must be 0 or more"),
     (["--stage", "grpo", "--token-weight", "0.03"], "GRPO's price is reward.token_weight"),
@@ -463,7 +451,9 @@ def test_subtopic_ranking_targets_name_places_in_the_questions_subtopic_and_are_
     # A conductor copied so is scored on pools shown the same way: its manifest says how; a record it cannot read is refused.
     manifest = tmp_path / "openconductor.json"
     manifest.write_text(json.dumps({"format": "openconductor-conductor/1", "copy": {"settings": {"ranking": "subtopic"}}}))
-    assert trained_ranking(str(tmp_path)) == "subtopic" and trained_ranking("builtin:sim-general") == "area"
+    assert trained_ranking(str(tmp_path)) == "subtopic" and trained_ranking("builtin:sim-bucket") == "subtopic"
+    manifest.write_text(json.dumps({"format": "openconductor-conductor/1", "copy": {"settings": {}}}))
+    assert trained_ranking(str(tmp_path)) == "area"  # a copy that records no ranking was shown each area's
     for bad in ({"settings": {"ranking": "bucket"}}, {"settings": "subtopic"}, ["subtopic"]):
         manifest.write_text(json.dumps({"format": "openconductor-conductor/1", "copy": bad}))
         with pytest.raises(ManifestError, match="copy"):

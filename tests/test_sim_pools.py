@@ -67,9 +67,9 @@ def test_a_written_pool_file_loads_and_its_workers_answer_as_their_profiles_say(
 
 def test_sim_pool_command_writes_the_pool_and_refuses_bad_sizes(tmp_path):
     out = tmp_path / "p.toml"
-    result = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--held-out", "--checkpoint", "builtin:sim-general"])
+    result = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--held-out", "--checkpoint", "builtin:sim-bucket"])
     assert result.exit_code == 0, result.output
-    assert out.read_text() == pool_toml(generate_pool(4, held_out=True), checkpoint="builtin:sim-general")
+    assert out.read_text() == pool_toml(generate_pool(4, held_out=True), checkpoint="builtin:sim-bucket", profile="subtopic")
     bad = CliRunner().invoke(app, ["sim-pool", "--seed", "4", "--out", str(out), "--min-workers", "5", "--max-workers", "2"])
     assert bad.exit_code != 0 and "min_workers" in bad.output
     sub = tmp_path / "sub.toml"
@@ -307,38 +307,3 @@ def test_a_profiled_worker_of_another_provider_takes_its_place_in_the_subtopic_r
     for (_, subtopic), places in order.items():
         assert places[0] == new and places[1:] == subtopic_ranking(spec)[(_, subtopic)]  # first everywhere, the rest as before
         assert words[f"{keys[SUBTOPIC_NAMES[subtopic]]}#1"] == new  # the prompt's words name the same places
-
-
-def test_the_worker_slot_probe_tries_every_assignment_and_finds_a_worse_workers_plan_out():
-    # benchmarks/sim_grpo_signal.py --worker-slots: the room a sampler exploring only the worker slots could reach.
-    import importlib.util
-    from collections import defaultdict
-    from pathlib import Path
-
-    from openconductor.train.sim_eval import declared
-    from openconductor.workflow import Step, Workflow
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_grpo_signal.py"
-    module_spec = importlib.util.spec_from_file_location("sim_grpo_signal", path)
-    probe = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(probe)
-
-    two = Workflow((Step(0, "Solve the task."), Step(1, "Check the answer above.", "all")))
-    variants = probe.reassigned(two, 3)
-    assert len(variants) == 9 and len({v.steps for v in variants}) == 9
-    assert all([s.subtask for s in v.steps] == ["Solve the task.", "Check the answer above."] for v in variants)
-    assert all([s.access for s in v.steps] == [(), "all"] for v in variants)
-
-    spec = pool_spec(generate_pool(10_001))
-    profiles = declared(spec)
-    by_bucket = defaultdict(list)
-    for q in make_questions(48 * 60, 12_000):
-        by_bucket[q.bucket].append(q)
-    bucket = next(b for b in by_bucket if b[0] == "math")
-    worst = min(range(len(profiles)), key=lambda i: profiles[i].skills.get("math", 0.0))
-    alone = Workflow((Step(worst, "Solve the task."),))
-    table = probe.worker_slot_room([alone, None], [by_bucket[bucket], by_bucket[bucket]], profiles)
-    assert table.splitlines()[0].startswith("| greedy plans | re-assigned")
-    counted, changed, better, gain = (cell.strip() for cell in table.splitlines()[2].strip("|").split("|"))
-    assert (counted, changed, better) == ("1", "1", "1") and float(gain) > 0  # a plan that does not parse is skipped
-    assert probe.worker_slot_room([None], [by_bucket[bucket]], profiles) == "no greedy plan parsed: nothing to re-assign"

@@ -79,8 +79,8 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_benchmark_rejects_a_malformed_override():
-    out = _run("benchmarks/train_cpu_eval.py", "runs/x", "--set", "model.name")
+def test_train_eval_rejects_a_malformed_override():
+    out = _run("-m", "openconductor.train.cli", "train-eval", "examples/train_cpu_smollm2.toml", "--run", "runs/x", "--set", "model.name")
     assert out.returncode == 2 and "--set expects KEY=VALUE" in out.stderr
 
 

@@ -63,7 +63,7 @@ def test_the_command_line_refuses_what_it_cannot_run(argv, message, monkeypatch,
 
 @pytest.mark.heavy
 def test_two_jobs_score_the_same_pools_in_seed_order_as_one_process_does():
-    args = argparse.Namespace(conductor="builtin:sim-subtopic", compare="", n=3, eval_seed=1000, held_out="alternate", rank_questions=1,
+    args = argparse.Namespace(conductor="builtin:sim-bucket", compare="", n=3, eval_seed=1000, held_out="alternate", rank_questions=1,
                               training_pool=str(SCRIPT.parents[1] / "examples" / "pools" / "simulated_paper_v3.toml"), show=None,
                               profile=None, profile_questions=None, rank=[KEY], jobs=1)
     seeds = [901, 902]

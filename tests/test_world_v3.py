@@ -136,7 +136,7 @@ def test_the_fast_path_decides_as_the_executor_does(spec, profiles):
     stated: list[list] = []
     fast = [tuple(run_plan(q.text, steps, tight_profiles)) for steps in plans for q in questions]
     assert asyncio.run(executed()) == fast
-    # What each step stated, as a later round that reads them sees it (benchmarks/sim_recursion_room.py)
+    # What each step stated, as a later round that reads them sees it (a conductor that calls itself reads them so)
     assert stated == [world_v3.step_answers(q.text, steps, tight_profiles)[0] for steps in plans for q in questions]
     assert any(not r.well_formed for r in (run_plan(q.text, s, tight_profiles) for s in plans for q in questions))  # a context overflowed
 

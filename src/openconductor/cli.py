@@ -20,7 +20,7 @@ from rich.text import Text
 
 from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits
 from .executor import Event, solve
-from .identity import identity_line
+from .conductor.identity import identity_line
 from .policies import make_policy, policy_names
 from .pool import Pool, PoolConfigError, PoolSpec
 from .records import Run

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Literal, Optional, Union
 
 from . import worker_message
-from .identity import identity_dict
+from .conductor.identity import identity_dict
 from .answer_format import AnswerFormat, AnswerFormatError, check_json, off_the_loop
 from .budget import Budget, Limits, LimitReached
 from .policies.base import Plan, PlanRequest, Policy, Previous

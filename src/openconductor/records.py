@@ -103,7 +103,7 @@ class WorkflowRecord(BaseModel):
 
 
 class FamiliarityCheck(BaseModel):
-    """A trained conductor's test of whether a question is like those it trained on (policies/familiar.py)."""
+    """A trained conductor's test of whether a question is like those it trained on (conductor/familiar.py)."""
 
     similarity: float  # to the nearest training question
     nearest: str  # that question's group (its kind); "" when the question shares no n-gram with any

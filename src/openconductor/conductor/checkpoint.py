@@ -244,7 +244,7 @@ def check_pool_fits(manifest: ConductorManifest, spec: PoolSpec, path: Path) -> 
         raise PoolConfigError(
             f"conductor {path} was trained on ordinal ids for the pool [{', '.join(trained_on)}]; pool {spec.name!r} has "
             f"[{', '.join(here)}], so its ids would name other workers. Use a conductor trained with the pool shown by descriptions "
-            "(e.g. builtin:sim-general for simulated pools), retrain on this pool, or plan without it (--conductor none)")
+            "(e.g. builtin:sim-bucket for simulated pools), retrain on this pool, or plan without it (--conductor none)")
 
 
 def _check_profiles(spec: PoolSpec, path: Path, show: str) -> None:

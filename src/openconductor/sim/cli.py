@@ -16,7 +16,7 @@ def sim_pool_command(
     out: Path = typer.Option(..., "--out", "-o", help="Where to write the pool file (TOML)."),
     held_out: bool = typer.Option(False, "--held-out", help="Draw from every family, with at least one held out of training."),
     latency: bool = typer.Option(False, "--latency", help="Workers sleep their nominal latency (default: described, not slept)."),
-    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="A trained conductor the pool names (e.g. builtin:sim-general)."),
+    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="A trained conductor the pool names (e.g. builtin:sim-bucket)."),
     min_workers: int = typer.Option(3, help="Fewest workers."),
     max_workers: int = typer.Option(8, help="Most workers."),
     profile: Optional[str] = typer.Option(None, "--profile", help="Each worker's measured accuracy per 'area' (4 ranking lines) or per 'subtopic' "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Hashable, Optional, Sequence
+from typing import Callable, Hashable, Sequence
 
 from .questions import Question
 from .world_v3 import Profile, run_plan
@@ -133,29 +133,6 @@ def search_pool(profiles: Sequence[Profile], questions: Sequence[Question], grou
     for q in questions:
         members[group(q)].append(q)
     return {key: search_group(profiles, qs, settings) for key, qs in members.items()}
-
-
-def screen_plans(plans: Sequence[Workflow], profiles: Sequence[Profile], questions: Sequence[Question], keep: int,
-                 token_weight: float = SearchSettings.token_weight) -> list[Workflow]:
-    """The ``keep`` best of ``plans`` on ``questions`` at ``token_weight``, best first (ties: the earlier)."""
-    return [plans[i] for i in _best(_score(plans, profiles, questions, token_weight), keep)]
-
-
-def best_alone(profiles: Sequence[Profile], questions: Sequence[Question], k: int) -> list[int]:
-    """The ``k`` workers right most often alone on ``questions``, best first (ties: the lower index)."""
-    right = [sum(run_plan(q.text, [(w, SOLVE, ())], profiles).correct for q in questions) for w in range(len(profiles))]
-    return sorted(range(len(profiles)), key=lambda w: (-right[w], w))[:k]
-
-
-def exhaustive_group(profiles: Sequence[Profile], questions: Sequence[Question], *, screen: int = 60, keep: int = 24,
-                     token_weight: float = SearchSettings.token_weight, plans: Optional[Sequence[Workflow]] = None) -> Scored:
-    """The best of *every* candidate plan (``candidate_plans``' five shapes over the whole pool, no finalists; or
-    ``plans``) for one group: all of them scored on the first ``screen`` questions, the ``keep`` best re-scored on
-    all of ``questions``. Given many questions, this is the ceiling of a per-group lookup whose search budget
-    is unlimited (``benchmarks/sim_headroom.py``); ``search_group`` is the budgeted search."""
-    kept = screen_plans(candidate_plans(len(profiles)) if plans is None else plans, profiles, questions[:screen], keep, token_weight)
-    ranked = _score(kept, profiles, questions, token_weight)
-    return ranked[_best(ranked, 1)[0]]
 
 
 def lookup(tables: dict[Hashable, list[Scored]], group: Callable[[Question], Hashable]) -> Callable[[Question], Workflow]:

@@ -159,7 +159,7 @@ function renderRound(run) {
   return parts;
 }
 
-// Which conductor planned (the run's metadata.conductor, identity.py's ConductorIdentity; its line() says the same).
+// Which conductor planned (the run's metadata.conductor, conductor/identity.py's ConductorIdentity; its line() says the same).
 function plannedBy(c) {
   if (!c || !c.kind) return null;
   if (c.kind === "checkpoint") return `trained conductor ${c.checkpoint} (${c.sha256 ? "sha256 " + c.sha256.slice(0, 12) : "no weights found"}, base ${c.base_model || "unknown"}, ${c.engine})`;

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from .policies.base import Policy
-    from .pool import Pool
+    from ..policies.base import Policy
+    from ..pool import Pool
 
 # The files that hold a checkpoint's weights (an adapter's config decides how its weights apply, so it counts).
 WEIGHT_PATTERNS = ("adapter_model.safetensors", "adapter_config.json", "model*.safetensors", "pytorch_model*.bin", "config.json")
