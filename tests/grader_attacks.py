@@ -377,7 +377,7 @@ UNSTATED_ATTACKS: list[tuple[str, str, str, tuple]] = [
         "Final answer: at least 5", "Final answer: more than 5", "Final answer: no more than 5", "Final answer: fewer than 5",
         "Final answer: up to 5", "Final answer: almost 5", "Final answer: 5 or more", "Final answer: 5+", "Final answer: \u2265 5",
         "Final answer: > 5", "\\boxed{\\geq 5}", "\\boxed{\\ge 5}", "\\boxed{>5}", "The answer is less than 5.", "at least 5", "more than 5",
-        "5 or more", "Final answer: between 4 and 6",
+        "5 or more", "Final answer: between 4 and 6", "Final answer: 5 (at least)", "Final answer: 5 (or more)",
     ], (5,)),
     *_both("math", "a bound, not a number", [
         "Final answer: at least 5", "\\boxed{\\geq 5}", "\\boxed{\\text{at least } 5}", "\\boxed{> 5}", "The answer is more than 5.",
@@ -386,11 +386,11 @@ UNSTATED_ATTACKS: list[tuple[str, str, str, tuple]] = [
     *_both("numeric", "an uncertain, negated or alternative number", [
         "Final answer: probably 5", "Final answer: 5?", "Final answer: 5 (I think)", "Final answer: 5. Or maybe 6.", "Final answer: 5. 6.",
         "\\boxed{5}. Alternatively, 6.", "Final answer: \u2260 5", "\\boxed{\\neq 5}", "Final answer: 5\u0338", "Final answer: 5\u20e5",
-        "Final answer: 5 (not sure)", "5?", "Final answer: 5, otherwise 6",
+        "Final answer: 5 (not sure)", "5?", "Final answer: 5, otherwise 6", "Final answer: 5\n\n6",
     ], (5, 6)),
     *_both("math", "an uncertain, negated or alternative number", [
         "\\boxed{5}?", "Final answer: maybe 5", "\\boxed{5}. Alternatively, \\boxed{6}.", "\\boxed{5}. Or 6.", "\\boxed{\\neq 5}",
-        "\\boxed{5\u0338}", "The answer is 5 (probably).",
+        "\\boxed{5\u0338}", "The answer is 5 (probably).", "\\boxed{5}\n\n6",
     ], ("5", "6")),
     *_both("exact", "an uncertain, negated or alternative word", [
         "Final answer: probably Paris", "Final answer: Paris?", "Final answer: Paris. Alternatively London.", "Final answer: not Paris",
@@ -440,6 +440,8 @@ ORDINARY: list[tuple[str, str, object, dict]] = [
     ("numeric", "The answer is 42. Alternatively, counting 6 rows of 7 gives 42 too.", 42, {}),
     ("numeric", "At least 3 of the 7 boxes are red, so the answer is 42.", 42, {}),
     ("numeric", "Each box holds more than 5 apples.\nFinal answer: 42", 42, {}),
+    ("numeric", "Final answer: 42\n\n---\n\n**Check**: 6 * 7 = 42.", 42, {}),
+    ("numeric", "Final answer: 42\n\n1. Multiply the rows.\n2. Count again.", 42, {}),
     ("choice", "\uff22", "B", {}),
     ("choice", "Answer: \uff22", "B", {}),
     ("choice", "\uff08\uff22\uff09", "B", {}),
@@ -456,6 +458,10 @@ ORDINARY: list[tuple[str, str, object, dict]] = [
     ("choice", "Answer: [B]", "B", {}),
     ("choice", "Answer: B\nB is right because the others are less than 5.", "B", {}),
     ("choice", "Option A is tempting, but it is more than the total. Answer: B", "B", {}),
+    ("choice", "Answer: C (the only value greater than 5)", "C", {}),
+    ("choice", "Answer: (C) — it is the only one that is less than 5.", "C", {}),
+    ("choice", "Therefore, the answer is B. Option A is incorrect because it is less than 5.", "B", {}),
+    ("math", "Final Answer: The final answer is $\\boxed{5}$. I hope it is correct.", "5", {}),
     ("exact", "Final answer: \uff30\uff21\uff32\uff29\uff33", "Paris", {}),
     ("exact", "Final answer: Pa\u200bris", "Paris", {}),
     ("exact", "Final answer: cafe\u0301", "caf\u00e9", {}),

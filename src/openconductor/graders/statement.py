@@ -89,7 +89,8 @@ _E = r"(?!\w)"
 _BOUND = re.compile(
     _W + r"(?:at[ \t]++(?:least|most|minimum|maximum)|(?:no[ \t]++|not[ \t]++)?(?:more|less|greater|fewer|larger|smaller|bigger|higher|lower)"
     r"[ \t]++than|up[ \t]++to|upwards[ \t]++of|in[ \t]++excess[ \t]++of|exceeding|over|under|above|below|beyond|almost|nearly|just[ \t]++(?:over|under)"
-    r"|or[ \t]++(?:more|less|fewer|greater|higher|lower|above|below|so)|between|within)" + _E
+    r"|or[ \t]++(?:more|less|fewer|greater|higher|lower|above|below|so)|between|within)"
+    + _E
     + r"|[<>≤≥≠⩽⩾≲≳≮≯≰≱≪≫]|!=|\\(?:[lg]eq?(?:slant)?|[lg]t|n[lg]eq|n(?:less|gtr)|neq?|not(?:in)?|lesssim|gtrsim|ll|gg)(?![A-Za-z])"
     r"|(?<=[\w)}])\+[ \t]*+\Z",
     re.I,
@@ -103,12 +104,22 @@ _HEDGE = re.compile(
 )
 # A negation of the answer itself: "not 5", "¬A", "5 is not", "isn't A".
 _NEGATION = re.compile(
-    r"\A[\s*_(\[]*+(?:(?:not|never|no[ \t]++longer|except|excluding|neither|nor|anything[ \t]++but|other[ \t]++than)" + _E
-    + r"|¬|~(?=[A-Za-z])|\\(?:neg|lnot)(?![A-Za-z]))|" + _W + r"(?:is|are|was|were)(?:[ \t]++not|n't)" + _E + r"|" + _W + r"(?:isn't|aren't|wasn't)",
+    r"\A[\s*_(\[]*+(?:(?:not|never|no[ \t]++longer|except|excluding|neither|nor|anything[ \t]++but|other[ \t]++than)"
+    + _E
+    + r"|¬|~(?=[A-Za-z])|\\(?:neg|lnot)(?![A-Za-z]))|"
+    + _W
+    + r"(?:is|are|was|were)(?:[ \t]++not|n't)"
+    + _E
+    + r"|"
+    + _W
+    + r"(?:isn't|aren't|wasn't)",
     re.I,
 )
+
+
 @functools.cache
 def _combining() -> re.Pattern:
+    """A letter or digit followed by a combining mark (every Unicode category M character of the BMP)."""
     marks = "".join(re.escape(chr(c)) for c in range(0x300, 0x10000) if unicodedata.category(chr(c)).startswith("M"))
     return re.compile("([^\\W_])[" + marks + "]")
 
@@ -147,7 +158,7 @@ _DOUBT = re.compile(r"(?:\A|[.!;:,]\s++|\n\s*+)\(?\s*+(?:(?:i'?m|i[ \t]++am)[ \t
 _VALUE = re.compile(
     r"(?<![\w'.])(?:\d++(?:[.,]\d++)*+|[B-HJ-Z]|[AI](?![ \t]++(?!(?:is|was|are|seems|looks|could|might|may|would|also|too|or|and|can|fits|works)\b)[a-z]))(?![\w'])"
 )
-# How far after a statement a hedge is looked for ("A. Alternatively B."): at most this, within its paragraph.
+# How far after a statement a hedge is looked for ("A. Alternatively B.", "5\n\n6").
 TAIL_CHARS = 300
 _BARE = re.compile(r"[\s*_(\[]*+(?:option[ \t]++)?([A-Z]|[-+]?\d[\d,]*+(?:\.\d++)?%?)[)\]\s*_.?!]*+", re.I)
 _TAIL_SENTENCE = re.compile(r"(?<=[.?!])\s++")
@@ -156,32 +167,35 @@ _CLAUSE = re.compile(r"[^.?!\n]*+")
 
 def tail_hedge(stated: str, tail: str) -> Optional[str]:
     """Why what follows the stated answer ``stated`` turns it into a hedge ("A. Alternatively B.",
-    "A. B.", "5?", "5 (probably)"), or None."""
+    "A. B.", "5?", "5 (probably)"), or None. Alternatives are looked for in the statement's paragraph, a
+    second bare value ("5\\n\\n6") in the next :data:`TAIL_CHARS` characters."""
     tail = tail[:TAIL_CHARS]
-    para = tail.find("\n\n")
-    tail = tail[:para] if para >= 0 else tail
     if not tail.strip():
         return None
-    if re.match(r"[\s$*_)\]}]*+\?", tail) or _DOUBT.search(tail):
-        return f"followed by doubt ({tail.strip()[:40]!r})"
+    para = tail.find("\n\n")
+    near = tail[:para] if para >= 0 else tail
+    if re.match(r"[\s$*_)\]}]*+\?", near) or _DOUBT.search(near):
+        return f"followed by doubt ({near.strip()[:40]!r})"
     tokens = {t.lower() for t in _VALUE.findall(stated)} | {t.lower() for t in re.findall(r"[A-Za-z]+|\d[\d,.]*", stated)}
-    for m in _ALTERNATIVE.finditer(tail):
-        clause = _CLAUSE.match(tail, m.end()).group()
+    for m in _ALTERNATIVE.finditer(near):
+        clause = _CLAUSE.match(near, m.end()).group()
         named = _VALUE.findall(clause)
         words = re.findall(r"\w+", clause)  # "Alternatively London": a short clause is its value
         if named and named[-1].lower() not in tokens or not named and 0 < len(words) <= 3 and words[-1].lower() not in tokens:
-            return f"followed by an alternative ({tail[m.start() : m.end() + 20].strip(' .,;:(')!r})"
-    remark = re.match(r"\s*+[.,;:]?\s*+\(([^()\n]{0,120})\)", tail)
+            return f"followed by an alternative ({near[m.start() : m.end() + 20].strip(' .,;:(')!r})"
+    remark = re.match(r"\s*+[.,;:]?\s*+\(([^()\n]{0,120})\)", near)
     if remark and _HEDGE.search(remark.group(1)):
         return f"followed by a hedge ({remark.group()[:60].strip()!r})"
     lines = tail.split("\n")
-    for part in _TAIL_SENTENCE.split(lines[0]) + lines[1:4]:
+    for part in _TAIL_SENTENCE.split(lines[0]) + lines[1:]:
         bare = _BARE.fullmatch(part) if part.strip() else None
         if bare and bare.group(1).lower().rstrip("%") not in tokens:
             return f"followed by another bare answer ({part.strip()!r})"
     return None
 
 
+# A closing remark in parentheses of three words or more: an explanation, not a qualifier.
+_LONG_REMARK = re.compile(r"\s*+\((?=(?:[^()\s]++\s++){3,}[^()]*+\)\s*+\Z)[^()]*+\)\s*+\Z")
 # "B) more than 5": an option letter and the option's own text, which qualifies nothing.
 _OPTION_TEXT = re.compile(r"[\s*_]*+(?:option[ \t]++)?(?:\([A-Z]\)|\[[A-Z]\]|[A-Z][).:])(?=[ \t]++\S)")
 
@@ -199,8 +213,12 @@ def refusal(text: str, reference: Any = "", said: str = "", tail: str = "") -> O
     why = marked_letter(text) if not marked_letter(ref) else None
     if why:
         return why
-    for pattern, what in ((_NEGATION, "a negation"), (_BOUND, "a qualifier"), (_HEDGE, "a hedge")):
-        hit = _found(pattern, text, ref)
+    # "C (the only value greater than 5)": a longer remark explains the answer and may compare; it is
+    # read for hedges only. A short one qualifies it: "5 (at least)", "5 (or more)".
+    remark = _LONG_REMARK.search(text)
+    core = text[: remark.start()] if remark else text
+    for pattern, what, where in ((_NEGATION, "a negation", core), (_BOUND, "a qualifier", core), (_HEDGE, "a hedge", text)):
+        hit = _found(pattern, where, ref)
         if hit:
             return f"{what} ({hit!r}) on the answer: not a stated answer"
     hit = _found(_HEDGE, said, ref) if said and said != text else None
