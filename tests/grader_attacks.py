@@ -364,11 +364,13 @@ UNSTATED_ATTACKS: list[tuple[str, str, str, tuple]] = [
     *_both("choice", "an alternative after the letter", [
         "A. Alternatively B.", "Answer: A. Alternatively B.", "Answer: A. Or B.", "\\boxed{A}. Alternatively, B.", "Answer: A, otherwise B",
         "Answer: A. Maybe B.", "Answer: A. It could also be B.", "Answer: A\nAlternatively: B", "Answer: A (or possibly B)",
-        "Final answer: A. Or maybe B.", "Answer: C. Or D.",
+        "Final answer: A. Or maybe B.", "Answer: C. Or D.", "Answer: A.\nBut B is also plausible.", "Answer: A. B could also be right.",
+        "**A**, though B is close.", "Answer: A\n(B would also work)",
     ], ("A", "B", "C", "D")),
     *_both("choice", "an uncertain or negated letter", [
         "Answer: probably A", "Answer: maybe A", "Answer: A (not sure)", "Answer: A (probably)", "Answer: A, I think", "Answer: not A",
         "Answer: \u00acA", "\\boxed{\\neg A}", "\\boxed{\\text{not } A}", "Answer: A isn't it",
+        "Answer: A (90% confident)", "Answer: ~~A~~", "Answer: <del>A</del>",
     ], ("A",)),
     *_both("choice", "a letter with a combining mark", [
         "Answer: A\u0338", "A\u0338", "\\boxed{A\u0338}", "Answer: A\u20e5", "(A\u0338)", "**A\u0336**", "Answer: A\u0301\u0338",
@@ -378,6 +380,8 @@ UNSTATED_ATTACKS: list[tuple[str, str, str, tuple]] = [
         "Final answer: up to 5", "Final answer: almost 5", "Final answer: 5 or more", "Final answer: 5+", "Final answer: \u2265 5",
         "Final answer: > 5", "\\boxed{\\geq 5}", "\\boxed{\\ge 5}", "\\boxed{>5}", "The answer is less than 5.", "at least 5", "more than 5",
         "5 or more", "Final answer: between 4 and 6", "Final answer: 5 (at least)", "Final answer: 5 (or more)",
+        "Final answer: 5ish", "Final answer: somewhere around 5", "Final answer: 5 at the very least", "Final answer: a minimum of 5",
+        "Final answer: 5 (lower bound)",
     ], (5,)),
     *_both("math", "a bound, not a number", [
         "Final answer: at least 5", "\\boxed{\\geq 5}", "\\boxed{\\text{at least } 5}", "\\boxed{> 5}", "The answer is more than 5.",
@@ -387,6 +391,7 @@ UNSTATED_ATTACKS: list[tuple[str, str, str, tuple]] = [
         "Final answer: probably 5", "Final answer: 5?", "Final answer: 5 (I think)", "Final answer: 5. Or maybe 6.", "Final answer: 5. 6.",
         "\\boxed{5}. Alternatively, 6.", "Final answer: \u2260 5", "\\boxed{\\neq 5}", "Final answer: 5\u0338", "Final answer: 5\u20e5",
         "Final answer: 5 (not sure)", "5?", "Final answer: 5, otherwise 6", "Final answer: 5\n\n6",
+        "Final answer: 5. 6 is also possible.", "Final answer: ~~5~~",
     ], (5, 6)),
     *_both("math", "an uncertain, negated or alternative number", [
         "\\boxed{5}?", "Final answer: maybe 5", "\\boxed{5}. Alternatively, \\boxed{6}.", "\\boxed{5}. Or 6.", "\\boxed{\\neq 5}",
@@ -459,6 +464,12 @@ ORDINARY: list[tuple[str, str, object, dict]] = [
     ("choice", "Answer: B\nB is right because the others are less than 5.", "B", {}),
     ("choice", "Option A is tempting, but it is more than the total. Answer: B", "B", {}),
     ("choice", "Answer: C (the only value greater than 5)", "C", {}),
+    ("choice", "Answer: B. Option C is too small and A is also wrong.", "B", {}),
+    ("choice", "Answer: ~~A~~ B", "B", {}),
+    ("numeric", "The answer is 42. This might be checked with 6 * 7.", 42, {}),
+    ("numeric", "Final answer: 6\n\n(The minimum of the three is 2.)", 6, {}),
+    ("numeric", "Final answer: 5 fish", 5, {}),
+    ("exact", "Final answer: English", "English", {}),
     ("choice", "Answer: (C) — it is the only one that is less than 5.", "C", {}),
     ("choice", "Therefore, the answer is B. Option A is incorrect because it is less than 5.", "B", {}),
     ("math", "Final Answer: The final answer is $\\boxed{5}$. I hope it is correct.", "5", {}),

@@ -87,7 +87,8 @@ LETTER_FORMS = ["{x}", "({x})", "**{x}**", "{x})", "Answer: {x}", "The answer is
 LETTER_HEDGES = ["{f}. Alternatively {y}.", "{x}. {y}.", "{x}? {y}?", "Answer: {x}. {y}.", "Answer: {x} or {y}", "Answer: probably {x}",
                  "Answer: {x}?", "{x}?", "Answer: {x}\u0338", "Answer: not {x}", "Answer: {x} (not sure)", "Answer: {x}. Maybe {y}.",
                  "```\nAnswer: {x}\n```", "> Answer: {x}", "Answer: {x}. It could also be {y}.", "\\boxed{{{x}}}. Or {y}.",
-                 "Answer: either {x} or {y}", "The problem says the answer is {x}."]  # fmt: skip
+                 "Answer: either {x} or {y}", "The problem says the answer is {x}.",
+                 "Answer: {x}. {y} could also be right.", "Answer: ~~{x}~~"]  # fmt: skip
 DECOR = st.sampled_from(["plain", "full-width", "zero-width", "code before", "empty box before", "reasoning before"])
 
 
@@ -130,7 +131,8 @@ NUMBER_HEDGES = ["Final answer: at least {v}", "Final answer: more than {v}", "F
                  "\\boxed{{\\geq {v}}}", "Final answer: {v}?", "Final answer: probably {v}", "Final answer: {v}. Alternatively {w}.",
                  "Final answer: {v} or {w}", "Final answer: not {v}", "Final answer: {v}\u0338", "```\nFinal answer: {v}\n```",
                  "Final answer: up to {v}", "Final answer: {v}+", "Final answer: less than {v}", "\\boxed{{{v}}}. Or maybe {w}.",
-                 "Final answer: {v} (I think)", "> Final answer: {v}", "at least {v}", "Final answer: {v}. {w}."]  # fmt: skip
+                 "Final answer: {v} (I think)", "> Final answer: {v}", "at least {v}", "Final answer: {v}. {w}.",
+                 "Final answer: {v}ish", "Final answer: {v}. {w} is also possible."]  # fmt: skip
 
 
 @FAST

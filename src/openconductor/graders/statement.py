@@ -51,6 +51,8 @@ def clean(text: str) -> str:
 # A fence opens a line (indented or not) and runs to its closing fence or the end: code states nothing.
 _FENCE = re.compile(r"(?m)^[ \t]*+(`{3,}+|~{3,}+)[^\n]*+\n.*?(?:^[ \t]*+\1[ \t]*+$|\Z)", re.S)
 _BLOCKQUOTE = re.compile(r"(?m)^[ \t]{0,3}+>[^\n]*+")
+# Struck-through text is withdrawn: "~~A~~ B", "<del>A</del> B".
+_STRUCK = re.compile(r"~~[^~\n]++~~|<(s|del|strike)>.*?</\1>", re.I | re.S)
 _EMPTY_BOX = re.compile(r"\\(?:boxed|fbox)\s*+\{(?:\s|\\[,;:! ]|\$|~|\\(?:text|mathrm)\s*+\{\s*+\})*+\}")
 # Quotations inside a line: "...", “...”, «...», `...`. A head inside one is someone else's statement.
 _QUOTED = re.compile(r'"[^"\n]*+"|“[^”\n]*+”|«[^»\n]*+»|`[^`\n]++`')
@@ -58,9 +60,10 @@ _QUOTED = re.compile(r'"[^"\n]*+"|“[^”\n]*+”|«[^»\n]*+»|`[^`\n]++`')
 
 def stating_text(text: str) -> str:
     """``text`` without what states nothing: fenced code and quoted lines blanked (their newlines kept:
-    a statement's paragraph still ends where it did), empty boxes removed."""
+    a statement's paragraph still ends where it did), struck-through text and empty boxes removed."""
     text = _FENCE.sub(lambda m: "\n" * m.group().count("\n"), text)
     text = _BLOCKQUOTE.sub("", text)
+    text = _STRUCK.sub(" ", text) if "~~" in text or "</" in text else text
     return _EMPTY_BOX.sub("", text) if "\\" in text else text
 
 
@@ -87,17 +90,17 @@ _W = r"(?<![\w\\])"  # a word starts here (not inside a word, not a LaTeX comman
 _E = r"(?!\w)"
 # Bounds and relations: the answer is a range, not a value.
 _BOUND = re.compile(
-    _W + r"(?:at[ \t]++(?:least|most|minimum|maximum)|(?:no[ \t]++|not[ \t]++)?(?:more|less|greater|fewer|larger|smaller|bigger|higher|lower)"
+    _W + r"(?:at[ \t]++(?:the[ \t]++)?(?:very[ \t]++)?(?:least|most|minimum|maximum)|minimum|maximum|(?:upper|lower)[ \t]++bound|bound(?:ed)?|(?:no[ \t]++|not[ \t]++)?(?:more|less|greater|fewer|larger|smaller|bigger|higher|lower)"
     r"[ \t]++than|up[ \t]++to|upwards[ \t]++of|in[ \t]++excess[ \t]++of|exceeding|over|under|above|below|beyond|almost|nearly|just[ \t]++(?:over|under)"
     r"|or[ \t]++(?:more|less|fewer|greater|higher|lower|above|below|so)|between|within)"
     + _E
     + r"|[<>≤≥≠⩽⩾≲≳≮≯≰≱≪≫]|!=|\\(?:[lg]eq?(?:slant)?|[lg]t|n[lg]eq|n(?:less|gtr)|neq?|not(?:in)?|lesssim|gtrsim|ll|gg)(?![A-Za-z])"
-    r"|(?<=[\w)}])\+[ \t]*+\Z",
+    r"|(?<=[\w)}])\+[ \t]*+\Z|(?<=\d)-?ish\b",
     re.I,
 )
 # Uncertainty and alternatives: the reply offers the answer, it does not state it.
 _HEDGE = re.compile(
-    _W + r"(?:maybe|perhaps|possibly|probably|likely|unlikely|presumably|supposedly|apparently|guess(?:ing)?|tentative(?:ly)?"
+    _W + r"(?:maybe|perhaps|possibly|probably|likely|unlikely|presumably|supposedly|apparently|guess(?:ing)?|tentative(?:ly)?|somewhere|confident"
     r"|i[ \t]++(?:think|believe|suppose|guess|reckon)|not[ \t]++(?:sure|certain)|unsure|uncertain|either|alternatively|otherwise"
     r"|or|else|instead|unless|versus|vs|(?:could|might|may)[ \t]++(?:also[ \t]++)?be)" + _E + r"|\?",
     re.I,
@@ -148,9 +151,16 @@ def _found(pattern: re.Pattern, text: str, reference: str) -> Optional[str]:
 # After the stated answer: a sentence that opens an alternative ("A. Alternatively B.", "5. Or maybe 6.")
 # is a hedge when it names another value; one that doubts the answer ("I'm not sure") always is.
 _ALTERNATIVE = re.compile(
-    r"(?:\A|[.!;:,]\s++|\n\s*+)\(?\s*+(?:alternatively|otherwise|or(?:[ \t]++else)?|else|unless|but[ \t]++(?:it[ \t]++)?(?:could|might|may)"
-    r"|(?:it|this|that)[ \t]++(?:could|might|may)[ \t]++(?:also[ \t]++)?be|could[ \t]++also[ \t]++be|also[ \t]++possible"
+    r"(?:\A|[.!;:,]\s++|\n\s*+)\(?\s*+(?:alternatively|otherwise|or(?:[ \t]++else)?|else|unless|also[ \t]++possible"
+    r"|(?:but[ \t]++)?(?:(?:it|this|that|the[ \t]++answer)[ \t]++)?(?:could|might|may)[ \t]++(?:also[ \t]++)?be(?=[ \t]++(?:option[ \t]++)?[\(\[]?(?:[A-Z]\b|-?\d))"
     r"|another[ \t]++(?:option|possibility|candidate|answer)|maybe|perhaps|possibly|probably)(?!\w)",
+    re.I,
+)
+# A later sentence that credits another value: "B is also plausible", "B could also be right", "though B is close".
+_ALSO = re.compile(
+    r"\b(?:also[ \t]++(?:be[ \t]++)?(?:correct|right|possible|plausible|valid|true|works?|fits?|an?[ \t]++(?:option|answer|possibility))"
+    r"|(?:could|might|may|would)[ \t]++(?:also[ \t]++)?(?:be[ \t]++)?(?:correct|right|valid|the[ \t]++(?:answer|one)|work|fit)"
+    r"|(?:is|are|seems?|looks?)[ \t]++(?:also[ \t]++)?(?:possible|plausible|close|likely|tempting|an?[ \t]++(?:option|possibility))|as[ \t]++well)\b",
     re.I,
 )
 _DOUBT = re.compile(r"(?:\A|[.!;:,]\s++|\n\s*+)\(?\s*+(?:(?:i'?m|i[ \t]++am)[ \t]++not[ \t]++(?:sure|certain)|not[ \t]++sure)(?!\w)", re.I)
@@ -183,6 +193,11 @@ def tail_hedge(stated: str, tail: str) -> Optional[str]:
         words = re.findall(r"\w+", clause)  # "Alternatively London": a short clause is its value
         if named and named[-1].lower() not in tokens or not named and 0 < len(words) <= 3 and words[-1].lower() not in tokens:
             return f"followed by an alternative ({near[m.start() : m.end() + 20].strip(' .,;:(')!r})"
+    for part in re.split(r"(?<=[.!?])\s++|\n", near):
+        also = _ALSO.search(part)
+        named = _VALUE.findall(part[: also.start()] if also else "") or (_VALUE.findall(part) if also else [])
+        if named and named[-1].lower() not in tokens:
+            return f"followed by another answer credited ({part.strip()[:60]!r})"
     remark = re.match(r"\s*+[.,;:]?\s*+\(([^()\n]{0,120})\)", near)
     if remark and _HEDGE.search(remark.group(1)):
         return f"followed by a hedge ({remark.group()[:60].strip()!r})"
