@@ -104,10 +104,14 @@ def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
 
 def _box_statements(seg: str, quoted: list[tuple[int, int]], reference: Any) -> list[tuple[int, Statement]]:
     found = []
+    checked: dict[tuple[str, str], Optional[str]] = {}  # a run of equal boxes is checked once
     for start, end, text in boxed_extents(seg):
         if "\\boxed" in text or "\\fbox" in text or is_empty_box(text) or _inside(start, quoted):
             continue  # an outer box is read through its inner ones; an empty box states nothing
-        found.append((start, Statement(text, "\\boxed{}", True, refusal(text, reference, tail=_tail(seg, end)))))
+        key = (text, _tail(seg, end))
+        if key not in checked:
+            checked[key] = refusal(text, reference, tail=key[1])
+        found.append((start, Statement(text, "\\boxed{}", True, checked[key])))
     return found
 
 
