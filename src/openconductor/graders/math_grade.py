@@ -155,9 +155,15 @@ def _equal(side: str, ref: str, mv: _Verifier) -> tuple[bool, str]:
     return False, note + f"normalised {got!r} != {want!r}"
 
 
+# Digits, a decimal point, signs, powers and "\times" / "\cdot": a number in scientific notation, no words.
+_NOTATION = re.compile(r"(?:[\d\s.+\-^{}()eE*]|\\times|\\cdot)*+")
+
+
 def _same_number(side: str, ref: str) -> bool:
-    """Both are one number written out (scientific notation, a power, a root) and of equal value:
-    the fallback's check where math-verify is off or gave up."""
+    """Both are one number written out ("1.2 \\cdot 10^{3}", "1.2e3", "1200") and of equal value: the
+    fallback's check where math-verify is off or gave up. Words are not read here ("about 1200")."""
+    if not (_NOTATION.fullmatch(side) and _NOTATION.fullmatch(ref)):
+        return False
     try:
         got, want = read_number(side), read_number(ref)
     except Unreadable:
