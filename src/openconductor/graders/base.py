@@ -31,8 +31,10 @@ MAX_RESPONSE_CHARS = 400_000
 
 # Bumped whenever a grader scores some answer differently. Results ranked by score and kept on disk (the fit's
 # stages) record it, so a rerun after an upgrade re-ranks from its stored calls instead of keeping a ranking the
-# old scores made. 2: no credit for an answer that only contains a reasoning-gym reference.
-SCORING_VERSION = 2
+# old scores made. 2: no credit for an answer that only contains a reasoning-gym reference. 3: the statement
+# rule (graders/statement.py): code, quotations and empty boxes state nothing; qualified, hedged and
+# negated answers score 0; full-width and zero-width characters and scientific notation are read.
+SCORING_VERSION = 3
 
 
 class GraderError(ValueError):

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
 from .base import Grade, GraderError, register_grader
-from .extract import final_segment
-from .final_answer import ANSWER_HEADS, final_answers
+from .final_answer import ANSWER_HEADS, final_answers, unstated_reply
+from .statement import marked_letter, refusal
 
 DEFAULT_LETTERS = "ABCDEFGHIJ"
 
@@ -138,10 +138,14 @@ def _clause_letter(clause: str, letters: str) -> Optional[Pick]:
 _HEADS = re.compile(ANSWER_HEADS.pattern + r"|\b(?:option|choice)\s*+(?:is\b|:|=)", re.I)
 
 
-def _stated_letter(response: str, letters: str) -> Optional[Pick]:
+def _stated_letter(response: str, seg: str, letters: str, reference: str) -> Optional[Pick]:
     """The letter the reply's explicit answers state (the one rule of .final_answer), a hedge or
     conflict as a Pick without a letter, or None when no statement names a letter."""
-    picks = [(s, _clause_letter(s.text, letters)) for s in final_answers(response, _HEADS)]
+    statements = final_answers(response, _HEADS, reference)
+    for s in statements:
+        if s.refused:  # "Answer: A? B?", "Answer: A. Alternatively B.", "Answer: A̸"
+            return Pick(None, s.refused)
+    picks = [(s, _clause_letter(s.text, letters)) for s in statements]
     named = [(s, p) for s, p in picks if p is not None]
     for _, p in named:
         if p.letter is None:
@@ -152,29 +156,40 @@ def _stated_letter(response: str, letters: str) -> Optional[Pick]:
     if len(distinct) > 1:
         return Pick(None, "conflicting final answers", distinct)
     s, p = named[-1]
-    lines = {m.group(1) for m in re.finditer(r"(?m)^[^\w\n]*+([" + letters + r"])[^\w\n]*+$", final_segment(response))} - {p.letter}
+    lines = {m.group(1) for m in re.finditer(r"(?m)^[^\w\n]*+([" + letters + r"])[^\w\n]*+$", seg)} - {p.letter}
     if lines:  # "Answer:\nA\nB": a line that is only a letter answers too
         return Pick(None, "names several options", (p.letter or "", *sorted(lines)))
     p.how = p.how or s.how
     return p
 
 
-def pick_letter(response: str, choices: Choices = None) -> Pick:
-    """The option letter a reply commits to, or None with why (no letter / ambiguous)."""
+def pick_letter(response: str, choices: Choices = None, reference: str = "") -> Pick:
+    """The option letter a reply commits to, or None with why (no letter / ambiguous / not stated)."""
     letters, texts = _letters(choices)
-    seg = final_segment(response).strip()
+    seg, unstated = unstated_reply(response, _HEADS)
     if not seg:
-        return Pick(None, "empty response")
-    tok = _token(letters)
-
+        return Pick(None, "empty response (or only code, quotations and empty boxes)")
     # 1. Its explicit answers: \boxed{C}, "The answer is (C)", "Answer: D) 42", "correct option is B".
-    stated = _stated_letter(response, letters)
+    stated = _stated_letter(response, seg, letters, reference)
     if stated is not None:
         return stated
+    # With no statement the reply itself is read: a marked letter ("A̸") anywhere in it is no answer,
+    # nor is a reply that only speaks of an answer ("if the answer is A", "the answer is not A").
+    why = unstated or marked_letter(seg)
+    if why:
+        return Pick(None, why)
+    return _read_reply(seg, letters, texts)
+
+
+def _read_reply(seg: str, letters: str, texts: list[str]) -> Pick:
+    """The letter a reply with no explicit statement commits to, read from the reply itself."""
+    tok = _token(letters)
     # 2. The whole reply is a letter (or letters joined by "or"/","): "C", "(C).", "**B**", "A or B".
     whole = re.fullmatch(r"\W*" + tok + r"(?:" + _JOIN + tok + r")*+\W*", seg)
     if whole:
         got = _clause_letter(seg.strip(" .:*\n\t"), letters)
+        if got and got.letter and (why := refusal(seg)):
+            return Pick(None, why)  # "A?", "B+"
         if got:
             got.how = got.how or "the reply is the letter"
             return got
@@ -189,13 +204,39 @@ def pick_letter(response: str, choices: Choices = None) -> Pick:
         others = set(re.findall(r"\(([" + letters + r"])\)", seg) + listed) - {m.group(1)}
         if others:
             return Pick(None, "opens with one option but names others", (m.group(1), *sorted(others)))
-        return Pick(m.group(1), "the reply opens with the option")
-    # 4. Bold letters: "**B**" or "**B) Paris**" — must all agree.
-    bold = re.findall(r"\*\*\s*+[\(\[]?([" + letters + r"])(?![A-Za-z0-9'])[\)\]\.:]?", seg)
-    if bold:
-        distinct = tuple(dict.fromkeys(bold))
-        return Pick(distinct[0], "bold letter") if len(distinct) == 1 else Pick(None, "different bold letters", distinct)
-    # 5. The reply quotes exactly one option's text.
+        why = refusal(m.group().strip(), tail=seg[m.end() :])  # "B) Paris. Alternatively C."
+        return Pick(None, why) if why else Pick(m.group(1), "the reply opens with the option")
+    # 4. The reply ends on a line that is only a letter, after its reasoning; every such line must agree.
+    alone = re.findall(r"(?m)^[^\w\n]*+([" + letters + r"])[^\w\n]*+$", seg)
+    last = seg.splitlines()[-1].strip()
+    if alone and re.fullmatch(r"[^\w]*+[" + letters + r"][^\w]*+", last):
+        if len(set(alone)) > 1:
+            return Pick(None, "several lines that are only a letter", tuple(dict.fromkeys(alone)))
+        why = refusal(last)
+        return Pick(None, why) if why else Pick(alone[-1], "the reply's last line is the letter")
+    return _marked_letters(seg, letters, texts)
+
+
+def _agreeing(seg: str, pattern: str, how: str, several: str) -> Optional[Pick]:
+    """The one letter every match of ``pattern`` names (a hedge after the last one refuses it), a Pick
+    without a letter when they differ, or None when nothing matches."""
+    found = list(re.finditer(pattern, seg))
+    if not found:
+        return None
+    distinct = tuple(dict.fromkeys(m.group(1) for m in found))
+    if len(distinct) > 1:
+        return Pick(None, several, distinct)
+    why = refusal(found[-1].group(), tail=seg[found[-1].end() :])  # "(A). Alternatively B."
+    return Pick(None, why) if why else Pick(distinct[0], how)
+
+
+def _marked_letters(seg: str, letters: str, texts: list[str]) -> Pick:
+    """Steps 5-7 of reading a reply with no statement: bold letters, an option's text, parenthesised letters."""
+    # 5. Bold letters: "**B**" or "**B) Paris**" — must all agree.
+    bold = _agreeing(seg, r"\*\*\s*+[\(\[]?([" + letters + r"])(?![A-Za-z0-9'])[\)\]\.:]?", "bold letter", "different bold letters")
+    if bold is not None:
+        return bold
+    # 6. The reply quotes exactly one option's text.
     if texts:
         norm = " ".join(seg.lower().split())
         hits = [letters[i] for i, t in enumerate(texts) if t.strip() and " ".join(t.lower().split()) in norm]
@@ -203,12 +244,9 @@ def pick_letter(response: str, choices: Choices = None) -> Pick:
             return Pick(hits[0], "the reply quotes this option's text")
         if len(hits) > 1:
             return Pick(None, "the reply quotes several options' texts", tuple(hits))
-    # 6. Parenthesised letters anywhere, e.g. "so (C) it is" — only if they all agree.
-    paren = re.findall(r"\(([" + letters + r"])\)", seg)
-    if paren:
-        distinct = tuple(dict.fromkeys(paren))
-        return Pick(distinct[0], "the only option in parentheses") if len(distinct) == 1 else Pick(None, "several options in parentheses", distinct)
-    return Pick(None, f"no option letter ({letters[0]}–{letters[-1]}) found")
+    # 7. Parenthesised letters anywhere, e.g. "so (C) it is" — only if they all agree.
+    paren = _agreeing(seg, r"\(([" + letters + r"])\)", "the only option in parentheses", "several options in parentheses")
+    return paren if paren is not None else Pick(None, f"no option letter ({letters[0]}–{letters[-1]}) found")
 
 
 @register_grader("choice")
@@ -216,7 +254,7 @@ def grade_choice(response: str, reference: Any, *, choices: Choices = None) -> G
     """1.0 if the reply commits to exactly the reference letter; hedged/ambiguous replies score 0."""
     letters, _ = _letters(choices)
     ref = _reference(reference, letters)
-    pick = pick_letter(response, choices)
+    pick = pick_letter(response, choices, ref)
     if pick.letter is None:
         why = pick.how + (f": {', '.join(pick.ambiguous)}" if pick.ambiguous else "")
         return Grade(0.0, None, f"not graded confidently — {why}")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Grade, GraderError, register_grader
-from .extract import final_segment, nfkc_keeping_numbers, trim
-from .final_answer import final_answers, judge
+from .extract import nfkc_keeping_numbers, trim
+from .final_answer import final_answers, judge, unstated_reply
+from .statement import refusal
 
 
 def normalize_text(text: str, case_sensitive: bool = False) -> str:
@@ -35,10 +36,11 @@ def grade_exact(response: str, reference: Any, *, case_sensitive: bool = False) 
             return Grade(1.0, text.strip(), "normalised exact match")
         return Grade(0.0, text.strip()[:200], "no normalised exact match with the reference")
 
-    statements = final_answers(response)
+    statements = final_answers(response, reference="\n".join(refs))
     if statements:
         return judge(statements, lambda s: match(s.text), key=lambda g: normalize_text(g.extracted or "", case_sensitive))
-    seg = final_segment(response)
+    seg, why = unstated_reply(response)
     if not seg:
         return Grade(0.0, None, "empty response")
-    return match(seg)
+    why = why or refusal(seg, "\n".join(refs))
+    return Grade(0.0, None, why) if why else match(seg)

@@ -15,8 +15,8 @@ from typing import Optional
 from ..reply import answer_block, final_segment as _final_segment, strip_think
 
 __all__ = [
-    "MAX_ANSWER_CHARS", "MAX_PHRASE_CHARS", "answer_block", "boxed_all", "boxed_spans", "brace_pairs", "final_segment", "last_boxed",
-    "nfkc_keeping_numbers", "phrase_text", "strip_think", "trim", "unicode_to_latex", "vulgar_fractions", "without_boxes",
+    "MAX_ANSWER_CHARS", "MAX_PHRASE_CHARS", "answer_block", "boxed_all", "boxed_extents", "boxed_spans", "brace_pairs", "final_segment", "last_boxed",
+    "nfkc_keeping_numbers", "phrase_sentence", "phrase_text", "strip_think", "trim", "unicode_to_latex", "vulgar_fractions", "without_boxes",
 ]  # fmt: skip
 
 # An answer is at its end; a longer segment (after thinking is removed) is read from its last part.
@@ -64,21 +64,26 @@ def brace_pairs(text: str) -> dict[int, int]:
     return pairs
 
 
-def boxed_spans(text: str) -> list[tuple[int, str]]:
-    """(start, content) of every ``\\boxed{…}`` / ``\\fbox{…}`` (nested braces kept), and ``\\boxed 5``."""
-    out: list[tuple[int, str]] = []
+def boxed_extents(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, content) of every ``\\boxed{…}`` / ``\\fbox{…}`` (nested braces kept), and ``\\boxed 5``."""
+    out: list[tuple[int, int, str]] = []
     pairs: Optional[dict[int, int]] = None
     for m in _BOXED.finditer(text):
         if m.group(1):
             pairs = brace_pairs(text) if pairs is None else pairs
             close = pairs.get(m.end() - 1)
             if close is not None:
-                out.append((m.start(), text[m.end() : close].strip()))
+                out.append((m.start(), close + 1, text[m.end() : close].strip()))
         else:
             tail = _BOXED_TAIL.match(text, m.end())
             if tail:
-                out.append((m.start(), tail.group(1)))
+                out.append((m.start(), tail.end(), tail.group(1)))
     return out
+
+
+def boxed_spans(text: str) -> list[tuple[int, str]]:
+    """(start, content) of every ``\\boxed{…}`` / ``\\fbox{…}`` (nested braces kept), and ``\\boxed 5``."""
+    return [(start, content) for start, _, content in boxed_extents(text)]
 
 
 def without_boxes(text: str) -> str:
@@ -118,15 +123,22 @@ def phrase_text(rest: str) -> Optional[str]:
     sentence after it, a justification ("5 because ...", "5, i.e. ...") or a remark ("5 (rounded)");
     an inline-math answer is its math unless more follows it ("$3$ or $5$" stays whole). None if the
     phrase does not end within :data:`MAX_PHRASE_CHARS` (prose, not an answer; and bounded work)."""
-    found = rest[:MAX_PHRASE_CHARS].strip().strip("*").strip()
-    parts = _SENTENCE_END.split(found, maxsplit=1)
-    if len(parts) == 1 and len(rest) > MAX_PHRASE_CHARS:
+    sentence, ended = phrase_sentence(rest)
+    if not ended and len(rest) > MAX_PHRASE_CHARS:
         return None
-    found = _REMARK.sub("", parts[0]).strip().rstrip(",;:").strip().strip("*").strip()
+    found = _REMARK.sub("", sentence).strip().rstrip(",;:").strip().strip("*").strip()
     math_span = _inline_math(found)
     if math_span is not None and not _MORE_AFTER_MATH.search(found[math_span[1] :]):
         return math_span[0].strip() or None  # "the answer is $\frac12$ since ..." -> the inline math
     return found or None
+
+
+def phrase_sentence(rest: str) -> tuple[str, bool]:
+    """The sentence an "the answer is" phrase states, remarks kept (its first :data:`MAX_PHRASE_CHARS`
+    characters, without outer markup), and whether it ended before them."""
+    found = rest[:MAX_PHRASE_CHARS].strip().strip("*").strip()
+    parts = _SENTENCE_END.split(found, maxsplit=1)
+    return parts[0], len(parts) > 1
 
 
 def _inline_math(text: str) -> Optional[tuple[str, int]]:

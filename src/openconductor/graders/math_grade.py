@@ -13,9 +13,11 @@ from typing import Any, Optional
 
 from ._mathworker import MathVerifyTimeout, verify
 from .base import Grade, GraderError, register_grader
-from .extract import brace_pairs, final_segment, last_boxed
-from .final_answer import final_answers, judge
+from .extract import brace_pairs, last_boxed
+from .final_answer import final_answers, judge, unstated_reply
 from .math_sides import answer_sides, plain
+from .numexpr import Unreadable, read_number
+from .statement import refusal
 
 # ------------------------------------------------------------------------------------ normalisation
 
@@ -90,9 +92,9 @@ def as_number(text: str) -> Optional[Fraction]:
         return None
 
 
-def _bare_answer(response: str) -> Optional[str]:
+def _bare_answer(seg: str) -> Optional[str]:
     """A reply that states no explicit answer: a short one-line reply is the answer itself."""
-    lines = [line for line in final_segment(response).strip().splitlines() if line.strip()]
+    lines = [line for line in seg.splitlines() if line.strip()]
     if len(lines) == 1 and len(lines[0]) <= 80:
         return lines[0].strip().strip("$").strip()
     return None
@@ -148,7 +150,27 @@ def _equal(side: str, ref: str, mv: _Verifier) -> tuple[bool, str]:
     a, b = as_number(got), as_number(want)
     if a is not None and b is not None and a == b:
         return True, note + "equal numeric value"
+    if _same_number(side, ref):
+        return True, note + "equal value as one number (1.2 \\times 10^{3} = 1200)"
     return False, note + f"normalised {got!r} != {want!r}"
+
+
+# Digits, a decimal point, signs, powers and "\times" / "\cdot": a number in scientific notation, no words.
+_NOTATION = re.compile(r"(?:[\d\s.+\-^{}()eE*]|\\times|\\cdot)*+")
+
+
+def _same_number(side: str, ref: str) -> bool:
+    """Both are one number written out ("1.2 \\cdot 10^{3}", "1.2e3", "1200") and of equal value: the
+    fallback's check where math-verify is off or gave up. Words are not read here ("about 1200")."""
+    if not (_NOTATION.fullmatch(side) and _NOTATION.fullmatch(ref)):
+        return False
+    try:
+        got, want = read_number(side), read_number(ref)
+    except Unreadable:
+        return False
+    if len(got) != 1 or len(want) != 1 or got[0].percent or want[0].percent:
+        return False
+    return abs(got[0].value - want[0].value) <= 1e-12 * max(1.0, abs(want[0].value))
 
 
 def _grade_answer(answer: str, ref: str, mv: _Verifier) -> Grade:
@@ -173,14 +195,19 @@ def grade_math(response: str, reference: Any, *, timeout_s: float = 5.0, use_mat
     if not response.strip():
         return Grade(0.0, None, "empty response")
     mv = _Verifier(timeout_s, use_math_verify)
-    statements = final_answers(response)
+    statements = final_answers(response, reference=ref)
     if statements:
         return judge(statements, lambda s: _grade_answer(s.text, ref, mv))
-    answer = _bare_answer(response)
+    seg, unstated = unstated_reply(response)
+    if unstated:
+        return Grade(0.0, None, unstated)
+    answer, said = _bare_answer(seg), None
     if answer is None:
         # No explicit answer: math-verify picks the reply's last expression, and that is graded as one.
-        reply = mv(ref, final_segment(response))
+        reply = mv(ref, seg) if seg else None
         answer = reply.get("pred") if reply is not None else None
+        said = seg.splitlines()[-1] if seg else None  # the qualifiers around it are on the reply's last line
     if not answer:
         return Grade(0.0, None, mv.note + "no answer found (no <answer>, \\boxed{} or 'the answer is')")
-    return _grade_answer(answer, ref, mv)
+    why = refusal(answer, ref) or (refusal(said, ref) if said else None)
+    return Grade(0.0, None, why) if why else _grade_answer(answer, ref, mv)

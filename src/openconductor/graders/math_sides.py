@@ -41,9 +41,14 @@ _DEGREES = re.compile(r"\^\s*+\{?\s*+\\circ\s*+\}?|°")
 _COMMAND = re.compile(r"\\[A-Za-z]++")
 
 
+# "1.2e3", "1.2E+3": scientific notation, which math-verify reads as 1.2 times e times 3.
+_SCIENTIFIC = re.compile(r"(?<![\w\\.])(\d++(?:\.\d++)?)[eE]([-+]?\d++)(?![\w.])")
+
+
 def plain(text: str) -> str:
     """The answer as math-verify will read it: Unicode super/subscripts and fractions as LaTeX, no percent
-    or degree sign (a unit: ``90^\\circ`` is 90)."""
+    or degree sign (a unit: ``90^\\circ`` is 90), scientific notation as ``\\times 10^{k}``."""
+    text = _SCIENTIFIC.sub(lambda m: f"{m.group(1)}\\times10^{{{m.group(2).lstrip('+')}}}", text)
     return _DEGREES.sub("", _PERCENT.sub("", unicode_to_latex(text))).strip()
 
 

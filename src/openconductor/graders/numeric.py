@@ -7,8 +7,8 @@ import re
 from typing import Any, Optional
 
 from .base import Grade, GraderError, register_grader
-from .extract import final_segment
-from .final_answer import final_answers, judge
+from .final_answer import final_answers, judge, unstated_reply
+from .statement import refusal
 from .numexpr import Side, Unreadable, read_number
 
 # With no explicit answer, the reply's last sentence that holds a digit is read (". " ends a sentence;
@@ -86,12 +86,16 @@ def grade_numeric(
         from .exact import grade_exact
 
         return grade_exact(response, reference)
-    statements = final_answers(response)
+    statements = final_answers(response, reference=reference)
     if statements:
         return judge(statements, lambda s: _match(s.text, ref, rel_tol, abs_tol), key=_value_key)
-    sentence = _last_sentence(final_segment(response))
+    seg, why = unstated_reply(response)
+    sentence = _last_sentence(seg)
     if sentence is None:
         return Grade(0.0, None, "no number found in the response")
+    why = why or refusal(sentence, reference)
+    if why:
+        return Grade(0.0, None, why)
     return _match(sentence, ref, rel_tol, abs_tol)
 
 
