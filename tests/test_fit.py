@@ -84,7 +84,10 @@ def _files(tmp: Path) -> dict[str, Path]:
 
 
 def _settings(tmp: Path, **extra) -> FitSettings:
+    """The tiny random model is not meant to copy its targets (one epoch of a few steps): these tests check the
+    machinery, so the fidelity bar is off unless a test sets it (test_fit_quality.py tests the bar)."""
     f = _files(tmp)
+    extra.setdefault("fidelity_bar", 0.0)
     return FitSettings(pool=str(f["pool"]), out=tmp / "out", questions=f["questions"], per_task=6, eval_n=2, recipe=f["recipe"], **extra)
 
 
