@@ -74,6 +74,7 @@ def test_the_fit_ships_the_lookup_when_the_conductor_does_not_beat_it(tmp_path):
     assert better.ship == "conductor" and better.vs_lookup.mean == pytest.approx(2 / 8) and "beats the lookup" in better.why
 
 
+@pytest.mark.heavy  # three fits and two `conductor ask` runs: about 90 s on 2 shared cores
 def test_a_copy_under_the_bar_copies_on_then_is_not_called_done_and_a_rerun_goes_on(tmp_path, world):  # noqa: F811
     """The tiny model cannot write a whole plan in its 16 tokens: fidelity 0, under any bar. The fit copies on to the
     cap, then stops before GRPO and the evaluation, names what to raise, places no conductor and offers the lookup."""

@@ -35,9 +35,10 @@ class RichHooks(Hooks):
 
     def _interrupt(self, index: int) -> None:
         task = self.progress.tasks[index]
-        self.progress.update(index, description=f"{task.description} (interrupted)")
+        name = task.description
+        self.progress.update(index, description=f"{name} (interrupted)")
         self.progress.stop_task(index)
-        self.note(f"{time.strftime('%H:%M:%S')} {task.description}: interrupted after {task.elapsed or 0:.0f} s "
+        self.note(f"{time.strftime('%H:%M:%S')} {name}: interrupted after {task.elapsed or 0:.0f} s "
                   f"({task.completed:,.0f} done); the same command goes on from here")
 
     def stage(self, name: str, total: Optional[int]) -> None:
