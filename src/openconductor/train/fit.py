@@ -448,7 +448,8 @@ def _model_stages(ctx: FitContext, state: FitState, meter: MeteredStore, key: st
     if settings.grpo_steps:
         source, key = grpo_stage(ctx, state, key, meter)
     record_familiarity(ctx, *{warm, source})
-    result.checkpoint = checkpoint = place_checkpoint(source, settings.out / "conductor", fit_record(ctx, source))
+    record = {**fit_record(ctx, source), "fidelity": round(copied.fidelity.share, 4), "copy_epochs": state.stages["copy"].get("epochs")}
+    result.checkpoint = checkpoint = place_checkpoint(source, settings.out / "conductor", record)
     conductors = {"conductor": checkpoint} | ({"conductor, copy only": warm} if settings.grpo_steps else {})
     gate = gate_row(ctx.spec, checkpoint)
     evaluation = asyncio.run(evaluate_stage(ctx, state, key, meter, conductors | {label: checkpoint for label in gate}, gate, result.lookup))
