@@ -271,7 +271,6 @@ def fit_command(
     per-task lookup table, and write a checkpoint the pool file can name."""
     from pydantic import ValidationError
 
-    from .config import TrainConfigError
     from .fit import FitSettings
 
     logging.basicConfig(level=logging.INFO if verbose else logging.ERROR, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -283,17 +282,20 @@ def fit_command(
                                fidelity_bar=fidelity_bar, max_copy_epochs=max_copy_epochs, copy_epochs=copy_epochs, copy_lr=copy_lr)
     except ValidationError as exc:
         fail(f"conductor fit: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
-    from ..pool import PoolConfigError
+    _fit_command(settings, dry_run, calibrate)
+
+
+def _fit_command(settings, dry_run: bool, calibrate: bool) -> None:
+    from ..pool import PoolConfigError, load_pool
+    from . import fitcli
+    from .config import TrainConfigError
 
     try:
         if settings.init:  # refused now, not after the profile and the search have been paid for
-            from ..pool import load_pool
             from .fit import recipe as fit_recipe
             from .trainer import check_init
 
             check_init(fit_recipe(settings, load_pool(settings.pool_path)))
-        from . import fitcli
-
         if dry_run:
             return fitcli.dry_run(settings, calibrate=calibrate)
         require("train", "torch", "transformers", "trl", "peft")

@@ -180,17 +180,38 @@ def max_epochs(ctx: "FitContext") -> int:
 
 def measure(ctx: "FitContext", checkpoint: Path, epochs: int) -> Fidelity:
     """The conductor at ``checkpoint`` plans every training question; its fidelity to the per-question targets."""
-    from .evaluate import conductor_texts
-    from .fit import _candidates, per_question_targets
+    import asyncio
+
+    from .fit import _candidates, local_threads, per_question_targets
 
     got = json.loads((ctx.out / "targets.json").read_text())
     rows, texts, _ = per_question_targets(ctx, {"targets": got, "candidates": _candidates(ctx)})
-    items = {(i.domain, i.question): i for i in ctx.questions.train}
     ctx.hooks.stage("fidelity", len(rows))
-    written, _ = conductor_texts(str(checkpoint), [items[(r.domain, r.question)] for r in rows], ctx.spec, ctx.cfg, temperature=0.0,
-                                 batch_size=8, seed=0)
-    ctx.hooks.advance(len(rows))
+    written = asyncio.run(runtime_plans(ctx.spec, checkpoint, [r.question for r in rows], local_threads(ctx.settings), ctx.hooks.advance))
     return fidelity_of([r.domain for r in rows], [r.question for r in rows], texts, written, epochs)
+
+
+async def runtime_plans(spec, checkpoint: Path, questions: list[str], threads: int, advance=lambda n: None) -> list[str]:
+    """Each question's plan as ``conductor ask --conductor CHECKPOINT`` writes it (its llama.cpp copy under the grammar
+    where it has one, greedy; its wordings held), planned only, never run. A plan the conductor failed to write (the
+    pool's fallback ran instead) is its last raw text, which no target matches."""
+    from ..policies import make_policy
+    from ..policies.base import PlanRequest
+    from ..pool import Pool
+    from .fiteval import with_checkpoint
+
+    planned, options = with_checkpoint(spec, checkpoint)
+    # Every question planned, none gated: the training questions are the familiar ones by construction.
+    planned = planned.with_local_threads(threads).model_copy(update={"conductor": planned.conductor.model_copy(update={"unfamiliar": "plan"})})
+    policy = make_policy("conductor", **options)
+    out: list[str] = []
+    async with Pool(planned) as pool:
+        for question in questions:
+            plan = await policy.plan(PlanRequest(question=question, pool=pool, max_steps=planned.conductor.max_steps, seed=0))
+            ok = plan.workflow is not None and plan.record.fallback is None
+            out.append(plan.workflow.render() if ok and plan.workflow is not None else plan.record.raw)
+            advance(1)
+    return out
 
 
 def copy_on(ctx: "FitContext", warm: Path, epochs: int) -> None:

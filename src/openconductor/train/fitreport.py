@@ -80,8 +80,9 @@ def model_card(pool: str, settings: dict, record: dict, report: str, verdict: Op
     """``README.md`` beside the weights: what the checkpoint is, for which pool, how it was made, and how it did."""
     ship = ""
     if verdict is not None and verdict.ship == "lookup":
+        where = "" if pool == "default" else f"--pool {pool} "
         ship = (f"\n**Not recommended for this pool**: {verdict.why}. Use the lookup instead: "
-                f"`conductor ask --pool {pool} --policy lookup:{verdict.lookup} \"QUESTION\"`.\n")
+                f"`conductor ask {where}--policy lookup:{verdict.lookup} \"QUESTION\"`.\n")
     shown = {k: v for k, v in settings.items() if v not in (None, [], "")}
     return "\n".join([
         "---", "library_name: openconductor", "tags: [openconductor, conductor, workflow-planner]", "---", "",
