@@ -443,7 +443,6 @@ def _model_stages(ctx: FitContext, state: FitState, meter: MeteredStore, key: st
         result.report = full_report(ctx.out, "", ctx.cfg.reward, copied.fidelity, settings.fidelity_bar, None)
         return result
     warm, key = copied.warm, copied.key
-    check_pool_plans(ctx.spec, warm)
     source = warm
     if settings.grpo_steps:
         source, key = grpo_stage(ctx, state, key, meter)

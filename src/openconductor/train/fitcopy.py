@@ -254,12 +254,13 @@ class CopyResult:
 
 def checked_copy(ctx: "FitContext", state: "FitState", key: str) -> CopyResult:
     """The recipe's copy (skipped when done), then its fidelity; more rounds while under the bar."""
-    from .fit import digest
+    from .fit import check_pool_plans, digest
 
     for text in copy_plan(ctx).warnings():
         ctx.hooks.note(f"warning: {text}")
     restore_round(ctx.out / "train" / "warmup")
     warm, key = copy_stage(ctx, state, key)
+    check_pool_plans(ctx.spec, warm)  # a pool that cannot plan with this copy is refused before its fidelity is measured
     record = state.stages["copy"]
     base = ctx.cfg.warmup_sft.epochs
     record.setdefault("epochs", base)
