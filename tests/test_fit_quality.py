@@ -192,3 +192,36 @@ def test_without_a_terminal_the_fit_prints_json_lines_and_the_dry_run_estimates_
     lines = [json.loads(line) for line in capped.output.splitlines()]  # every line is JSON: no bars, no wrapped commands
     assert capped.exit_code == 3 and lines[-1]["event"] == "result" and lines[-1]["status"] == "stopped"
     assert any(e["event"] == "stage" and e["stage"] == "profile" for e in lines)
+
+
+def test_a_copy_interrupted_between_epochs_goes_on_from_the_last_one(tmp_path, world, monkeypatch):  # noqa: F811
+    """The issue's Ctrl-C during the copy: its rerun redid the whole copy. Each epoch is saved as it ends, so the
+    rerun trains only the epochs left (the manifest's losses are those of the second epoch's batches alone)."""
+    saved = fitcopy.save_epoch
+
+    def then_ctrl_c(model, partial, state, epochs):
+        saved(model, partial, state, epochs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fitcopy, "save_epoch", then_ctrl_c)
+    settings = _settings(tmp_path, copy_epochs=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_fit(settings)
+    out = tmp_path / "out"
+    state = json.loads((out / "fit.json").read_text())
+    assert state["interrupted"]["stage"] == "copy" and state["stages"]["copy-started"]["epochs"] == 1 and "copy" not in state["stages"]
+    monkeypatch.setattr(fitcopy, "save_epoch", saved)
+
+    class Notes(Hooks):
+        said: list[str] = []
+
+        def note(self, text):
+            self.said.append(text)
+
+    hooks = Notes()
+    done = run_fit(settings, hooks)
+    assert done.checkpoint is not None and any("going on from epoch 1 of 2" in t for t in hooks.said)
+    manifest = json.loads((out / "train" / "warmup" / "openconductor.json").read_text())
+    assert len(manifest["warmup_losses"]) == 5  # 18 targets in batches of 4: one epoch's batches, not two
+    state = json.loads((out / "fit.json").read_text())
+    assert "copy-started" not in state["stages"] and not (out / "train" / "warmup.partial").exists() and "interrupted" not in state

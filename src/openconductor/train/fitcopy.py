@@ -161,11 +161,42 @@ def copy_stage(ctx: "FitContext", state: "FitState", key: str) -> tuple[Path, st
     got = json.loads((ctx.out / "targets.json").read_text())
     rows, texts, summary = per_question_targets(ctx, {"targets": got, "candidates": _candidates(ctx)})
     ctx.hooks.stage("copy", None)
-    cfg = dataclasses.replace(ctx.cfg, warmup_sft=dataclasses.replace(ctx.cfg.warmup_sft, examples=len(rows), targets_per_prompt=1))
+    model, tokenizer, done_epochs = copy_model(ctx, state, key, warm.with_name("warmup.partial"))
+    w = dataclasses.replace(ctx.cfg.warmup_sft, examples=len(rows), targets_per_prompt=1, epochs=ctx.cfg.warmup_sft.epochs - done_epochs)
     started = time.monotonic()
-    prepare(cfg, pool_spec=ctx.spec, items=ctx.questions.train, targets=(rows, texts, summary))
+    prepare(dataclasses.replace(ctx.cfg, warmup_sft=w), model=model, tokenizer=tokenizer, pool_spec=ctx.spec, items=ctx.questions.train,
+            targets=(rows, texts, summary), on_epoch=lambda n: save_epoch(model, warm.with_name("warmup.partial"), state, done_epochs + n))
+    state.stages.pop("copy-started", None)
+    shutil.rmtree(warm.with_name("warmup.partial"), ignore_errors=True)
     state.finish("copy", key, time.monotonic() - started, {})
     return warm, key
+
+
+def copy_model(ctx: "FitContext", state: "FitState", key: str, partial: Path):
+    """(model, tokenizer, epochs already done): the recipe's start, or the copy an interruption left after its last
+    whole epoch (``warmup.partial``; the optimiser starts afresh from it)."""
+    from .trainer import init_checkpoint, load_model, load_weights, weights_file
+
+    began = state.stages.get("copy-started", {})
+    done = began.get("epochs", 0) if began.get("digest") == key and weights_file(partial) is not None else 0
+    if not done:
+        shutil.rmtree(partial, ignore_errors=True)
+    state.stages["copy-started"] = {"digest": key, "epochs": done}
+    model, tokenizer = load_model(ctx.cfg)
+    if ctx.cfg.model.init:
+        load_weights(model, init_checkpoint(ctx.cfg.model.init))
+    if done:
+        load_weights(model, partial)
+        ctx.hooks.note(f"copy: going on from epoch {done} of {ctx.cfg.warmup_sft.epochs} (saved before the interruption)")
+    return model, tokenizer, done
+
+
+def save_epoch(model, partial: Path, state: "FitState", epochs: int) -> None:
+    """The copy after ``epochs`` whole epochs, for a rerun after an interruption to go on from."""
+    model.save_pretrained(partial, safe_serialization=True)
+    state.stages["copy-started"]["epochs"] = epochs
+    if state.on_finish is not None:
+        state.on_finish()
 
 
 def copy_plan(ctx: "FitContext") -> CopyPlan:
