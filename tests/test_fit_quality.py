@@ -225,3 +225,31 @@ def test_a_copy_interrupted_between_epochs_goes_on_from_the_last_one(tmp_path, w
     assert len(manifest["warmup_losses"]) == 5  # 18 targets in batches of 4: one epoch's batches, not two
     state = json.loads((out / "fit.json").read_text())
     assert "copy-started" not in state["stages"] and not (out / "train" / "warmup.partial").exists() and "interrupted" not in state
+
+
+def test_a_lookup_file_with_a_familiarity_gives_a_question_without_a_kind_its_nearest_kinds_plan(tmp_path):
+    """What `conductor ask --policy lookup:FILE` and a server preset (policy = "lookup") run: no kind comes with the
+    question, so a familiar one takes its nearest training kind's entry, an unfamiliar one the default."""
+    import yaml
+
+    from openconductor.policies import make_policy
+    from openconductor.policies.base import PlanRequest
+    from openconductor.policies.familiar import Fallback, Familiarity
+
+    sums = [f"What is {a} plus {a + 3}?" for a in range(8)]
+    caps = [f"What is the capital of {c}?" for c in ("France", "Spain", "Italy", "Peru", "Chile", "Japan", "Kenya", "Cuba")]
+    fallback = Fallback(name="single:calc", workflow=CALC, workers=["calc", "know"])
+    Familiarity.build(sums + caps, ["sums"] * 8 + ["capitals"] * 8, fallback).write(tmp_path)
+    step = {"subtask": "Answer the question.", "access": []}
+    (tmp_path / "lookup.yaml").write_text(yaml.safe_dump({"domains": {"sums": {"steps": [{"worker": "calc", **step}]},
+                                                                      "capitals": {"steps": [{"worker": "know", **step}]}},
+                                                          "default": {"steps": [{"worker": "calc", **step}]}, "familiar": "."}))
+    policy = make_policy("lookup", table=str(tmp_path / "lookup.yaml"))
+
+    def kind(question: str, **known):
+        return policy.nearest_kind(PlanRequest(question=question, pool=None, **known))
+
+    assert kind("What is the capital of Norway?")[0] == "capitals" and kind("What is 40 plus 43?")[0] == "sums"
+    unfamiliar, check = kind("Decrypt this Caesar cipher text: YMJ XFNI RW.")
+    assert unfamiliar is None and check.gated  # the default: the best fixed workflow
+    assert kind("What is 1 plus 2?", domain="capitals") == (None, None)  # a kind the caller knows is used as it is
