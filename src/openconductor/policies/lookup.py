@@ -16,6 +16,11 @@ so it survives reordering the pool::
 
 Run one with ``--policy lookup:FILE.toml``; the oracle with ``--policy oracle`` on a pool whose workers
 declare per-domain skills (the simulated pools do).
+
+A question without a kind or domain in the table (``conductor ask``, the server) runs ``[default]``, unless the
+file names ``familiar`` (a folder holding a ``familiar.json``, relative to the file; ``conductor fit`` writes one
+beside the table it ships): then the question runs the entry of its nearest training question's kind where it is
+at least the file's threshold similar, and ``[default]`` (the fit's best fixed workflow) where it is not.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..configfile import read_config
-from ..records import PlanRecord
+from ..records import FamiliarityCheck, PlanRecord
 from ..workflow import Step, Workflow
 from .base import Plan, PlanRequest, Policy, PolicyError, PolicyOptions, register_policy
 from .baselines import SOLVE
@@ -34,6 +39,7 @@ from .fixed import FixedWorkflowError, FixedWorkflowSpec
 
 if TYPE_CHECKING:
     from ..pool import PoolSpec
+    from .familiar import Familiarity
 
 Entry = Union[Workflow, FixedWorkflowSpec]  # ids in the pool, or worker names resolved against it
 
@@ -47,6 +53,7 @@ class LookupTableSpec(BaseModel):
     description: str = ""
     domains: dict[str, FixedWorkflowSpec] = Field(min_length=1)
     default: Optional[FixedWorkflowSpec] = None
+    familiar: Optional[str] = None  # a folder with a familiar.json (relative to this file): a kind for questions without one
 
 
 def load_table_file(path: str | Path) -> LookupTableSpec:
@@ -69,12 +76,21 @@ class LookupTable(Policy):
 
     Options = LookupOptions
 
-    def __init__(self, table: Union[str, Path, Mapping[str, Entry]], *, default: Optional[Entry] = None, name: str = "lookup"):
+    def __init__(self, table: Union[str, Path, Mapping[str, Entry]], *, default: Optional[Entry] = None, name: str = "lookup",
+                 familiar: Optional["Familiarity"] = None):
+        self.familiar = familiar
         if isinstance(table, (str, Path)):
             spec = load_table_file(table)
             self.source, self.name = str(table), f"lookup:{Path(table).stem}"
             self.table: dict[str, Entry] = dict(spec.domains)
             self.default: Optional[Entry] = spec.default
+            if spec.familiar is not None:
+                from .familiar import FamiliarityError, read_familiarity
+
+                try:
+                    self.familiar = read_familiarity(Path(table).expanduser().parent / spec.familiar)
+                except FamiliarityError as exc:
+                    raise PolicyError(f"{self.name}: {exc}") from None
         else:
             self.source, self.name = "", name
             self.table, self.default = dict(table), default
@@ -102,11 +118,27 @@ class LookupTable(Policy):
     def fingerprint(self, pool: "PoolSpec") -> dict:
         rendered = {d: self.workflow_for(d, pool).render() for d in sorted(self.table)}
         default = self.workflow_for(None, pool).render() if self.default is not None else None
-        return {**super().fingerprint(pool), "table": rendered, "default": default}
+        familiar = self.familiar.digest if self.familiar is not None else None
+        return {**super().fingerprint(pool), "table": rendered, "default": default, **({"familiar": familiar} if familiar else {})}
+
+    def nearest_kind(self, request: PlanRequest) -> tuple[Optional[str], Optional[FamiliarityCheck]]:
+        """The table key a question without one of its own runs: its nearest training kind when familiar enough."""
+        if self.familiar is None or any(k is not None and k in self.table for k in (request.kind, request.domain)):
+            return request.kind, None
+        similarity, group = self.familiar.nearest(request.request_text or request.question)
+        gated = similarity < self.familiar.threshold or group not in self.table
+        check = FamiliarityCheck(similarity=similarity, nearest=group, threshold=self.familiar.threshold, gated=gated)
+        return (None if gated else group), check
 
     async def plan(self, request: PlanRequest) -> Plan:
-        workflow = Workflow(()) if request.previous is not None else self.workflow_for(request.domain, request.pool.spec, request.kind)
-        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()))
+        if request.previous is not None:
+            return Plan(Workflow(()), PlanRecord(policy=self.name, raw=Workflow(()).render(), workflow=Workflow(()).to_record()))
+        kind, check = self.nearest_kind(request)
+        workflow = self.workflow_for(request.domain, request.pool.spec, kind)
+        record = PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record())
+        if check is not None:
+            record.familiarity = check
+        return Plan(workflow, record)
 
 
 # ------------------------------------------------------------------------------------- the oracle

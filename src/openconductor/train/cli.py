@@ -252,10 +252,18 @@ def fit_command(
                                        "of the recipe's model and LoRA shape) instead of fresh weights."),
     max_calls: Optional[int] = typer.Option(None, "--max-calls", help="Stop cleanly once the fit has made this many real worker calls (all its runs together)."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop cleanly once the fit has spent this many dollars (the pool's prices)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls, tokens and cost the fit would spend, and stop (no worker is called)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls, tokens, cost and time the fit would spend, and stop (no worker is called without --calibrate)."),
     output_share: float = typer.Option(0.25, "--output-share", help="The dry run's output tokens per call, as a share of each worker's max_tokens (until a profile has measured them)."),
     seed: int = typer.Option(0, "--seed"),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads per local llama.cpp model (default: every core; use 1 on a machine busy with other jobs)."),
+    fidelity_bar: float = typer.Option(0.95, "--fidelity-bar", min=0, max=1, help="The share of training questions the copy must plan as "
+                                       "its target; under it the fit copies on, then stops and says what to raise."),
+    max_copy_epochs: Optional[int] = typer.Option(None, "--max-copy-epochs", min=1, help="Copy on up to this many epochs while under the bar "
+                                                  "(default: 3x the recipe's)."),
+    copy_epochs: Optional[int] = typer.Option(None, "--copy-epochs", min=1, help="The copy's epochs (default: the recipe's, 4)."),
+    copy_lr: Optional[float] = typer.Option(None, "--copy-lr", help="The copy's learning rate (default: the recipe's, 1e-3)."),
+    calibrate: bool = typer.Option(False, "--calibrate", help="With --dry-run: time one real call of each model (through the fit's replay "
+                                   "store, so the fit replays it) for the time estimate."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every workflow failure."),
 ):
     """Make a conductor for a pool: profile its workers, search plans per task, copy them into a small model
@@ -263,7 +271,6 @@ def fit_command(
     per-task lookup table, and write a checkpoint the pool file can name."""
     from pydantic import ValidationError
 
-    from .config import TrainConfigError
     from .fit import FitSettings
 
     logging.basicConfig(level=logging.INFO if verbose else logging.ERROR, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -271,84 +278,30 @@ def fit_command(
         settings = FitSettings(pool=pool, out=out or Path("runs") / f"fit-{Path(pool).stem if pool != 'default' else 'local'}", tasks=task,
                                questions=questions, eval_tasks=eval_task, per_task=per_task, eval_n=eval_n, profile_n=profile_n,
                                screen_rounds=screen_rounds, finalists=finalists, grpo_steps=grpo_steps, recipe=recipe, init=init, max_calls=max_calls,
-                               max_cost=max_cost, output_share=output_share, seed=seed, threads=threads)
+                               max_cost=max_cost, output_share=output_share, seed=seed, threads=threads,
+                               fidelity_bar=fidelity_bar, max_copy_epochs=max_copy_epochs, copy_epochs=copy_epochs, copy_lr=copy_lr)
     except ValidationError as exc:
         fail(f"conductor fit: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
-    from ..pool import PoolConfigError
+    _fit_command(settings, dry_run, calibrate)
+
+
+def _fit_command(settings, dry_run: bool, calibrate: bool) -> None:
+    from ..pool import PoolConfigError, load_pool
+    from . import fitcli
+    from .config import TrainConfigError
 
     try:
         if settings.init:  # refused now, not after the profile and the search have been paid for
-            from ..pool import load_pool
             from .fit import recipe as fit_recipe
             from .trainer import check_init
 
             check_init(fit_recipe(settings, load_pool(settings.pool_path)))
         if dry_run:
-            return _fit_dry_run(settings)
+            return fitcli.dry_run(settings, calibrate=calibrate)
         require("train", "torch", "transformers", "trl", "peft")
-        _fit(settings)
+        fitcli.run(settings)
     except (TrainConfigError, PoolConfigError, FileNotFoundError) as exc:
         fail(str(exc))
-
-
-def _fit_dry_run(settings) -> None:
-    from .fit import plan_fit
-
-    plan = plan_fit(settings)
-    console.print(f"[bold]conductor fit {settings.pool}[/]: what it would spend on an empty replay store (output tokens: "
-                  f"{plan['output_tokens_per_call']})", highlight=False)
-    for name, e in {**plan["stages"], "total": plan["total"]}.items():
-        console.print(f"  {name:<9} {e['runs']:>6,} runs  {e['calls']:>6,} calls  {e['tokens']:>10,} tokens  ${e['cost_usd']:.4f}", highlight=False)
-    console.print("calls per worker: " + ", ".join(f"{w} {n:,}" for w, n in plan["total"]["per_worker"].items()), highlight=False)
-    for text in plan["left_out"]:
-        console.print(text, style="yellow", markup=False, highlight=False)
-
-
-def _fit(settings) -> None:
-    import json as _json
-
-    from .fit import plan_fit, run_fit
-    from .fitprogress import RichHooks
-
-    estimate = settings.out / "estimate.json"
-    if not (settings.out / "fit.json").exists():  # the dry run's estimate before anything was spent, to compare at the end
-        settings.out.mkdir(parents=True, exist_ok=True)
-        estimate.write_text(_json.dumps(plan_fit(settings), indent=1))
-    with RichHooks(console) as hooks:
-        result = run_fit(settings, hooks)
-    spent = result.spend
-    console.print(f"spent: {spent.calls:,} real worker calls, {spent.tokens:,} tokens, ${spent.cost_usd:.4f} (all runs of this fit)", highlight=False)
-    if estimate.exists():
-        _estimate_vs_spend(_json.loads(estimate.read_text()), _json.loads((settings.out / "fit.json").read_text()))
-    if result.stopped:
-        err.print(f"[yellow]stopped[/]: {result.stopped}. What was paid for is kept in {settings.out / 'replay.sqlite3'}; "
-                  "run the same command with a higher cap to continue.", highlight=False)
-        raise typer.Exit(3)
-    console.print(result.report, markup=False, highlight=False)
-    pool_line = f"--pool {settings.pool} " if settings.pool != "default" else ""
-    ckpt = result.checkpoint
-    console.print(f"conductor: {ckpt}", markup=False, highlight=False)
-    console.print(f'name it in the pool file:  [conductor] checkpoint = "{ckpt.resolve()}"', markup=False, highlight=False)
-    console.print(f'or use it once:  conductor ask {pool_line}--conductor {ckpt} "QUESTION"', markup=False, highlight=False)
-    from ..conductor.familiar import FAMILIAR_FILE
-
-    if (ckpt / FAMILIAR_FILE).exists():
-        console.print('questions unlike all it trained on can run the best fixed workflow instead:  [conductor] unfamiliar = "best-fixed"',
-                      markup=False, highlight=False)
-
-
-def _estimate_vs_spend(estimate: dict, state: dict) -> None:
-    """Per stage: what the dry run estimated before anything ran, and what the fit then spent."""
-    console.print("stage       estimated calls / spent   estimated tokens / spent", highlight=False)
-    for name, planned in {**estimate["stages"], "total": estimate["total"]}.items():
-        spent = state["spend"] if name == "total" else state["stages"].get(name, {}).get("spend", {})
-        calls, tokens = spent.get("calls"), spent.get("tokens")
-        console.print(f"  {name:<9} {planned['calls']:>8,} / {calls if calls is not None else '—':<8} {planned['tokens']:>12,} / "
-                      f"{tokens if tokens is not None else '—'}  ({_ratio(calls or 0, planned['calls'])} of the calls)", highlight=False)
-
-
-def _ratio(spent: float, planned: float) -> str:
-    return f"{spent / planned:.0%}" if planned else "—"
 
 
 def register(app: typer.Typer) -> None:

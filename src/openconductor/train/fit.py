@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -37,13 +36,14 @@ from .data import Item, TrainRow, build_rows
 from ..tasks.kinds import TRAIN_KINDS
 from .fitdata import FitQuestions, fit_questions
 from .fitsearch import FitStopped, Runner, group_rows, profile, profile_accuracy, search_groups, single_candidates, targets_for_groups
+from .fitship import write_lookup
+from .fitstate import FitState, Hooks, StageTracker, digest, spent_since
 from .meter import MeteredStore, Spend
 
 if TYPE_CHECKING:
     from ..conductor.familiar import Fallback, Familiarity
-    from .fitcost import Estimate
+    from .fitship import Verdict
 
-STATE_FILE = "fit.json"
 STAGES = ("profile", "search", "targets", "copy", "grpo", "evaluate")
 
 
@@ -72,53 +72,16 @@ class FitSettings(BaseModel):
     # Threads per in-process llama.cpp model (None: every core this process may use). A fit is a long job
     # that owns the machine, where all cores decode faster than the pools' default of 1 (docs/providers.md).
     threads: Optional[int] = Field(None, ge=1)
+    # The copy must write its target plan on this share of the training questions (fitcopy.py); under it the fit
+    # copies on up to max_copy_epochs (default 3x the recipe's epochs), then stops and names what to raise.
+    fidelity_bar: float = Field(0.95, ge=0, le=1)
+    max_copy_epochs: Optional[int] = Field(None, ge=1)
+    copy_epochs: Optional[int] = Field(None, ge=1)  # the recipe's warmup_sft.epochs, replaced
+    copy_lr: Optional[float] = Field(None, gt=0)  # the recipe's warmup_sft.learning_rate, replaced
 
     @property
     def pool_path(self) -> Path:
         return default_pool_path() if self.pool == "default" else Path(self.pool)
-
-
-def digest(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-class FitState:
-    """``fit.json``: each finished stage's digest and spend, and the fit's total spend so far."""
-
-    def __init__(self, out: Path):
-        self.on_finish: Optional[Callable[[], None]] = None  # run_fit saves after every stage: a killed fit keeps its finished stages
-        self.path = out / STATE_FILE
-        data = json.loads(self.path.read_text()) if self.path.exists() else {}
-        self.stages: dict[str, dict] = data.get("stages", {})
-        self.previous_out: Optional[str] = data.get("settings", {}).get("out")  # where the fit's folder was when it last saved
-        spent = data.get("spend", {})
-        self.spend = Spend(spent.get("calls", 0), spent.get("input_tokens", 0), spent.get("output_tokens", 0), spent.get("cost_usd", 0.0))
-
-    def done(self, stage: str, key: str) -> bool:
-        return self.stages.get(stage, {}).get("digest") == key
-
-    def finish(self, stage: str, key: str, seconds: float, spend: dict) -> None:
-        self.stages[stage] = {"digest": key, "seconds": round(seconds, 1), "spend": spend}
-        if self.on_finish is not None:
-            self.on_finish()
-
-    def save(self, settings: FitSettings, spend: Spend) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"settings": json.loads(settings.model_dump_json()), "stages": self.stages, "spend": spend.as_dict()}
-        self.path.write_text(json.dumps(data, indent=1))
-
-
-def spent_since(meter: MeteredStore, before: dict) -> dict:
-    """What this invocation spent since ``before`` (``meter.spend.as_dict()`` then), without the per-worker split."""
-    return {k: v - before.get(k, 0) for k, v in meter.spend.as_dict().items() if k != "per_worker"}
-
-
-class Hooks:
-    """What the CLI watches: a stage starting (with its expected runs), runs finishing, messages."""
-
-    def stage(self, name: str, total: Optional[int]) -> None: ...
-    def advance(self, n: int) -> None: ...
-    def note(self, text: str) -> None: ...
 
 
 # ------------------------------------------------------------------------------------------ set-up
@@ -137,6 +100,10 @@ def recipe(settings: FitSettings, spec: PoolSpec) -> TrainConfig:
                  "data": {"kind": "tasks", "tasks": tasks, "n_train": max(len(tasks), settings.per_task * len(tasks))}}
     if settings.init:
         overrides["model.init"] = settings.init
+    if settings.copy_epochs:
+        overrides["warmup_sft.epochs"] = settings.copy_epochs
+    if settings.copy_lr:
+        overrides["warmup_sft.learning_rate"] = settings.copy_lr
     return load_train_config(path, overrides)
 
 
@@ -269,35 +236,6 @@ def copy_digest(key: str, cfg: TrainConfig) -> str:
     return digest(key, dataclasses.asdict(_written_to(cfg, "")))
 
 
-def copy_stage(ctx: FitContext, state: FitState, key: str) -> tuple[Path, str]:
-    """The supervised copy of the per-question targets (the trainer's warm-up): ``OUT/train/warmup``."""
-    from ..conductor.manifest import has_manifest
-    from .trainer import prepare
-
-    warm = ctx.out / "train" / "warmup"
-    before, key, done = key, copy_digest(key, ctx.cfg), state.stages.get("copy", {})
-    # A copy finished before the digest left out the folder's path (2026-11-29) is kept too, under its old digest so
-    # that the stages after it stay done: the recipe with this folder's path, or with the folder it was last saved
-    # from; "recipe" remembers it wherever the folder goes next.
-    old = {digest(before, dataclasses.asdict(ctx.cfg))}
-    if state.previous_out:
-        old.add(digest(before, dataclasses.asdict(_written_to(ctx.cfg, str((Path(state.previous_out) / "train").resolve())))))
-    recorded = done.get("digest")
-    if has_manifest(warm) and recorded is not None and (recorded == key or recorded in old or done.get("recipe") == key):
-        if recorded != key:
-            done["recipe"] = key
-        return warm, done["digest"]
-    shutil.rmtree(warm, ignore_errors=True)  # a copy made for other targets must not be loaded as this one
-    got = json.loads((ctx.out / "targets.json").read_text())
-    rows, texts, summary = per_question_targets(ctx, {"targets": got, "candidates": _candidates(ctx)})
-    ctx.hooks.stage("copy", None)
-    cfg = dataclasses.replace(ctx.cfg, warmup_sft=dataclasses.replace(ctx.cfg.warmup_sft, examples=len(rows), targets_per_prompt=1))
-    started = time.monotonic()
-    prepare(cfg, pool_spec=ctx.spec, items=ctx.questions.train, targets=(rows, texts, summary))
-    state.finish("copy", key, time.monotonic() - started, {})
-    return warm, key
-
-
 def check_pool_plans(spec: PoolSpec, checkpoint: Path) -> None:
     """Refuses, before GRPO and the evaluation, a conductor its own pool file could not plan with: a
     ``[conductor] max_tokens`` that leaves its subtasks less room than the longest wording its copy taught (which the
@@ -410,7 +348,7 @@ def _candidates(ctx: FitContext) -> list[Candidate]:
 
 
 async def evaluate_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore, conductors: dict[str, Path],
-                         settings: Optional[dict[str, dict[str, Any]]] = None) -> str:
+                         settings: Optional[dict[str, dict[str, Any]]] = None, lookup: Optional[Path] = None) -> str:
     """Held-out (and unseen-kind) questions: baselines and conductors through the one evaluator; the report."""
     from ..evaluation import start_fresh
     from .fiteval import HELD_OUT, UNSEEN, baseline_policies, eval_task, evaluate_fit, report
@@ -430,6 +368,10 @@ async def evaluate_stage(ctx: FitContext, state: FitState, key: str, meter: Mete
     search, targets = (json.loads((ctx.out / f"{n}.json").read_text()) for n in ("search", "targets"))
     table, best_fixed = lookup_table(search, targets)
     baselines = baseline_policies(ctx.spec, _candidates(ctx), table, best_fixed)
+    if lookup is not None:  # the lookup as the fit would ship it: what the conductor must beat
+        from .fitship import SHIPPED_LABEL, shipped_lookup
+
+        baselines.append((SHIPPED_LABEL, shipped_lookup(lookup)))
     n_questions = sum(len(t.questions) for t in tasks)
     ctx.hooks.stage("evaluate", n_questions * (len(baselines) + len(conductors)))
     started, before = time.monotonic(), meter.spend.as_dict()
@@ -450,40 +392,91 @@ class FitResult:
     report: str
     spend: Spend
     stopped: Optional[str] = None  # why a cap stopped it, if one did
+    refused: Optional[str] = None  # why the copy is not done (under the fidelity bar), naming what to raise
+    lookup: Optional[Path] = None  # the per-task lookup as a policy file (always written once the targets are)
+    verdict: Optional["Verdict"] = None  # what the fit ships, with the conductor's margins
 
 
 def run_fit(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitResult:
-    """Every stage not yet done; stops cleanly at a cap (``FitResult.stopped``), keeping what was paid for."""
+    """Every stage not yet done; stops cleanly at a cap (``FitResult.stopped``), keeping what was paid for, and at a
+    copy under the fidelity bar (``FitResult.refused``). A Ctrl-C is recorded against the stage it stopped."""
     from .meter import SpendCapReached
     from .reward import WorkflowReward
 
     ctx = context(settings, hooks)
     settings.out.mkdir(parents=True, exist_ok=True)
     state = FitState(settings.out)
+    ctx.hooks = tracker = StageTracker(ctx.hooks, state)
     meter = MeteredStore(settings.out / "replay.sqlite3", workers={w.name for w in ctx.spec.workers}, max_calls=settings.max_calls,
                          max_cost=settings.max_cost, spent_before=state.spend)
     state.on_finish = lambda: state.save(settings, meter.total)
     grader = WorkflowReward(ctx.spec, search_reward(ctx.cfg), ctx.cfg.prompt, cache=meter, owns_cache=False)
     runner = Runner(grader, advance=ctx.hooks.advance, stopped=lambda: meter.refused)
-    checkpoint, report = None, ""
+    result = FitResult(None, "", meter.total)
     try:
         got = asyncio.run(_pool_work(ctx, runner, state, meter, grader))
-        warm, key = copy_stage(ctx, state, got["digest"])
-        check_pool_plans(ctx.spec, warm)
-        source = warm
-        if settings.grpo_steps:
-            source, key = grpo_stage(ctx, state, key, meter)
-        record_familiarity(ctx, *{warm, source})
-        checkpoint = place_checkpoint(source, settings.out / "conductor", fit_record(ctx, source))
-        conductors = {"conductor": checkpoint} | ({"conductor, copy only": warm} if settings.grpo_steps else {})
-        gate = gate_row(ctx.spec, checkpoint)
-        report = asyncio.run(evaluate_stage(ctx, state, key, meter, conductors | {label: checkpoint for label in gate}, gate))
+        result.lookup = write_lookup(ctx)
+        result = _model_stages(ctx, state, meter, got["digest"], result)
+        state.interrupted = {} if result.refused is None else state.interrupted
     except (FitStopped, SpendCapReached) as exc:
-        return FitResult(checkpoint, report, meter.total, stopped=str(meter.refused or exc))
+        result.stopped = str(meter.refused or exc)
+    except KeyboardInterrupt:
+        tracker.interrupted()
+        raise
     finally:
         state.save(settings, meter.total)
         meter.close()
-    return FitResult(checkpoint, report, meter.total)
+    result.spend = meter.total
+    return result
+
+
+def _model_stages(ctx: FitContext, state: FitState, meter: MeteredStore, key: str, result: FitResult) -> FitResult:
+    """The copy and its fidelity; then, for a copy that is done, GRPO, the evaluation and what the fit ships."""
+    from .fitcopy import checked_copy
+    from .fitreport import full_report
+    from .fitship import write_verdict
+
+    settings = ctx.settings
+    copied = checked_copy(ctx, state, key)
+    if not copied.done:
+        result.refused = copied.advice
+        result.report = full_report(ctx.out, "", ctx.cfg.reward, copied.fidelity, settings.fidelity_bar, None)
+        return result
+    warm, key = copied.warm, copied.key
+    source = warm
+    if settings.grpo_steps:
+        source, key = grpo_stage(ctx, state, key, meter)
+    record_familiarity(ctx, *{warm, source})
+    record = {**fit_record(ctx, source), "fidelity": round(copied.fidelity.share, 4), "copy_epochs": state.stages["copy"].get("epochs")}
+    result.checkpoint = checkpoint = place_checkpoint(source, settings.out / "conductor", record)
+    conductors = {"conductor": checkpoint} | ({"conductor, copy only": warm} if settings.grpo_steps else {})
+    gate = gate_row(ctx.spec, checkpoint)
+    evaluation = asyncio.run(evaluate_stage(ctx, state, key, meter, conductors | {label: checkpoint for label in gate}, gate, result.lookup))
+    result.verdict = ship_verdict(ctx, checkpoint, result.lookup, copied.fidelity.share)
+    write_verdict(ctx.out, result.verdict)
+    result.report = full_report(ctx.out, evaluation, ctx.cfg.reward, copied.fidelity, settings.fidelity_bar, result.verdict)
+    (ctx.out / "report.md").write_text(result.report)
+    write_model_card(ctx, checkpoint, result)
+    return result
+
+
+def ship_verdict(ctx: FitContext, checkpoint: Path, lookup: Optional[Path], fidelity: Optional[float]) -> "Verdict":
+    """Conductor or lookup, from the evaluation's held-out records (``fitship.decide``)."""
+    from .fiteval import HELD_OUT, _all, _latest
+    from .fitship import decide
+
+    path = ctx.out / "eval"
+    records = [r for r in _latest(_all(path)) if r.task == HELD_OUT] if (path / "results.jsonl").exists() else []
+    return decide(records, "conductor", lookup or ctx.out, checkpoint, fidelity)
+
+
+def write_model_card(ctx: FitContext, checkpoint: Path, result: FitResult) -> None:
+    from ..conductor.manifest import read_manifest
+    from .fitreport import model_card
+
+    record = (read_manifest(checkpoint).model_extra or {}).get("fit") or {}
+    settings = {**json.loads(ctx.settings.model_dump_json()), "workers": [w.name for w in ctx.spec.workers]}
+    (checkpoint / "README.md").write_text(model_card(ctx.settings.pool, settings, record, result.report, result.verdict))
 
 
 async def _pool_work(ctx: FitContext, runner: Runner, state: FitState, meter: MeteredStore, grader) -> dict[str, Any]:
@@ -496,71 +489,8 @@ async def _pool_work(ctx: FitContext, runner: Runner, state: FitState, meter: Me
 # ------------------------------------------------------------------------------------------ the dry run
 
 
-class _StageSplit(Hooks):
-    """Cuts the recorder's count at each stage start, so the dry run reports each stage's share."""
-
-    def __init__(self, recorder):
-        self.recorder, self.current, self.by_stage = recorder, "", {}
-
-    def stage(self, name: str, total: Optional[int]) -> None:
-        self.close()
-        self.current = name
-
-    def close(self) -> None:
-        if self.current:
-            self.by_stage[self.current] = self.recorder.stage()
-
-
 def plan_fit(settings: FitSettings) -> dict[str, Any]:
-    """What the fit would spend per stage on an empty replay store (``fitcost.py``), without calling a worker.
-    Uses the measured output tokens per call of ``OUT/profile.json`` when a profile has run."""
-    from .fitcost import Recorder
-    from .fitsearch import lookup_table
+    """What the fit would spend per stage on an empty replay store, without calling a worker (``fitplan.py``)."""
+    from .fitplan import plan_fit as plan
 
-    measured = _measured_output(settings.out)
-    ctx = context(settings)
-    recorder = Recorder(ctx.spec, output_tokens=measured, output_share=settings.output_share)
-    split = _StageSplit(recorder)
-    ctx.hooks = split
-    got = asyncio.run(pool_stages(ctx, Runner(recorder), None, None))
-    split.close()
-    rows = [row for group in ctx.rows.values() for row in group]
-    plans = per_question_targets(ctx, got)[1]
-    text = {c.name: c.text for c in got["candidates"]}
-    if settings.grpo_steps:
-        g = ctx.cfg.settings
-        rollouts = settings.grpo_steps * g["per_device_train_batch_size"] * g["gradient_accumulation_steps"]
-        for i in range(rollouts):  # every rollout a new run (an upper bound: GRPO samples at temperature 1)
-            recorder.run(rows[i % len(rows)].question, plans[i % len(plans)], seed=f"grpo-{i}")
-        split.by_stage["grpo"] = recorder.stage()
-    table, best_fixed = lookup_table(got["search"], got["targets"])
-    singles = [c.text for c in got["candidates"] if c.name.startswith("single:")]
-    conductors = 2 if settings.grpo_steps else 1
-    for item in ctx.questions.held_out + ctx.questions.unseen:
-        mine = text[table.get(item.domain, best_fixed)]
-        for plan in singles + [text[best_fixed], mine]:
-            recorder.run(item.question, plan, seed="eval")
-        for k in range(conductors):  # the conductor's plan: counted as its group's, never replayed (an upper bound)
-            recorder.run(item.question, mine, seed=f"conductor-{k}")
-    split.by_stage["evaluate"] = recorder.stage()
-    total = _sum(split.by_stage.values())
-    return {"stages": {k: v.as_dict() for k, v in split.by_stage.items()}, "total": total.as_dict(),
-            "output_tokens_per_call": "measured by the profile" if measured else f"{settings.output_share:g} x max_tokens",
-            "left_out": left_out_notes(ctx)}
-
-
-def _sum(parts) -> "Estimate":
-    from .fitcost import Estimate
-
-    total = Estimate()
-    for part in parts:
-        total = total.add(part)
-    return total
-
-
-def _measured_output(out: Path) -> Optional[dict[str, float]]:
-    path = out / "profile.json"
-    if not path.exists():
-        return None
-    workers = json.loads(path.read_text()).get("workers", {})
-    return {name: w["output_tokens_per_run"] for name, w in workers.items() if "output_tokens_per_run" in w}
+    return plan(settings)

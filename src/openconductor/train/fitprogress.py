@@ -1,9 +1,11 @@
-"""The live view of ``conductor fit``: one progress bar per stage (its runs, or GRPO's steps), on the console."""
+"""The live view of ``conductor fit``: one progress bar per stage (its runs, or GRPO's steps), on the console; or,
+when stdout is not a terminal, one JSON object a line (``JsonHooks``) that a script can read."""
 
 from __future__ import annotations
 
+import json
 import time
-from typing import Optional
+from typing import IO, Optional
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -23,10 +25,21 @@ class RichHooks(Hooks):
         self.progress.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, value, traceback) -> None:
         if self.current is not None:
-            self._end(self.current)
+            if kind is not None and issubclass(kind, KeyboardInterrupt):
+                self._interrupt(self.current)  # not "done" with a full bar: it stopped part-way
+            else:
+                self._end(self.current)
         self.progress.stop()
+
+    def _interrupt(self, index: int) -> None:
+        task = self.progress.tasks[index]
+        name = task.description
+        self.progress.update(index, description=f"{name} (interrupted)")
+        self.progress.stop_task(index)
+        self.note(f"{time.strftime('%H:%M:%S')} {name}: interrupted after {task.elapsed or 0:.0f} s "
+                  f"({task.completed:,.0f} done); the same command goes on from here")
 
     def stage(self, name: str, total: Optional[int]) -> None:
         if self.current is not None:
@@ -55,3 +68,37 @@ class RichHooks(Hooks):
 
     def note(self, text: str) -> None:
         self.progress.console.print(text, highlight=False, markup=False)
+
+
+class JsonHooks(Hooks):
+    """One JSON object a line, no bars: for stdout that is a file or a pipe. Each object has an ``event``: "stage"
+    (a stage starts: ``stage``, ``total``), "stage_end" (``stage``, ``done``, ``seconds``), "note" (``text``),
+    "interrupted" (``stage``, ``done``, ``seconds``)."""
+
+    def __init__(self, stream: IO[str]):
+        self.stream, self.current, self.done, self.started = stream, "", 0, 0.0
+
+    def emit(self, event: str, **fields) -> None:
+        self.stream.write(json.dumps({"event": event, "time": time.strftime("%H:%M:%S"), **fields}) + "\n")
+        self.stream.flush()
+
+    def __enter__(self) -> "JsonHooks":
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if not self.current:
+            return
+        interrupted = kind is not None and issubclass(kind, KeyboardInterrupt)
+        self.emit("interrupted" if interrupted else "stage_end", stage=self.current, done=self.done, seconds=round(time.monotonic() - self.started, 1))
+        self.current = ""
+
+    def stage(self, name: str, total: Optional[int]) -> None:
+        self.__exit__(None, None, None)
+        self.current, self.done, self.started = name, 0, time.monotonic()
+        self.emit("stage", stage=name, total=total)
+
+    def advance(self, n: int) -> None:
+        self.done += n
+
+    def note(self, text: str) -> None:
+        self.emit("note", text=text)

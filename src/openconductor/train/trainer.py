@@ -211,7 +211,8 @@ def init_source(init: Path) -> dict:
 
 
 def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True,
-            items: Optional[list[Item]] = None, targets: Optional[Targets] = None, rows: Optional[list[TrainRow]] = None):
+            items: Optional[list[Item]] = None, targets: Optional[Targets] = None, rows: Optional[list[TrainRow]] = None,
+            on_epoch: Optional[Callable[[int], None]] = None):
     """The run dir, the model after the optional warm-up (done now, or loaded from RUN/warmup), and the
     dataset rows: returns (pool spec, model, tokenizer, rows). ``items``: the training questions (default: the
     config's data); ``targets``: the warm-up's (rows, target texts, summary) chosen by the caller (``conductor
@@ -260,7 +261,8 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
         with open(out_dir / WARMUP_TARGETS, "w") as f:
             for row, old, target in zip(shown, suffixed, texts):
                 f.write(json.dumps({"domain": row.domain, "question": row.question, "target": target, "bare": row is not old}) + "\n")
-        losses = warmup_format(model, tokenizer, [row.prompt for row in shown], texts, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size)
+        losses = warmup_format(model, tokenizer, [row.prompt for row in shown], texts, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size,
+                               on_epoch=on_epoch)
         export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses}, pool=spec)
     return spec, model, tokenizer, rows
 

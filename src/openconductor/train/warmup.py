@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import TypeVar
+from typing import Callable, Optional, TypeVar
 
 from ..pool import TOOL_PROVIDERS, PoolSpec
 from ..workflow import SUBTASK_CHARS, Access, Step, Workflow, WorkflowFormat, parse
@@ -184,7 +184,8 @@ def keep_best(candidates: list[list[T]], scores: list[list[float]], k: int, seed
     return kept
 
 
-def warmup_format(model, tokenizer, prompts: list[list[dict]], targets: list[str], *, epochs: int, lr: float, batch_size: int) -> list[float]:
+def warmup_format(model, tokenizer, prompts: list[list[dict]], targets: list[str], *, epochs: int, lr: float, batch_size: int,
+                  on_epoch: Optional[Callable[[int], None]] = None) -> list[float]:
     """Supervised steps on (runtime prompt -> valid workflow text); loss on the completion only.
 
     Consecutive examples with the same prompt share its forward pass (``shared_prompt_logps``), so give
@@ -200,7 +201,7 @@ def warmup_format(model, tokenizer, prompts: list[list[dict]], targets: list[str
     pad = tokenizer.pad_token_id
     eos = tokenizer.eos_token or ""
     losses = []
-    for _ in range(epochs):
+    for epoch in range(epochs):
         for start in range(0, len(prompts), batch_size):
             rows = []
             for messages, target in zip(prompts[start : start + batch_size], targets[start : start + batch_size]):
@@ -218,4 +219,6 @@ def warmup_format(model, tokenizer, prompts: list[list[dict]], targets: list[str
             optim.zero_grad()
             losses.append(float(loss.detach()))
             log.info("format warm-up batch %d: loss %.3f", len(losses), losses[-1])
+        if on_epoch is not None:  # conductor fit saves each epoch, so an interrupted copy goes on from the last one
+            on_epoch(epoch + 1)
     return losses
