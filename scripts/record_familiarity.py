@@ -16,7 +16,7 @@ from openconductor.conductor.familiar import Fallback, FamiliarityError
 from openconductor.pool import default_pool_path, load_pool
 from openconductor.train.config import load_train_config
 from openconductor.train.data import load_items
-from openconductor.train.fit import familiarity_of
+from openconductor.train.fit.context import familiarity_of
 
 
 def main() -> int:

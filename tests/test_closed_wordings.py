@@ -181,7 +181,7 @@ def test_conductor_pool_says_when_the_conductor_is_held_to_its_wordings(tmp_path
 def test_the_fits_recipe_holds_grpo_to_the_copys_wordings():
     """`conductor fit --grpo-steps N` samples within what the copy taught, so its final model is held at run time too."""
     from openconductor.pool import load_default_pool
-    from openconductor.train.fit import FitSettings, recipe
+    from openconductor.train.fit.context import FitSettings, recipe
 
     cfg = recipe(FitSettings(pool="default", out=Path("unused")), load_default_pool())  # the packaged recipe, as the fit loads it
     assert cfg.rollout.subtasks == "trained" and cfg.rollout.constrained

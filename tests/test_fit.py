@@ -30,8 +30,9 @@ from openconductor.train.warmup import taught_wordings  # noqa: E402
 from openconductor.providers.simulated import RESPONDERS, register_responder  # noqa: E402
 from openconductor.train.candidates import candidate_set  # noqa: E402
 from openconductor.train.config import TrainConfigError  # noqa: E402
-from openconductor.train.fit import FitSettings, plan_fit, run_fit  # noqa: E402
-from openconductor.train.fitdata import FitDataError  # noqa: E402
+from openconductor.train.fit.context import FitSettings  # noqa: E402
+from openconductor.train.fit.run import plan_fit, run_fit  # noqa: E402
+from openconductor.train.fit.questions import FitDataError  # noqa: E402
 
 CAPITALS = {"France": "Paris", "Spain": "Madrid", "Italy": "Rome", "Germany": "Berlin", "Japan": "Tokyo", "Egypt": "Cairo",
             "Peru": "Lima", "Kenya": "Nairobi", "Chile": "Santiago", "Norway": "Oslo", "Greece": "Athens", "Poland": "Warsaw",
@@ -154,7 +155,7 @@ def test_a_fit_folder_copied_elsewhere_keeps_its_copy_and_grpo(tmp_path, world):
     import dataclasses
     import shutil
 
-    from openconductor.train import fit as fitmod
+    from openconductor.train.fit import context as fitmod
 
     first = run_fit(_settings(tmp_path, grpo_steps=1))
     state = json.loads((tmp_path / "out" / "fit.json").read_text())
@@ -265,7 +266,8 @@ def test_a_pool_workflow_the_conductor_cannot_write_is_named_with_the_reason_not
     from typer.testing import CliRunner
 
     from openconductor.cli import app
-    from openconductor.train.fit import Hooks, candidates_for, context
+    from openconductor.train.fit.state import Hooks
+    from openconductor.train.fit.context import candidates_for, context
 
     settings = _settings(tmp_path, max_calls=1)
     declared = {"short": (["Add the numbers."], '"all"'), "twin": (["Add the numbers."], '"all"'), "wordy": (["Add the numbers. " * 6], '"all"'),
@@ -383,7 +385,7 @@ def test_fit_on_the_real_offline_pool_with_a_tiny_budget(tmp_path):
 
 def test_the_evaluation_questions_decide_only_the_evaluation():
     from openconductor.train.data import Item
-    from openconductor.train.fitdata import FitQuestions
+    from openconductor.train.fit.questions import FitQuestions
 
     train = [Item(question="2+2?", reference="4", task="basic_arithmetic", domain="sums")]
     few = FitQuestions(train, held_out=[Item(question="3+3?", reference="6", task="basic_arithmetic", domain="sums")])
@@ -398,7 +400,7 @@ def test_local_threads_change_speed_settings_only_and_keep_the_fit_and_eval_dige
     evaluation folder look as if they were made with another pool."""
     from openconductor.evaluation.setup import eval_setup
     from openconductor.budget import Limits
-    from openconductor.train.fit import pool_digest
+    from openconductor.train.fit.context import pool_digest
 
     spec = load_default_pool()
     fast = spec.with_local_threads(2)
@@ -418,7 +420,7 @@ def test_local_threads_change_speed_settings_only_and_keep_the_fit_and_eval_dige
 def test_each_finished_stage_is_on_disk_before_the_next_starts(tmp_path, world):
     """A fit killed mid-stage (SIGTERM, a lost machine) keeps the stages it finished: fit.json is written as
     each one ends, not only when the fit does."""
-    from openconductor.train.fit import Hooks
+    from openconductor.train.fit.state import Hooks
 
     out = tmp_path / "out"
     on_disk: dict[str, set] = {}
@@ -439,7 +441,7 @@ def test_the_fit_reports_each_stage_in_a_log_file(tmp_path, world):
 
     from rich.console import Console
 
-    from openconductor.train.fitprogress import RichHooks
+    from openconductor.train.fit.progress import RichHooks
 
     buffer = io.StringIO()
     with RichHooks(Console(file=buffer, force_terminal=False)) as hooks:
@@ -457,7 +459,7 @@ def test_a_stage_without_a_count_stops_its_clock_when_it_ends():
 
     from rich.console import Console
 
-    from openconductor.train.fitprogress import RichHooks
+    from openconductor.train.fit.progress import RichHooks
 
     with RichHooks(Console(file=io.StringIO(), force_terminal=False)) as hooks:
         hooks.stage("copy", None)
@@ -474,7 +476,7 @@ def test_a_stage_without_a_count_stops_its_clock_when_it_ends():
 def test_the_exact_form_wording_cut_for_the_fit_is_a_candidate_and_the_probed_one_is_not(tmp_path):
     """examples/workflows/code-exact-fit.toml exists to be searched by the fit (docs/fit.md); code-exact.toml's
     subtask is longer than the fit recipe's bound, which the fit says rather than dropping it silently."""
-    from openconductor.train.fit import candidates_for, context, left_out_notes
+    from openconductor.train.fit.context import candidates_for, context, left_out_notes
 
     root = Path(__file__).resolve().parents[1]
     pool = (root / "src" / "openconductor" / "data" / "local_pool.toml").read_text()

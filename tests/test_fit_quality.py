@@ -20,10 +20,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_fit import _files, _settings, world  # noqa: E402,F401  (world: the SIMULATED workers' fixture)
 
 from openconductor.evaluation import EvalRecord  # noqa: E402
-from openconductor.train import fitcopy  # noqa: E402
-from openconductor.train.fit import Hooks, run_fit  # noqa: E402
-from openconductor.train.fitcopy import CopyPlan, Fidelity, fidelity_of, same_plan  # noqa: E402
-from openconductor.train.fitship import SHIPPED_LABEL, decide  # noqa: E402
+from openconductor.train.fit import copy as fitcopy  # noqa: E402
+from openconductor.train.fit.state import Hooks  # noqa: E402
+from openconductor.train.fit.run import run_fit  # noqa: E402
+from openconductor.train.fit.copy import CopyPlan, Fidelity, fidelity_of, same_plan  # noqa: E402
+from openconductor.train.fit.ship import SHIPPED_LABEL, decide  # noqa: E402
 
 CALC = 'Reasoning: one agent answers.\nmodel_id = [0]\nsubtasks = ["Answer the question."]\naccess_list = [[]]'
 KNOW = CALC.replace("model_id = [0]", "model_id = [1]")
@@ -142,7 +143,7 @@ def test_ctrl_c_marks_the_stage_interrupted_and_a_rerun_goes_on_from_it(tmp_path
 
     from rich.console import Console
 
-    from openconductor.train.fitprogress import RichHooks
+    from openconductor.train.fit.progress import RichHooks
 
     class CtrlC(RichHooks):
         def advance(self, n):

@@ -188,7 +188,8 @@ def tail_hedge(stated: str, tail: str) -> Optional[str]:
         return f"followed by doubt ({near.strip()[:40]!r})"
     tokens = {t.lower() for t in _VALUE.findall(stated)} | {t.lower() for t in re.findall(r"[A-Za-z]+|\d[\d,.]*", stated)}
     for m in _ALTERNATIVE.finditer(near):
-        clause = _CLAUSE.match(near, m.end()).group()
+        head = _CLAUSE.match(near, m.end())
+        clause = head.group() if head else ""
         named = _VALUE.findall(clause)
         words = re.findall(r"\w+", clause)  # "Alternatively London": a short clause is its value
         if named and named[-1].lower() not in tokens or not named and 0 < len(words) <= 3 and words[-1].lower() not in tokens:

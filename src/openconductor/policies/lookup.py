@@ -39,7 +39,7 @@ from .fixed import FixedWorkflowError, FixedWorkflowSpec
 
 if TYPE_CHECKING:
     from ..pool import PoolSpec
-    from .familiar import Familiarity
+    from ..conductor.familiar import Familiarity
 
 Entry = Union[Workflow, FixedWorkflowSpec]  # ids in the pool, or worker names resolved against it
 
@@ -85,7 +85,7 @@ class LookupTable(Policy):
             self.table: dict[str, Entry] = dict(spec.domains)
             self.default: Optional[Entry] = spec.default
             if spec.familiar is not None:
-                from .familiar import FamiliarityError, read_familiarity
+                from ..conductor.familiar import FamiliarityError, read_familiarity
 
                 try:
                     self.familiar = read_familiarity(Path(table).expanduser().parent / spec.familiar)

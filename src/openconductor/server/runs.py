@@ -30,6 +30,7 @@ from ..records import Run
 from ..reply import AnswerStream as AnswerFilter  # the streamed answer: executor.clean_answer, token by token
 from ..traces import LISTED, SQLTraceStore, TraceNotFound, TraceWriter, open_store
 from .config import PresetSpec, ServerConfig
+from .limits import Source as LimitSource
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class Request:
     answer: Optional[AnswerFormat] = None  # what the caller asks of the final answer (tools, JSON, stop, sampling)
     max_output_tokens: Optional[int] = None
     request_text: Optional[str] = None  # the current user turn alone (``question`` renders the conversation)
-    limit_sources: dict[str, str] = field(default_factory=dict)  # each limit's source (``limits.limit_sources``)
+    limit_sources: dict[str, LimitSource] = field(default_factory=dict)  # each limit's source (``limits.limit_sources``)
     quota_squeezed: bool = False  # the quota's share was cut by the key's other requests in flight
     messages: Optional[list[dict[str, Any]]] = None  # the caller's messages, as a passthrough preset sends them
 

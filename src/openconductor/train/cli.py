@@ -271,7 +271,7 @@ def fit_command(
     per-task lookup table, and write a checkpoint the pool file can name."""
     from pydantic import ValidationError
 
-    from .fit import FitSettings
+    from .fit.context import FitSettings
 
     logging.basicConfig(level=logging.INFO if verbose else logging.ERROR, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -287,12 +287,12 @@ def fit_command(
 
 def _fit_command(settings, dry_run: bool, calibrate: bool) -> None:
     from ..pool import PoolConfigError, load_pool
-    from . import fitcli
+    from .fit import cli as fitcli
     from .config import TrainConfigError
 
     try:
         if settings.init:  # refused now, not after the profile and the search have been paid for
-            from .fit import recipe as fit_recipe
+            from .fit.context import recipe as fit_recipe
             from .trainer import check_init
 
             check_init(fit_recipe(settings, load_pool(settings.pool_path)))

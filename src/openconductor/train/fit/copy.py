@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Optional
 
 from pydantic import BaseModel
 
-from ..workflow import WorkflowError, parse
+from ...workflow import WorkflowError, parse
 
 if TYPE_CHECKING:
-    from .fit import FitContext, FitState
+    from .context import FitContext, FitState
 
 FIDELITY_FILE = "fidelity.json"
 # Fewer targets of a kind than this and a copy has too few examples to tell its kinds apart: the fit warns.
@@ -140,9 +140,9 @@ def advice(fid: Fidelity, plan: CopyPlan, bar: float, cap: int) -> str:
 
 def copy_stage(ctx: "FitContext", state: "FitState", key: str) -> tuple[Path, str]:
     """The supervised copy of the per-question targets (the trainer's warm-up): ``OUT/train/warmup``."""
-    from ..conductor.manifest import has_manifest
-    from .fit import _candidates, _written_to, copy_digest, digest, per_question_targets
-    from .trainer import prepare
+    from ...conductor.manifest import has_manifest
+    from ..trainer import prepare
+    from .context import _candidates, _written_to, copy_digest, digest, per_question_targets
 
     warm = ctx.out / "train" / "warmup"
     before, key, done = key, copy_digest(key, ctx.cfg), state.stages.get("copy", {})
@@ -175,7 +175,7 @@ def copy_stage(ctx: "FitContext", state: "FitState", key: str) -> tuple[Path, st
 def copy_model(ctx: "FitContext", state: "FitState", key: str, partial: Path):
     """(model, tokenizer, epochs already done): the recipe's start, or the copy an interruption left after its last
     whole epoch (``warmup.partial``; the optimiser starts afresh from it)."""
-    from .trainer import init_checkpoint, load_model, load_weights, weights_file
+    from ..trainer import init_checkpoint, load_model, load_weights, weights_file
 
     began = state.stages.get("copy-started", {})
     done = began.get("epochs", 0) if began.get("digest") == key and weights_file(partial) is not None else 0
@@ -213,7 +213,7 @@ def measure(ctx: "FitContext", checkpoint: Path, epochs: int) -> Fidelity:
     """The conductor at ``checkpoint`` plans every training question; its fidelity to the per-question targets."""
     import asyncio
 
-    from .fit import _candidates, local_threads, per_question_targets
+    from .context import _candidates, local_threads, per_question_targets
 
     got = json.loads((ctx.out / "targets.json").read_text())
     rows, texts, _ = per_question_targets(ctx, {"targets": got, "candidates": _candidates(ctx)})
@@ -226,10 +226,10 @@ async def runtime_plans(spec, checkpoint: Path, questions: list[str], threads: i
     """Each question's plan as ``conductor ask --conductor CHECKPOINT`` writes it (its llama.cpp copy under the grammar
     where it has one, greedy; its wordings held), planned only, never run. A plan the conductor failed to write (the
     pool's fallback ran instead) is its last raw text, which no target matches."""
-    from ..policies import make_policy
-    from ..policies.base import PlanRequest
-    from ..pool import Pool
-    from .fiteval import with_checkpoint
+    from ...policies import make_policy
+    from ...policies.base import PlanRequest
+    from ...pool import Pool
+    from .evaluate import with_checkpoint
 
     planned, options = with_checkpoint(spec, checkpoint)
     # Every question planned, none gated: the training questions are the familiar ones by construction.
@@ -248,8 +248,8 @@ async def runtime_plans(spec, checkpoint: Path, questions: list[str], threads: i
 def copy_on(ctx: "FitContext", warm: Path, epochs: int) -> None:
     """``epochs`` more of the copy, from the copy at ``warm`` (kept as ``warmup.prev`` until the new one is written,
     so an interruption loses only the round it was in)."""
-    from .fit import _candidates, per_question_targets
-    from .trainer import load_model, load_weights, prepare
+    from ..trainer import load_model, load_weights, prepare
+    from .context import _candidates, per_question_targets
 
     prev = warm.with_name(warm.name + ".prev")
     shutil.rmtree(prev, ignore_errors=True)
@@ -266,7 +266,7 @@ def copy_on(ctx: "FitContext", warm: Path, epochs: int) -> None:
 
 def restore_round(warm: Path) -> None:
     """A round interrupted after it moved the copy aside: the copy before it is the copy."""
-    from ..conductor.manifest import has_manifest
+    from ...conductor.manifest import has_manifest
 
     prev = warm.with_name(warm.name + ".prev")
     if not has_manifest(warm) and has_manifest(prev):
@@ -285,7 +285,7 @@ class CopyResult:
 
 def checked_copy(ctx: "FitContext", state: "FitState", key: str) -> CopyResult:
     """The recipe's copy (skipped when done), then its fidelity; more rounds while under the bar."""
-    from .fit import check_pool_plans, digest
+    from .context import check_pool_plans, digest
 
     for text in copy_plan(ctx).warnings():
         ctx.hooks.note(f"warning: {text}")

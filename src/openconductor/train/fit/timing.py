@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from ..pool import PoolSpec
-    from .fit import FitSettings
+    from ...pool import PoolSpec
+    from .context import FitSettings
 
 CALIBRATION_FILE = "calibration.json"
 BATCH = 8  # the fit's Runner batch
@@ -79,10 +79,10 @@ def calibrate(settings: "FitSettings") -> dict:
     calibration run before) times nothing: the earlier calibration's time is kept."""
     import asyncio
 
-    from .fit import candidates_for, context, search_reward
-    from .fitsearch import Runner, single_candidates
-    from .meter import MeteredStore
-    from .reward import WorkflowReward
+    from ..meter import MeteredStore
+    from ..reward import WorkflowReward
+    from .context import candidates_for, context, search_reward
+    from .pool_work import Runner, single_candidates
 
     ctx = context(settings)
     settings.out.mkdir(parents=True, exist_ok=True)

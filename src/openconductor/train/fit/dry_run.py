@@ -1,6 +1,6 @@
 """The fit's dry run (``conductor fit POOL --dry-run``): the fit's own stage code with a recorder in place of the pool
-(``fitcost.py``), so each stage's calls, tokens and cost are counted as a real run on an empty replay store makes them,
-and each stage's wall time estimated from the seconds per call measured on the user's own endpoints (``fittime.py``).
+(``cost.py``), so each stage's calls, tokens and cost are counted as a real run on an empty replay store makes them,
+and each stage's wall time estimated from the seconds per call measured on the user's own endpoints (``timing.py``).
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from .fit import FitSettings, Hooks, context, left_out_notes, per_question_targets, pool_stages
-from .fitsearch import Runner
+from .context import FitSettings, Hooks, context, left_out_notes, per_question_targets, pool_stages
+from .pool_work import Runner
 
 if TYPE_CHECKING:
-    from .fitcost import Estimate
+    from .cost import Estimate
 
 
 class _StageSplit(Hooks):
@@ -33,10 +33,10 @@ class _StageSplit(Hooks):
 
 
 def plan_fit(settings: FitSettings) -> dict[str, Any]:
-    """What the fit would spend per stage on an empty replay store (``fitcost.py``), without calling a worker.
+    """What the fit would spend per stage on an empty replay store (``cost.py``), without calling a worker.
     Uses the measured output tokens per call of ``OUT/profile.json`` when a profile has run."""
-    from .fitcost import Recorder
-    from .fitsearch import lookup_table
+    from .cost import Recorder
+    from .pool_work import lookup_table
 
     measured = _measured_output(settings.out)
     ctx = context(settings)
@@ -72,7 +72,7 @@ def plan_fit(settings: FitSettings) -> dict[str, Any]:
 
 def wall_time(settings: FitSettings, ctx, by_stage: dict, targets: int) -> dict[str, Any]:
     """Seconds per stage (None where a worker's seconds per call are unmeasured), the copy's, and their sources."""
-    from .fittime import copy_seconds, seconds_per_call, stage_seconds
+    from .timing import copy_seconds, seconds_per_call, stage_seconds
 
     per_call, source = seconds_per_call(settings.out, ctx.spec)
     seconds: dict[str, Optional[float]] = {name: stage_seconds(e.per_worker, per_call, ctx.spec) for name, e in by_stage.items()}
@@ -85,7 +85,7 @@ def wall_time(settings: FitSettings, ctx, by_stage: dict, targets: int) -> dict[
 
 
 def _sum(parts) -> "Estimate":
-    from .fitcost import Estimate
+    from .cost import Estimate
 
     total = Estimate()
     for part in parts:

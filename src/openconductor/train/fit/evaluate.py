@@ -16,15 +16,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from ..evaluation import EvalRecord, compare, interval_text, run_eval, summarize
-from ..policies import Policy, make_policy
-from ..policies.baselines import GivenWorkflow
-from ..policies.lookup import LookupTable
-from ..pool import PoolSpec
-from ..tasks import Question, Task
-from ..workflow import parse
-from .candidates import Candidate, models
-from .data import Item
+from ...evaluation import EvalRecord, compare, interval_text, run_eval, summarize
+from ...policies import Policy, make_policy
+from ...policies.baselines import GivenWorkflow
+from ...policies.lookup import LookupTable
+from ...pool import PoolSpec
+from ...tasks import Question, Task
+from ...workflow import parse
+from ..candidates import Candidate, models
+from ..data import Item
 
 HELD_OUT, UNSEEN = "held-out", "unseen"
 
@@ -49,7 +49,7 @@ def baseline_policies(spec: PoolSpec, candidates: list[Candidate], table: dict[s
 def with_checkpoint(spec: PoolSpec, checkpoint: Path) -> tuple[PoolSpec, dict]:
     """The pool planned by ``checkpoint`` as ``conductor ask --conductor CHECKPOINT`` plans it, and the
     conductor policy's options."""
-    from ..conductor.checkpoint import trained_conductor
+    from ...conductor.checkpoint import trained_conductor
 
     return trained_conductor(spec, str(checkpoint))
 
@@ -73,7 +73,7 @@ async def evaluate_fit(spec: PoolSpec, tasks: list[Task], baselines: list[tuple[
 
 
 def _all(out: Path) -> list[EvalRecord]:
-    from ..evaluation import RESULTS_FILE, load_records
+    from ...evaluation import RESULTS_FILE, load_records
 
     return load_records(out / RESULTS_FILE)
 

@@ -1,23 +1,10 @@
-"""``conductor fit POOL``: from a pool file to a conductor for it, as one resumable command.
-
-    pool ──profile──▶ worker profiles ──search──▶ finalists per group ──targets──▶ a plan per training question
-         ──copy (SFT)──▶ conductor ──GRPO (optional)──▶ conductor ──evaluate──▶ report, checkpoint
-
-Each stage writes its result into the output folder and records a digest of what decided it (the pool, the
-questions, its settings, the stage before it); a rerun skips every stage whose digest is unchanged, and redoes
-the rest. Every worker call goes through one replay store (``OUT/replay.sqlite3``), so nothing is paid twice:
-a stage that is redone, or a run stopped by a cap and started again, replays what was already paid for. The
-caps (``max_calls``, ``max_cost``) are on the fit's total over all its invocations (``meter.py``).
-
-The stages reuse the training code: the search's successive halving (``search.screen_candidates``), the
-reward (``WorkflowReward``), the trainer's warm-up and GRPO (``trainer.prepare`` / ``trainer.train``) and the
-one evaluator. ``fitsearch.py`` holds the pool work, ``fiteval.py`` the evaluation, ``fitcost.py`` the
-dry run, ``candidates.py`` the candidate plans.
+"""A fit's settings and what its stages share: ``FitSettings`` (its flags), the training recipe, ``FitContext`` (the
+pool, the questions and the recipe, made once), the pool work (profile -> search -> targets) and the records the
+conductor's manifest keeps. ``run.py`` runs the stages in order.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import os
@@ -28,21 +15,19 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import graders
-from ..pool import PoolConfigError, PoolSpec, default_pool_path, load_pool
-from .candidates import Candidate, candidate_set, declared_left_out
-from .config import RewardSettings, TrainConfig, load_train_config
-from .data import Item, TrainRow, build_rows
-from ..tasks.kinds import TRAIN_KINDS
-from .fitdata import FitQuestions, fit_questions
-from .fitsearch import FitStopped, Runner, group_rows, profile, profile_accuracy, search_groups, single_candidates, targets_for_groups
-from .fitship import write_lookup
-from .fitstate import FitState, Hooks, StageTracker, digest, spent_since
-from .meter import MeteredStore, Spend
+from ... import graders
+from ...pool import PoolConfigError, PoolSpec, default_pool_path, load_pool
+from ...tasks.kinds import TRAIN_KINDS
+from ..candidates import Candidate, candidate_set, declared_left_out
+from ..config import RewardSettings, TrainConfig, load_train_config
+from ..data import Item, TrainRow, build_rows
+from ..meter import MeteredStore
+from .questions import FitQuestions, fit_questions
+from .pool_work import Runner, group_rows, profile, profile_accuracy, search_groups, single_candidates, targets_for_groups
+from .state import FitState, Hooks, digest, spent_since
 
 if TYPE_CHECKING:
-    from ..conductor.familiar import Fallback, Familiarity
-    from .fitship import Verdict
+    from ...conductor.familiar import Fallback, Familiarity
 
 STAGES = ("profile", "search", "targets", "copy", "grpo", "evaluate")
 
@@ -72,7 +57,7 @@ class FitSettings(BaseModel):
     # Threads per in-process llama.cpp model (None: every core this process may use). A fit is a long job
     # that owns the machine, where all cores decode faster than the pools' default of 1 (docs/providers.md).
     threads: Optional[int] = Field(None, ge=1)
-    # The copy must write its target plan on this share of the training questions (fitcopy.py); under it the fit
+    # The copy must write its target plan on this share of the training questions (copy.py); under it the fit
     # copies on up to max_copy_epochs (default 3x the recipe's epochs), then stops and names what to raise.
     fidelity_bar: float = Field(0.95, ge=0, le=1)
     max_copy_epochs: Optional[int] = Field(None, ge=1)
@@ -240,8 +225,8 @@ def check_pool_plans(spec: PoolSpec, checkpoint: Path) -> None:
     """Refuses, before GRPO and the evaluation, a conductor its own pool file could not plan with: a
     ``[conductor] max_tokens`` that leaves its subtasks less room than the longest wording its copy taught (which the
     runtime holds it to). The message names the least max_tokens that fits; every stage done is kept."""
-    from ..conductor.prompt import planning_format
-    from ..conductor.checkpoint import trained_conductor
+    from ...conductor.checkpoint import trained_conductor
+    from ...conductor.prompt import planning_format
 
     planned, _ = trained_conductor(spec, checkpoint, engine="transformers")
     try:
@@ -250,36 +235,10 @@ def check_pool_plans(spec: PoolSpec, checkpoint: Path) -> None:
         raise PoolConfigError(f"{exc}. The fit keeps every stage done: edit the pool file and run the same command again") from None
 
 
-def grpo_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore) -> tuple[Path, str]:
-    """GRPO from the copy on the training questions, every rollout run through the replay store: ``OUT/train/final``.
-    An interrupted GRPO of the same digest resumes from its last checkpoint."""
-    from ..conductor.manifest import has_manifest
-    from .trainer import train
-
-    run_dir, steps = ctx.out / "train", ctx.settings.grpo_steps
-    key = digest(key, steps)
-    final = run_dir / "final"
-    if state.done("grpo", key) and has_manifest(final):
-        return final, key
-    partial = state.stages.get("grpo-started", {}).get("digest") == key
-    if not partial:  # checkpoints of another copy or another step count are not this run's
-        for old in list(run_dir.glob("checkpoint-*")) + [final]:
-            shutil.rmtree(old, ignore_errors=True)
-    state.stages["grpo-started"] = {"digest": key}
-    ctx.hooks.stage("grpo", steps)
-    cfg = dataclasses.replace(ctx.cfg, warmup_sft=dataclasses.replace(ctx.cfg.warmup_sft, examples=sum(map(len, ctx.rows.values()))),
-                              grpo={**ctx.cfg.grpo, "max_steps": steps})
-    started, before = time.monotonic(), meter.spend.as_dict()
-    train(cfg, resume=partial and any(run_dir.glob("checkpoint-*")), items=ctx.questions.train, cache=meter, pool_spec=ctx.spec,
-          on_step=ctx.hooks.advance)
-    state.finish("grpo", key, time.monotonic() - started, spent_since(meter, before))
-    return final, key
-
-
 def place_checkpoint(source: Path, target: Path, record: dict) -> Path:
     """The conductor the pool file names: a copy of ``source`` (weights hard-linked where the disk allows),
     its manifest recording how the fit made it (``record``)."""
-    from ..conductor.manifest import read_manifest
+    from ...conductor.manifest import read_manifest
 
     shutil.rmtree(target, ignore_errors=True)
 
@@ -306,7 +265,7 @@ def fit_record(ctx: FitContext, source: Path) -> dict:
 
 def familiarity_of(items: list[Item], fallback: "Fallback") -> "Familiarity":
     """The familiarity of a conductor trained on ``items`` (each item's group is its domain)."""
-    from ..conductor.familiar import Familiarity, answer_instructions
+    from ...conductor.familiar import Familiarity, answer_instructions
 
     return Familiarity.build([i.question for i in items], [i.domain for i in items], fallback, answer_instructions((i.question, i.bare) for i in items))
 
@@ -314,7 +273,7 @@ def familiarity_of(items: list[Item], fallback: "Fallback") -> "Familiarity":
 def record_familiarity(ctx: FitContext, *folders: Path) -> None:
     """``familiar.json`` in each conductor folder: the training questions, the threshold that tells a question of an
     unseen kind, and the best fixed workflow that ``[conductor] unfamiliar = "best-fixed"`` runs for one."""
-    from ..conductor.familiar import FAMILIAR_FILE, Fallback, FamiliarityError
+    from ...conductor.familiar import FAMILIAR_FILE, Fallback, FamiliarityError
 
     search = json.loads((ctx.out / "search.json").read_text())
     best = {c.name: c for c in _candidates(ctx)}[search["best_fixed"]]
@@ -332,7 +291,7 @@ def record_familiarity(ctx: FitContext, *folders: Path) -> None:
 def gate_row(spec: PoolSpec, checkpoint: Path) -> dict[str, dict[str, Any]]:
     """The conductor under the other ``[conductor] unfamiliar`` setting than the pool file's, so that the report shows,
     paired, what the gate does on this pool's held-out and unseen questions; none without a familiar.json."""
-    from ..conductor.familiar import FAMILIAR_FILE
+    from ...conductor.familiar import FAMILIAR_FILE
 
     if not (checkpoint / FAMILIAR_FILE).exists():
         return {}
@@ -342,155 +301,3 @@ def gate_row(spec: PoolSpec, checkpoint: Path) -> dict[str, dict[str, Any]]:
 
 def _candidates(ctx: FitContext) -> list[Candidate]:
     return [Candidate(**c) for c in json.loads((ctx.out / "search.json").read_text())["candidates"]]
-
-
-# ------------------------------------------------------------------------------------------ evaluation
-
-
-async def evaluate_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore, conductors: dict[str, Path],
-                         settings: Optional[dict[str, dict[str, Any]]] = None, lookup: Optional[Path] = None) -> str:
-    """Held-out (and unseen-kind) questions: baselines and conductors through the one evaluator; the report."""
-    from ..evaluation import start_fresh
-    from .fiteval import HELD_OUT, UNSEEN, baseline_policies, eval_task, evaluate_fit, report
-    from .fitsearch import lookup_table
-
-    out = ctx.out / "eval"
-    key = digest(key, ctx.questions.eval_digest())
-    if state.done("evaluate", key) and (out / "report.md").exists():
-        return (out / "report.md").read_text().rstrip()
-    if state.stages.get("evaluate-started", {}).get("digest") != key:
-        start_fresh(out)  # results of another conductor or other questions are moved aside, never mixed in
-    state.stages["evaluate-started"] = {"digest": key}
-    tasks = [eval_task(HELD_OUT, ctx.questions.held_out)] if ctx.questions.held_out else []
-    tasks += [eval_task(UNSEEN, ctx.questions.unseen)] if ctx.questions.unseen else []
-    if not tasks:
-        return "no held-out questions (--eval-n 0): nothing evaluated"
-    search, targets = (json.loads((ctx.out / f"{n}.json").read_text()) for n in ("search", "targets"))
-    table, best_fixed = lookup_table(search, targets)
-    baselines = baseline_policies(ctx.spec, _candidates(ctx), table, best_fixed)
-    if lookup is not None:  # the lookup as the fit would ship it: what the conductor must beat
-        from .fitship import SHIPPED_LABEL, shipped_lookup
-
-        baselines.append((SHIPPED_LABEL, shipped_lookup(lookup)))
-    n_questions = sum(len(t.questions) for t in tasks)
-    ctx.hooks.stage("evaluate", n_questions * (len(baselines) + len(conductors)))
-    started, before = time.monotonic(), meter.spend.as_dict()
-    records = await evaluate_fit(ctx.spec, tasks, baselines, conductors, out, cache=meter, on_record=lambda r: ctx.hooks.advance(1), settings=settings,
-                                 threads=local_threads(ctx.settings))
-    text = report(records, list(conductors), [label for label, _ in baselines]).rstrip()
-    (out / "report.md").write_text(text + "\n")
-    state.finish("evaluate", key, time.monotonic() - started, spent_since(meter, before))
-    return text
-
-
-# ------------------------------------------------------------------------------------------ the whole fit
-
-
-@dataclasses.dataclass
-class FitResult:
-    checkpoint: Optional[Path]
-    report: str
-    spend: Spend
-    stopped: Optional[str] = None  # why a cap stopped it, if one did
-    refused: Optional[str] = None  # why the copy is not done (under the fidelity bar), naming what to raise
-    lookup: Optional[Path] = None  # the per-task lookup as a policy file (always written once the targets are)
-    verdict: Optional["Verdict"] = None  # what the fit ships, with the conductor's margins
-
-
-def run_fit(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitResult:
-    """Every stage not yet done; stops cleanly at a cap (``FitResult.stopped``), keeping what was paid for, and at a
-    copy under the fidelity bar (``FitResult.refused``). A Ctrl-C is recorded against the stage it stopped."""
-    from .meter import SpendCapReached
-    from .reward import WorkflowReward
-
-    ctx = context(settings, hooks)
-    settings.out.mkdir(parents=True, exist_ok=True)
-    state = FitState(settings.out)
-    ctx.hooks = tracker = StageTracker(ctx.hooks, state)
-    meter = MeteredStore(settings.out / "replay.sqlite3", workers={w.name for w in ctx.spec.workers}, max_calls=settings.max_calls,
-                         max_cost=settings.max_cost, spent_before=state.spend)
-    state.on_finish = lambda: state.save(settings, meter.total)
-    grader = WorkflowReward(ctx.spec, search_reward(ctx.cfg), ctx.cfg.prompt, cache=meter, owns_cache=False)
-    runner = Runner(grader, advance=ctx.hooks.advance, stopped=lambda: meter.refused)
-    result = FitResult(None, "", meter.total)
-    try:
-        got = asyncio.run(_pool_work(ctx, runner, state, meter, grader))
-        result.lookup = write_lookup(ctx)
-        result = _model_stages(ctx, state, meter, got["digest"], result)
-        state.interrupted = {} if result.refused is None else state.interrupted
-    except (FitStopped, SpendCapReached) as exc:
-        result.stopped = str(meter.refused or exc)
-    except KeyboardInterrupt:
-        tracker.interrupted()
-        raise
-    finally:
-        state.save(settings, meter.total)
-        meter.close()
-    result.spend = meter.total
-    return result
-
-
-def _model_stages(ctx: FitContext, state: FitState, meter: MeteredStore, key: str, result: FitResult) -> FitResult:
-    """The copy and its fidelity; then, for a copy that is done, GRPO, the evaluation and what the fit ships."""
-    from .fitcopy import checked_copy
-    from .fitreport import full_report
-    from .fitship import write_verdict
-
-    settings = ctx.settings
-    copied = checked_copy(ctx, state, key)
-    if not copied.done:
-        result.refused = copied.advice
-        result.report = full_report(ctx.out, "", ctx.cfg.reward, copied.fidelity, settings.fidelity_bar, None)
-        return result
-    warm, key = copied.warm, copied.key
-    source = warm
-    if settings.grpo_steps:
-        source, key = grpo_stage(ctx, state, key, meter)
-    record_familiarity(ctx, *{warm, source})
-    record = {**fit_record(ctx, source), "fidelity": round(copied.fidelity.share, 4), "copy_epochs": state.stages["copy"].get("epochs")}
-    result.checkpoint = checkpoint = place_checkpoint(source, settings.out / "conductor", record)
-    conductors = {"conductor": checkpoint} | ({"conductor, copy only": warm} if settings.grpo_steps else {})
-    gate = gate_row(ctx.spec, checkpoint)
-    evaluation = asyncio.run(evaluate_stage(ctx, state, key, meter, conductors | {label: checkpoint for label in gate}, gate, result.lookup))
-    result.verdict = ship_verdict(ctx, checkpoint, result.lookup, copied.fidelity.share)
-    write_verdict(ctx.out, result.verdict)
-    result.report = full_report(ctx.out, evaluation, ctx.cfg.reward, copied.fidelity, settings.fidelity_bar, result.verdict)
-    (ctx.out / "report.md").write_text(result.report)
-    write_model_card(ctx, checkpoint, result)
-    return result
-
-
-def ship_verdict(ctx: FitContext, checkpoint: Path, lookup: Optional[Path], fidelity: Optional[float]) -> "Verdict":
-    """Conductor or lookup, from the evaluation's held-out records (``fitship.decide``)."""
-    from .fiteval import HELD_OUT, _all, _latest
-    from .fitship import decide
-
-    path = ctx.out / "eval"
-    records = [r for r in _latest(_all(path)) if r.task == HELD_OUT] if (path / "results.jsonl").exists() else []
-    return decide(records, "conductor", lookup or ctx.out, checkpoint, fidelity)
-
-
-def write_model_card(ctx: FitContext, checkpoint: Path, result: FitResult) -> None:
-    from ..conductor.manifest import read_manifest
-    from .fitreport import model_card
-
-    record = (read_manifest(checkpoint).model_extra or {}).get("fit") or {}
-    settings = {**json.loads(ctx.settings.model_dump_json()), "workers": [w.name for w in ctx.spec.workers]}
-    (checkpoint / "README.md").write_text(model_card(ctx.settings.pool, settings, record, result.report, result.verdict))
-
-
-async def _pool_work(ctx: FitContext, runner: Runner, state: FitState, meter: MeteredStore, grader) -> dict[str, Any]:
-    try:
-        return await pool_stages(ctx, runner, state, meter)
-    finally:
-        await grader.aclose()
-
-
-# ------------------------------------------------------------------------------------------ the dry run
-
-
-def plan_fit(settings: FitSettings) -> dict[str, Any]:
-    """What the fit would spend per stage on an empty replay store, without calling a worker (``fitplan.py``)."""
-    from .fitplan import plan_fit as plan
-
-    return plan(settings)

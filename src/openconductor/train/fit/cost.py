@@ -23,10 +23,10 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .. import worker_message
-from ..pool import TOOL_PROVIDERS, PoolSpec, WorkerSpec
-from ..workflow import parse
-from .reward import Sample
+from ... import worker_message
+from ...pool import TOOL_PROVIDERS, PoolSpec, WorkerSpec
+from ...workflow import parse
+from ..reward import Sample
 
 CHARS_PER_TOKEN = 3.5
 TEMPLATE_TOKENS = 12  # a chat template's own tokens around one user message
@@ -87,7 +87,7 @@ class Recorder:
     def _out(self, worker: WorkerSpec) -> float:
         return TOOL_OUTPUT_TOKENS if worker.provider in TOOL_PROVIDERS else self.output[worker.name]
 
-    def run(self, question: str, text: str, seed: Optional[int] = None) -> int:
+    def run(self, question: str, text: str, seed: Optional[int | str] = None) -> int:
         """Count one workflow run on ``question``; returns its estimated tokens."""
         steps = parse(text).steps
         keys: list[str] = []

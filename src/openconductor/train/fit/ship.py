@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Literal, Optional
 import yaml
 from pydantic import BaseModel
 
-from ..evaluation import EvalRecord, compare, summarize
-from ..policies.base import Plan, PlanRequest
-from ..conductor.familiar import FAMILIAR_FILE
-from ..policies.lookup import LookupTable
-from ..workflow import parse
+from ...conductor.familiar import FAMILIAR_FILE
+from ...evaluation import EvalRecord, compare, summarize
+from ...policies.base import Plan, PlanRequest
+from ...policies.lookup import LookupTable
+from ...workflow import parse
 
 if TYPE_CHECKING:
-    from ..pool import PoolSpec
-    from .fit import FitContext
+    from ...pool import PoolSpec
+    from .context import FitContext
 
 LOOKUP_DIR, LOOKUP_FILE, VERDICT_FILE = "lookup", "lookup.yaml", "verdict.json"
 SHIPPED_LABEL = "lookup (as shipped: nearest kind)"
@@ -42,8 +42,8 @@ def entry(text: str, spec: "PoolSpec", description: str) -> dict:
 
 def write_lookup(ctx: "FitContext") -> Path:
     """``OUT/lookup/lookup.yaml`` (and its ``familiar.json`` where the fit has kinds to tell apart)."""
-    from .fit import _candidates, record_familiarity
-    from .fitsearch import lookup_table
+    from .context import _candidates, record_familiarity
+    from .pool_work import lookup_table
 
     search, targets = (json.loads((ctx.out / f"{n}.json").read_text()) for n in ("search", "targets"))
     table, best_fixed = lookup_table(search, targets)

@@ -1,6 +1,6 @@
 """The fit's whole report (``OUT/report.md``) and the conductor's model card (``OUT/conductor/README.md``).
 
-The evaluation's tables (``fiteval.report``) say how each policy did on held-out questions. Around them the report
+The evaluation's tables (``evaluate.report``) say how each policy did on held-out questions. Around them the report
 says how to read them, what the search saw on the training questions and why it ranked as it did (its reward is not
 accuracy: a wrong answer from a plan that ran still earns the recipe's ``wrong`` reward, so a mean reward of 0.49 can
 go with an accuracy of 0), whether the copy reproduces its targets, and what the fit ships.
@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from .config import RewardSettings
-    from .fitcopy import Fidelity
-    from .fitship import Verdict
+    from ..config import RewardSettings
+    from .copy import Fidelity
+    from .ship import Verdict
 
 
 def reading_guide(reward: "RewardSettings") -> str:

@@ -10,7 +10,7 @@ from typing import IO, Optional
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .fit import Hooks
+from .state import Hooks
 
 
 class RichHooks(Hooks):

@@ -2,7 +2,7 @@
 training question, and choose each question's target.
 
 Everything runs as workflow runs graded by the training reward (``WorkflowReward`` on the fit's replay store;
-a dry run passes a recorder that runs nothing, ``fitcost.py``), through a ``Runner`` that runs them in small
+a dry run passes a recorder that runs nothing, ``cost.py``), through a ``Runner`` that runs them in small
 batches, advances the progress bar and stops at a batch boundary once a spend cap is reached.
 
 * **profile**: every model alone on the first ``profile_n`` training questions of each group (these are
@@ -23,9 +23,9 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
-from .candidates import Candidate
-from .data import COLUMNS, TrainRow
-from .search import screen_candidates
+from ..candidates import Candidate
+from ..data import COLUMNS, TrainRow
+from ..search import screen_candidates
 
 
 class FitStopped(RuntimeError):

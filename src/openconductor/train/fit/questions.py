@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ..tasks.kinds import HELD_OUT_SEED, TRAIN_KINDS, TRAIN_OPTIONS
-from .config import TrainConfigError
-from .data import Item
+from ...tasks.kinds import HELD_OUT_SEED, TRAIN_KINDS, TRAIN_OPTIONS
+from ..config import TrainConfigError
+from ..data import Item
 
 UNSEEN = "unseen"  # the label of held-out questions of groups the fit never trains on (--eval-task)
 
@@ -63,8 +63,8 @@ def task_questions(tasks: list[str], per_task: int, eval_per_task: int, *, optio
                    seed: int = 0, eval_seed: int = HELD_OUT_SEED) -> tuple[list[Item], list[Item]]:
     """(training, held-out) questions of registered tasks, ``per_task`` and ``eval_per_task`` each, through the
     trainer's own loader (so a fit trains on exactly what ``conductor train`` would)."""
-    from .config import DataSettings, TrainConfig
-    from .data import load_items
+    from ..config import DataSettings, TrainConfig
+    from ..data import load_items
 
     opts = {t: dict(o) for t, o in (TRAIN_OPTIONS if options is None else options).items() if t in tasks}
     data = DataSettings(kind="tasks", tasks=list(tasks), task_options=opts, n_train=per_task * len(tasks), n_eval=eval_per_task * len(tasks),
@@ -77,7 +77,7 @@ def file_questions(path: Path, per_group: int, eval_share: float = 0.2, *, seed:
     """(training, held-out) questions of a user's JSONL: per kind (``kind``/``category``; one group
     ``questions`` without), shuffled with ``seed``, ``eval_share`` held out (at least one where a kind has
     two or more), at most ``per_group`` of the rest kept for training."""
-    from ..tasks import TaskError, load_task
+    from ...tasks import TaskError, load_task
 
     try:
         task = load_task("questions", data=str(path))
@@ -103,7 +103,7 @@ def file_questions(path: Path, per_group: int, eval_share: float = 0.2, *, seed:
 def unseen_questions(tasks: list[str], per_task: int, *, options: Optional[dict[str, dict[str, Any]]] = None, seed: int = HELD_OUT_SEED,
                      training: set[str] = frozenset()) -> list[Item]:
     """Held-out questions of tasks never trained on (``--eval-task``), ``per_task`` each, from ``seed``."""
-    from ..tasks import TaskError, load_task
+    from ...tasks import TaskError, load_task
 
     out: list[list[Item]] = []
     for name in tasks:

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import typer
 
-from ..clikit import console, err
+from ...clikit import console, err
 
 EXIT_STOPPED, EXIT_REFUSED, EXIT_INTERRUPTED = 3, 4, 130
 
@@ -31,8 +31,8 @@ def emit(event: str, **fields: Any) -> None:
 
 
 def dry_run(settings, calibrate: bool = False) -> None:
-    from .fit import plan_fit
-    from .fittime import calibrate as time_calls
+    from .run import plan_fit
+    from .timing import calibrate as time_calls
 
     if calibrate:
         time_calls(settings)
@@ -57,8 +57,8 @@ def _minutes(seconds: Optional[float]) -> str:
 
 
 def run(settings) -> None:
-    from .fit import plan_fit, run_fit
-    from .fitprogress import JsonHooks, RichHooks
+    from .progress import JsonHooks, RichHooks
+    from .run import plan_fit, run_fit
 
     estimate = settings.out / "estimate.json"
     if not (settings.out / "fit.json").exists():  # the dry run's estimate before anything was spent, to compare at the end
@@ -127,7 +127,7 @@ def _text_result(settings, result, estimate: Path) -> None:
     say(f"conductor: {result.checkpoint}")
     say(f"name it in the pool file:  {use['pool_file_line']}")
     say("or use it once:  " + " ".join(use["conductor_ask"]))
-    from ..conductor.familiar import FAMILIAR_FILE
+    from ...conductor.familiar import FAMILIAR_FILE
 
     if (result.checkpoint / FAMILIAR_FILE).exists():
         say('questions unlike all it trained on can run the best fixed workflow instead:  [conductor] unfamiliar = "best-fixed"')
