@@ -54,6 +54,9 @@ class Plan:
 
     workflow: Optional[Workflow]
     record: PlanRecord
+    # Ask for a review of this round: once it has run, the executor plans a recursive round that sees it (its
+    # steps' verdicts, its answer) as a conductor step would, though the pool has no conductor among its workers.
+    review: bool = False
 
 
 class PolicyError(ValueError):
