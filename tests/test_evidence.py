@@ -233,3 +233,22 @@ async def test_the_graders_hidden_tests_and_reference_never_reach_a_worker_or_th
         assert SENTINEL not in text
     again = conductor_messages(task.text(question), pool.spec, previous=Previous(answer=runs[0].final_answer, steps=runs[0].steps))
     assert SENTINEL not in json.dumps(again)
+
+
+@needs_sandbox
+async def test_conductor_trace_shows_each_round_and_its_verdicts():
+    from typer.testing import CliRunner
+
+    from openconductor.cli import app
+    from openconductor.traces import TraceStore
+
+    reply, _ = _scripted(WRONG, RIGHT)
+    register_responder("repair-traced")(reply)
+    async with _pool(_coder("repair-traced")) as pool:
+        run = await solve(PROMPT, make_policy("repair"), pool)
+    TraceStore().save(run)
+    shown = CliRunner().invoke(app, ["trace", run.id[:8]], terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    said = " ".join(shown.output.split())
+    assert "verdict: program ran: 0/2 examples reproduced" in said and "rounds and verdicts" in said
+    assert "round 1: 1 step(s), ok" in said and "recursive round revised it in 1 step(s), ok" in said
