@@ -159,20 +159,29 @@ async def test_repair_accepts_a_program_that_reproduces_the_examples():
 @pytest.mark.parametrize(("first", "named"), [(WRONG, "add_one(1) should return 2, but it returned 3"),
                                                (BROKEN, "NameError: name 'undefined_name' is not defined"),
                                                ("I cannot do that.", "did not contain a complete Python function named add_one")])
-async def test_repair_once_names_what_failed_and_shows_the_program(first, named):
+async def test_repair_once_names_what_failed(first, named):
     reply, seen = _scripted(first, RIGHT)
     register_responder("repair-wrong")(reply)
     async with _pool(_coder("repair-wrong")) as pool:
         run = await solve(PROMPT, make_policy("repair"), pool)
     assert len(seen) == 2 and named in seen[1]
-    if first != "I cannot do that.":
-        assert first.split("\n")[2] in seen[1]  # the failing program is shown back
+    assert "```python\ndef add_one" not in seen[1]  # the failing program is not shown back by default: a small coder copies it
     nested = run.steps[-1].nested
     assert len(nested.steps) == 1 and nested.steps[0].verdict.examples.all_passed
     assert run.final_answer == RIGHT.strip() and run.totals.calls == 2
     rounds = round_lines(run)
     assert rounds[0] == "round 0: 2 step(s), ok" and "recursive round revised it in 1 step(s)" in rounds[2]
     assert rounds[-1].strip() == "step 0 (coder): program ran: 2/2 examples reproduced"
+
+
+@needs_sandbox
+async def test_repair_can_show_the_failing_program():
+    reply, seen = _scripted(WRONG, RIGHT)
+    register_responder("repair-shown")(reply)
+    async with _pool(_coder("repair-shown")) as pool:
+        run = await solve(PROMPT, make_policy("repair", show_program="true"), pool)
+    assert "That program:\n```python\ndef add_one(x: int) -> int:\n    return x + 2\n```" in seen[1]
+    assert run.final_answer == RIGHT.strip()
 
 
 @needs_sandbox

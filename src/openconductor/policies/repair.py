@@ -4,7 +4,8 @@ The coder answers the question as ``single`` asks it (the same step, so a replay
 round then asks for review (``Plan.review``): the executor has run the program on the examples the question itself
 gives (``evidence.py``). If it reproduces all of them, or the question gives none, the answer is accepted. If not,
 the coder gets one repair step whose instruction names what failed (the example, what the program returned or
-raised; or that it did not load, or that there was no program) and shows the program; its reply is the answer.
+raised; or that it did not load, or that there was no program); its reply is the answer. The failing program is
+shown back only with ``show_program=true``.
 
 A baseline for a conductor that decides after the first round: the same decision, made by a rule.
 """
@@ -26,12 +27,6 @@ MAX_PROGRAM_CHARS = 4000  # the program shown back to the coder (a runaway reply
 FAILURES_SHOWN = 2
 
 
-class RepairOptions(PolicyOptions):
-    positional = "coder"
-    worker_options = ("coder",)
-    coder: Optional[WorkerRef] = None  # default: the pool's strongest worker
-
-
 def _last_examples(steps: list[StepRecord]) -> tuple[Optional[StepRecord], Optional[ExamplesVerdict]]:
     """The latest step whose program was checked against the question's examples, with its verdict."""
     for step in reversed(steps):
@@ -44,21 +39,32 @@ def what_failed(verdict: ExamplesVerdict) -> str:
     """The failure as the repair instruction states it."""
     name = verdict.entry_point
     if not verdict.program:
-        return f"Your reply did not contain a complete Python function named {name}."
+        return f"An earlier reply did not contain a complete Python function named {name}."
     if verdict.load_error is not None:
-        return f"Your program does not run: {clip(verdict.load_error, 300)}."
+        return f"An earlier program for {name} does not run: {clip(verdict.load_error, 300)}."
     shown = [f"- {clip(r.describe(), 300)}" for r in verdict.failures[:FAILURES_SHOWN]]
-    return f"Your program reproduces {verdict.passed} of the {verdict.total} examples in the task. It fails on:\n" + "\n".join(shown)
+    return (f"An earlier program for {name} reproduces {verdict.passed} of the {verdict.total} examples in the task. "
+            "It fails on:\n" + "\n".join(shown))
 
 
-def repair_subtask(verdict: ExamplesVerdict, program: str) -> str:
-    """The one repair step's instruction: what failed, the program, and what to reply with."""
+def repair_subtask(verdict: ExamplesVerdict, program: str, show_program: bool = False) -> str:
+    """The one repair step's instruction: what failed, with ``show_program`` the program, and what to reply with.
+    Without the program by default: shown its own program, the 0.5B coder copied it back unchanged in each of the
+    first three HumanEval problems it failed (100-102)."""
     from ..graders.code_grade import extract_code
 
-    code = extract_code(program, verdict.entry_point)[:MAX_PROGRAM_CHARS] if verdict.program else ""
-    shown = f"\n\nYour program:\n```python\n{code}\n```" if code.strip() else ""
-    return (f"{what_failed(verdict)}{shown}\n\nFind the mistake and fix it. Reply with the whole corrected function "
-            f"{verdict.entry_point} (signature included) in one ```python code block.")
+    code = extract_code(program, verdict.entry_point)[:MAX_PROGRAM_CHARS] if show_program and verdict.program else ""
+    shown = f"\n\nThat program:\n```python\n{code}\n```\n\nFind the mistake and fix it." if code.strip() else ""
+    # Short on purpose: a reply that repeats the docstring and adds test prints is what max_tokens cuts.
+    return (f"{what_failed(verdict)}{shown}\n\nWrite {verdict.entry_point} again so that it gives the expected results. "
+            "Reply with the whole function (signature included, no docstring, no tests) in one ```python code block.")
+
+
+class RepairOptions(PolicyOptions):
+    positional = "coder"
+    worker_options = ("coder",)
+    coder: Optional[WorkerRef] = None  # default: the pool's strongest worker
+    show_program: bool = False  # show the failing program in the repair step (a small coder tends to copy it back)
 
 
 @register_policy("repair")
@@ -67,8 +73,8 @@ class RepairOnce(Policy):
 
     Options = RepairOptions
 
-    def __init__(self, coder: Optional[str | int] = None):
-        self.coder = coder
+    def __init__(self, coder: Optional[str | int] = None, show_program: bool = False):
+        self.coder, self.show_program = coder, show_program
         self.name = "repair" if coder is None else f"repair:{coder}"
 
     def _coder(self, spec: "PoolSpec") -> int:
@@ -84,5 +90,5 @@ class RepairOnce(Policy):
             why = "no examples to run" if verdict is None else verdict.line()
             workflow = Workflow((), reasoning=f"accept: {why}")
         else:
-            workflow = Workflow((Step(coder, repair_subtask(verdict, step.output), ()),), reasoning=f"repair once: {verdict.line()}")
+            workflow = Workflow((Step(coder, repair_subtask(verdict, step.output, self.show_program), ()),), reasoning=f"repair once: {verdict.line()}")
         return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()))
