@@ -184,6 +184,21 @@ async def test_repair_can_show_the_failing_program():
     assert run.final_answer == RIGHT.strip()
 
 
+HALF = "```python\ndef add_one(x: int) -> int:\n    return 2 if x == 1 else 0\n```"
+UNLOADABLE = "```python\ndef add_one(x: int) -> int:\n    return (x +\n```"
+
+
+@needs_sandbox
+@pytest.mark.parametrize(("keep_better", "answer"), [("true", HALF), ("false", UNLOADABLE)])
+async def test_a_repair_that_does_worse_on_the_examples_is_not_taken(keep_better, answer):
+    reply, seen = _scripted(HALF, UNLOADABLE)
+    register_responder(f"repair-worse-{keep_better}")(reply)
+    async with _pool(_coder(f"repair-worse-{keep_better}")) as pool:
+        run = await solve(PROMPT, make_policy("repair", keep_better=keep_better), pool)
+    assert len(seen) == 2 and run.final_answer == answer.strip()
+    assert ("did worse on the question's examples" in (run.steps[-1].error or "")) == (keep_better == "true")
+
+
 @needs_sandbox
 async def test_repair_is_not_run_past_the_depth_limit():
     reply, seen = _scripted(WRONG, RIGHT)

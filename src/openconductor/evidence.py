@@ -96,6 +96,23 @@ async def step_verdict(question: str, record: StepRecord, visible: list[StepReco
         return None
 
 
+def _examples_score(steps: list[StepRecord]) -> Optional[tuple[int, int]]:
+    """(the program loads, examples reproduced) of the last step whose program was run on the examples; None if none was."""
+    for step in reversed(steps):
+        ex = step.verdict.examples if step.verdict is not None and step.status == "ok" else None
+        if ex is not None and ex.unavailable is None:
+            loads = ex.program and ex.load_error is None
+            return int(loads), ex.passed if loads else 0
+    return None
+
+
+def does_worse(revised: list[StepRecord], previous: list[StepRecord]) -> bool:
+    """Whether a revision's program does worse on the question's examples than the one it revises: it does not load
+    where that one did, or reproduces fewer. False where either was not run on examples (nothing is known)."""
+    new, old = _examples_score(revised), _examples_score(previous)
+    return new is not None and old is not None and new < old
+
+
 def step_line(step: StepRecord) -> str:
     """One line for a step: its worker and verdict (or why it has none)."""
     if step.status != "ok":

@@ -18,7 +18,7 @@ from typing import Awaitable, Callable, Literal, Optional, Union
 from . import worker_message
 from .answer_format import AnswerFormat, AnswerFormatError, check_json, off_the_loop
 from .budget import Budget, Limits, LimitReached
-from .evidence import step_verdict
+from .evidence import does_worse, step_verdict
 from .policies.base import Plan, PlanRequest, Policy, Previous
 from .pool import TOOL_PROVIDERS, Pool, WorkerCallError
 from .records import PlanRecord, Run, StepRecord, Totals, Usage
@@ -442,6 +442,9 @@ async def _recurse(ctx: Context, run: Run, record: StepRecord, final: bool = Fal
     record.usage = nested.totals.usage
     if nested.status == "ok" and nested.tool_calls:
         record.status, record.output, record.tool_calls = "ok", nested.final_answer, list(nested.tool_calls)
+    elif plan.keep_better and does_worse(nested.steps, visible):
+        record.status, record.output = "ok", previous_answer
+        record.error = "the revision did worse on the question's examples; the previous answer stands"
     elif nested.status == "ok" or nested.final_answer:
         record.status, record.output = "ok", nested.final_answer or previous_answer
     else:

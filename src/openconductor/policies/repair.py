@@ -4,8 +4,9 @@ The coder answers the question as ``single`` asks it (the same step, so a replay
 round then asks for review (``Plan.review``): the executor has run the program on the examples the question itself
 gives (``evidence.py``). If it reproduces all of them, or the question gives none, the answer is accepted. If not,
 the coder gets one repair step whose instruction names what failed (the example, what the program returned or
-raised; or that it did not load, or that there was no program); its reply is the answer. The failing program is
-shown back only with ``show_program=true``.
+raised; or that it did not load, or that there was no program); its reply is the answer unless it does worse on the
+examples than the program it repairs (it does not load, or reproduces fewer; ``keep_better=false`` takes it anyway).
+The failing program is shown back only with ``show_program=true``.
 
 A baseline for a conductor that decides after the first round: the same decision, made by a rule.
 """
@@ -65,6 +66,7 @@ class RepairOptions(PolicyOptions):
     worker_options = ("coder",)
     coder: Optional[WorkerRef] = None  # default: the pool's strongest worker
     show_program: bool = False  # show the failing program in the repair step (a small coder tends to copy it back)
+    keep_better: bool = True  # a repair that does worse on the examples (fewer reproduced, or does not load) is not taken
 
 
 @register_policy("repair")
@@ -73,8 +75,8 @@ class RepairOnce(Policy):
 
     Options = RepairOptions
 
-    def __init__(self, coder: Optional[str | int] = None, show_program: bool = False):
-        self.coder, self.show_program = coder, show_program
+    def __init__(self, coder: Optional[str | int] = None, show_program: bool = False, keep_better: bool = True):
+        self.coder, self.show_program, self.keep_better = coder, show_program, keep_better
         self.name = "repair" if coder is None else f"repair:{coder}"
 
     def _coder(self, spec: "PoolSpec") -> int:
@@ -91,4 +93,4 @@ class RepairOnce(Policy):
             workflow = Workflow((), reasoning=f"accept: {why}")
         else:
             workflow = Workflow((Step(coder, repair_subtask(verdict, step.output, self.show_program), ()),), reasoning=f"repair once: {verdict.line()}")
-        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()))
+        return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()), keep_better=self.keep_better)
