@@ -28,9 +28,11 @@ COMPOSITION = {("openconductor.cli", "openconductor.train.cli")}
 # closest name wins. A package's base.py (the interface and the registry its implementations register in) sits
 # below the implementations.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundation", ["records", "reply", "configfile", "json_schemas", "worker_message", "model_files", "sandbox_kernel", "sandbox",
+    ("foundation", ["verdicts", "records", "reply", "configfile", "json_schemas", "worker_message", "model_files", "sandbox_kernel", "sandbox",
                     "sim", "sim.questions"]),  # the simulated world's question bank and subtopic names: data that imports nothing
     ("language", ["workflow", "answer_format", "budget", "decoding", "traces"]),
+    ("graders", ["graders.*"]),  # pure functions over text and code (they import only reply and the sandbox)
+    ("evidence", ["question_examples", "evidence"]),  # what a round's steps showed, for a later round to read
     ("provider registry", ["providers", "providers.base"]),
     ("spec", ["spec"]),
     ("cache", ["cache"]),
@@ -41,7 +43,6 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("executor", ["executor"]),
     ("policies", ["policies.*"]),
     ("sim", ["sim.*"]),
-    ("graders", ["graders.*"]),
     ("tasks", ["tasks.*"]),
     ("evaluation", ["evaluation.*"]),
     ("train", ["train.*"]),

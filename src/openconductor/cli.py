@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits
+from .evidence import round_lines
 from .executor import Event, solve
 from .conductor.identity import identity_line
 from .policies import make_policy, policy_names
@@ -108,6 +109,8 @@ def step_panel(step, partial: str = "") -> Panel:
         body.append(step.error + "\n", style="red")
     if output:
         body.append(output.strip()[:1500])
+    if step.verdict is not None:
+        body.append(f"\nverdict: {step.verdict.line()}", style="cyan")
     if step.nested is not None and step.nested.plan is not None:
         body.append(f"\n↳ recursive round: {len(step.nested.steps)} step(s)" if step.nested.steps else "\n↳ recursive round accepted the answer", style="magenta")
     return Panel(body, title=title, border_style=STATUS_STYLE.get(step.status, "white"), title_align="left")
@@ -297,6 +300,8 @@ def show_trace(
             console.print(f"[yellow]fallback:[/] {escape(run.plan.fallback)}")
     for step in run.steps:
         console.print(step_panel(step))
+    if any(s.verdict is not None or s.nested is not None for s in run.steps):  # each round, and what its steps' checks said
+        console.print(Panel(escape("\n".join(round_lines(run))), title="rounds and verdicts", border_style="cyan"))
     console.print(Panel(run.final_answer or "(no answer)", title="final answer", border_style="bold green"))
     console.print(summary(run))
 

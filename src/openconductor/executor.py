@@ -19,6 +19,7 @@ from . import worker_message
 from .conductor.identity import identity_dict
 from .answer_format import AnswerFormat, AnswerFormatError, check_json, off_the_loop
 from .budget import Budget, Limits, LimitReached
+from .evidence import does_worse, step_verdict
 from .policies.base import Plan, PlanRequest, Policy, Previous
 from .pool import TOOL_PROVIDERS, Pool, WorkerCallError
 from .records import Completion, PlanRecord, Run, StepRecord, Totals, Usage
@@ -202,6 +203,8 @@ async def _run_round(ctx: Context, run: Run, plan: Plan, final: bool = True) -> 
     await execute(ctx, run, workflow, final)
     if _ends_in_tool(ctx, workflow) and not _tool_answered(run.steps[-1]) and not (ctx.limits_hit or ctx.budget.hits):
         await _answer_after_tool(ctx, run, workflow, final)
+    if plan.review and not (ctx.limits_hit or ctx.budget.hits):
+        await _review(ctx, run, final)
     await _finish(ctx, run)
 
 
@@ -423,6 +426,9 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
     finally:
         ctx.budget.settle(reserved_tokens, reserved_cost, usage)
         record.finished_at = time.time()
+    # Evidence for a later round (evidence.py): read from the question and this step's own output only.
+    record.verdict = await step_verdict(ctx.question, record, [records[j] for j in record.visible if j in records],
+                                        spec.provider in TOOL_PROVIDERS)
 
 
 async def _recurse(ctx: Context, run: Run, record: StepRecord, final: bool = False) -> None:
@@ -462,9 +468,35 @@ async def _recurse(ctx: Context, run: Run, record: StepRecord, final: bool = Fal
     record.usage = nested.totals.usage
     if nested.status == "ok" and nested.tool_calls:
         record.status, record.output, record.tool_calls = "ok", nested.final_answer, list(nested.tool_calls)
+    elif plan.keep_better and does_worse(nested.steps, visible):
+        record.status, record.output = "ok", previous_answer
+        record.error = "the revision did worse on the question's examples; the previous answer stands"
     elif nested.status == "ok" or nested.final_answer:
         record.status, record.output = "ok", nested.final_answer or previous_answer
     else:
         # A failed revision keeps the answer it was asked to check.
         record.status, record.output = "ok", previous_answer
         record.error = f"nested round ended with {nested.status}: {nested.error}"
+
+
+REVIEW_SUBTASK = "Review the round above: accept its answer, or revise it."
+
+
+async def _review(ctx: Context, run: Run, final: bool) -> None:
+    """A plan that asked for review (``Plan.review``): a conductor step is appended that sees the whole round,
+    and runs a recursive round as ``_recurse`` does (depth and budget limits apply). Its worker id is -1: the
+    conductor is not one of the pool's workers here."""
+    record = StepRecord(index=len(run.steps), worker=-1, worker_name="conductor", subtask=REVIEW_SUBTASK, access="all",
+                        visible=[s.index for s in run.steps], appended="the policy asked to review its round")
+    run.steps.append(record)
+    record.status, record.started_at = "running", time.time()
+    await _emit(ctx.on_event, Event("step_started", run, record))
+    try:
+        await _recurse(ctx, run, record, final)
+    except LimitReached as exc:
+        ctx.hit(exc.limit)
+        record.status, record.error = "skipped", f"limit reached: {exc}"
+    finally:
+        record.finished_at = time.time()
+        record.latency_s = record.finished_at - record.started_at
+        await _emit(ctx.on_event, Event("step_finished", run, record))

@@ -12,6 +12,8 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .verdicts import StepVerdict
+
 
 class Usage(BaseModel):
     input_tokens: int = 0
@@ -85,6 +87,8 @@ class StepRecord(BaseModel):
     nested: Optional["Run"] = None
     # Set on a step the executor added after the plan, saying why (a plan that ended in a tool step).
     appended: Optional[str] = None
+    # What a later round may read about this step (evidence.py): its tool's outcome, the question's examples, agreement.
+    verdict: Optional[StepVerdict] = None
 
 
 class PlannedStep(BaseModel):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..evidence import evidence_lines
 from ..records import StepRecord
 from ..spec import RANKED_VIEWS, PoolConfigError, PoolSpec
 from ..workflow import Step, Workflow, WorkflowFormat
@@ -70,9 +71,14 @@ RECURSION = """This is a verification round. Earlier agents already produced thi
 <previous answer>
 {answer}
 </previous answer>
-{instruction}If the answer is correct and complete, accept it by writing three empty lists:
+{evidence}{instruction}If the answer is correct and complete, accept it by writing three empty lists:
 {accept}
 Otherwise write a new workflow that verifies or revises it."""
+
+
+def round_evidence(steps: list) -> str:
+    """The round's steps, one line each with its verdict (evidence.py): what ran, what the examples said, who agrees."""
+    return f"What the steps of that round did:\n{evidence_lines(steps)}\n" if steps else ""
 
 
 def describe_pool(spec: PoolSpec, show: str = "ids") -> str:
@@ -124,7 +130,8 @@ def conductor_messages(
     user = f"Overall task:\n{question}"
     if previous is not None:
         instruction = f"Your instruction from the outer workflow: {previous.instruction}\n" if previous.instruction else ""
-        user += "\n\n" + RECURSION.format(answer=previous.answer or "(empty)", instruction=instruction, accept=WorkflowFormat.accept_lists())
+        user += "\n\n" + RECURSION.format(answer=previous.answer or "(empty)", instruction=instruction, accept=WorkflowFormat.accept_lists(),
+                                          evidence=round_evidence(previous.steps))
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 

@@ -47,6 +47,12 @@ class Plan:
 
     workflow: Optional[Workflow]
     record: PlanRecord
+    # Ask for a review of this round: once it has run, the executor plans a recursive round that sees it (its
+    # steps' verdicts, its answer) as a conductor step would, though the pool has no conductor among its workers.
+    review: bool = False
+    # A recursive round's plan: if what it revised did better on the question's examples (evidence.does_worse),
+    # the answer it was asked to check stands.
+    keep_better: bool = False
 
 
 class PolicyError(ValueError):
