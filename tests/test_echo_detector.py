@@ -45,6 +45,7 @@ MOA = _messages(MATH, PROPOSALS, AGGREGATE)
 SOLVE = _messages(MATH, [], "Solve the task.")
 CODING = _messages(CODE, ["def add(a, b):\n    return a - b"], "Check the code above and give the corrected final version.")
 CHOOSE = _messages(CHOICE, [], "Answer the question.")
+SHORT_CODING = _messages('def inc(x: int) -> int:\n    """Return x plus one."""', [], "Write the function.")
 
 # (name, prompt, reply): replies that quote the prompt's tags, its question, its subtask or its code, and answer.
 QUOTING = [
@@ -89,6 +90,10 @@ QUOTING = [
     ("coder quoting the doctest", CODING, ">>> add(2, 3)\n5\nThe earlier code returns -1 here. Use `return a + b`."),
     ("coder quoting a closing tag in a comment", CODING,
      "```python\n# fixes the version in </Agent 0 response>\ndef add(a, b):\n    return a + b\n```"),
+    # A short question, so that the program covers most of it: a repair step's reply (evidence.py judges whether it runs).
+    ("coder: the signature and a body of two words", SHORT_CODING, "```python\ndef inc(x: int) -> int:\n    return x\n```"),
+    ("coder: a program cut off mid-line (broken, but its own: the evidence says it does not load)", SHORT_CODING,
+     "```python\ndef inc(x: int) -> int:\n    return (x +\n```"),
     ("coder endorsing after quoting the subtask", CODING,
      "Check the code above and give the corrected final version: it subtracts, so\n```python\ndef add(a, b):\n    return a + b\n```"),
     ("coder writing XML-like tags of its own", CODING,

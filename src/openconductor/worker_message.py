@@ -97,6 +97,9 @@ _OWN_WORDS = 3
 _ANSWERED = re.compile(r"final answer|answer is|\\boxed|<answer>|\d")
 # An answer given anywhere in an output: a marker with something after it (not another marker, not the prompt's
 # "<answer>" placeholder), a boxed value, an answer tag, or a code block.
+# A program in a fence: a coder's answer, even a short or broken one; whether it runs is the evidence's and the
+# grader's to say (evidence.py), not the echo check's. Only a fence copied whole from the prompt is not its own.
+_FENCED = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _GIVES_ANSWER = re.compile(r"\banswer(?: is)?\s*[:=]?\s*(?=[^\s:=.,;<>])(?!final\b)\S|\\boxed\{[^{}]+\}|<answer>[^<]+</answer>|```",
                            re.IGNORECASE)
 
@@ -154,6 +157,11 @@ def _written_parts(messages: list[dict[str, str]]) -> list[str]:
     return [PREAMBLE, context.question, context.subtask, *(subtask for _, subtask, _ in context.earlier)]
 
 
+def _own_program(text: str, messages: list[dict[str, str]]) -> bool:
+    prompt = message_text(messages)
+    return any(block.strip() and block.strip() not in prompt for block in _FENCED.findall(text))
+
+
 def echoes_prompt(output: str, messages: list[dict[str, str]]) -> bool:
     """True when a worker's output repeats its prompt instead of answering: it reproduces the prompt's scaffolding
     (its tags, the preamble, the subtask line) or at least half of what the executor and the conductor wrote
@@ -179,7 +187,7 @@ def echoes_prompt(output: str, messages: list[dict[str, str]]) -> bool:
             return False
     marked = [copied or tag for copied, tag in zip(_copied(words, sources), tagged)]
     own = [w for w, m in zip(words, marked) if not m]
-    if len(own) < _OWN_WORDS and not _ANSWERED.search(" ".join(own)):
+    if len(own) < _OWN_WORDS and not _ANSWERED.search(" ".join(own)) and not _own_program(text, messages):
         return True
     # A small model that imitates its prompt opens with its scaffolding (the preamble, a subtask label) and then writes
     # more of the same ("Final answer:" lines, invented subtasks) without ever answering.
