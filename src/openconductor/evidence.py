@@ -12,8 +12,9 @@ steps it could see. The grader's hidden tests and reference never reach the exec
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from .question_examples import entry_point, parse_examples, run_examples
 from .records import Run, StepRecord
@@ -22,6 +23,17 @@ from .verdicts import Agreement, ExamplesVerdict, StepVerdict, ToolVerdict, clip
 log = logging.getLogger(__name__)
 
 ERROR_LINES = 3  # stderr's last lines kept: the exception, and the line that raised it
+# Past this many characters (question and output together) reading the question's examples and the reply's program
+# runs in a thread: a huge or hostile question never holds the event loop.
+OFF_LOOP_CHARS = 2_000
+ANSWER_TAIL = 1_000
+
+T = TypeVar("T")
+
+
+async def _off_loop(big: bool, work: Callable[..., T], *args: Any) -> T:
+    """``work(*args)``: in place when the input is small (no thread hop per step), in a thread when it is ``big``."""
+    return await asyncio.to_thread(work, *args) if big else work(*args)
 
 
 def tool_verdict(output: str, detail: dict) -> ToolVerdict:
@@ -42,24 +54,34 @@ def tool_verdict(output: str, detail: dict) -> ToolVerdict:
 
 
 def stated_answer(output: str) -> Optional[str]:
-    """The answer a reply states, normalised as the exact grader compares them; None when it states none."""
+    """The answer a reply states, normalised as the exact grader compares them; None when it states none. Read from
+    the reply's last ``ANSWER_TAIL`` characters, where an answer is stated: the statement rule's cost grows with
+    the text, and this runs once per step."""
     from .graders.exact import normalize_text
     from .graders.final_answer import final_answers
 
-    statements = final_answers(output)
+    statements = final_answers(output[-ANSWER_TAIL:])
     return clip(normalize_text(statements[-1].text), 200) if statements else None
 
 
-async def examples_of(question: str, output: str) -> Optional[ExamplesVerdict]:
-    """How many of the question's own examples the reply's program reproduces; None where the question gives none."""
+def _program_and_examples(question: str, output: str) -> tuple[Optional[str], list, str]:
+    """(the question's entry point, its own examples, the reply's program defining it or ""): text work only."""
     from .graders.code_grade import _defines, extract_code
 
     entry = entry_point(question)
     examples = parse_examples(question, entry) if entry else []
     if entry is None or not examples:
-        return None
+        return entry, [], ""
     code = extract_code(output, entry)
-    if not code.strip() or not _defines(code, entry):
+    return entry, examples, code if code.strip() and _defines(code, entry) else ""
+
+
+async def examples_of(question: str, output: str) -> Optional[ExamplesVerdict]:
+    """How many of the question's own examples the reply's program reproduces; None where the question gives none."""
+    entry, examples, code = await _off_loop(len(question) + len(output) > OFF_LOOP_CHARS, _program_and_examples, question, output)
+    if entry is None or not examples:
+        return None
+    if not code:
         return ExamplesVerdict(entry_point=entry, total=len(examples), program=False)
     return await run_examples(code, entry, examples)
 

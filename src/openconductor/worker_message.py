@@ -105,6 +105,9 @@ _GIVES_ANSWER = re.compile(r"\banswer(?: is)?\s*[:=]?\s*(?=[^\s:=.,;<>])(?!final
 
 
 _PUNCTUATION = ".,;:!?'\"`()[]{}<>*_"
+# Each text compared (the reply, each part of the prompt) is read up to this many characters: an echo shows in a
+# text's head, and a 900 KB prompt must cost no more than a long one (the check runs on the event loop).
+_MAX_CHARS = 30_000
 
 
 def _words(text: str) -> list[str]:
@@ -172,16 +175,16 @@ def echoes_prompt(output: str, messages: list[dict[str, str]]) -> bool:
     responses count as copied only beside copied scaffolding: a verifier that endorses an earlier answer word for
     word (in the simulated world the same worker in the same role) has answered.
     """
-    text = (output or "").strip()
+    text = (output or "").strip()[:_MAX_CHARS]
     if not text:
         return False
     tagged = _in_scaffold(text)
     scaffold = any(tagged)
     words = _words(text)
     if scaffold:  # with the scaffold reproduced, whatever of the prompt it wraps is a copy too (the earlier responses included)
-        sources = [_words(message_text(messages))]
+        sources = [_words(message_text(messages)[:_MAX_CHARS])]
     else:
-        sources = [_words(part) for part in _written_parts(messages)]
+        sources = [_words(part[:_MAX_CHARS]) for part in _written_parts(messages)]
         output_runs = _runs([words])
         if not any(len(part) >= 2 and _coverage(part, words, output_runs) >= 0.5 for part in sources):
             return False
