@@ -174,3 +174,29 @@ def test_the_processes_of_workers_n_read_the_pool_config_back_from_a_file(tmp_pa
     again = load_server_config(_written(data))
     assert again.models["coder"].policy == "passthrough" and again.models["coder"].policy_options == {"worker": "coder"}
     assert not again.auth.required
+
+
+def test_serve_pool_serves_the_lookup_a_fit_ships(tmp_path):
+    """`conductor serve --pool FILE --lookup TABLE`: the table (as `conductor fit` writes it) plans for the model
+    `conductor`, not the pool's conductor (SIMULATED workers)."""
+    pool = tmp_path / sim_pool(tmp_path)
+    table = tmp_path / "lookup.yaml"
+    table.write_text("domains:\n  arithmetic:\n    steps: [{worker: beta, subtask: Answer the question.}]\n"
+                     "default:\n  steps: [{worker: beta, subtask: Answer the question.}]\n")
+    with serve(parse_server_config(pool_config_data(pool, lookup=table))) as url:
+        reply = client(url).chat.completions.create(model="conductor", messages=[{"role": "user", "content": "What is 6 * 7?"}])
+    extra = reply.model_extra["conductor"]
+    assert extra["status"] == "ok" and [s["worker"] for s in extra["workflow"]] == ["beta"]
+    assert extra["policy"].startswith("lookup") and reply.choices[0].message.content
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--lookup", "missing.yaml"], "--lookup missing.yaml: no such file"),
+    (["--lookup", "{table}", "--conductor", "none"], "it goes without --conductor and --passthrough"),
+])
+def test_serve_lookup_mistakes_are_clear_errors(tmp_path, args, message):
+    pool = tmp_path / sim_pool(tmp_path)
+    (tmp_path / "t.yaml").write_text("domains:\n  x:\n    steps: [{worker: beta, subtask: Answer.}]\n")
+    args = [a.replace("{table}", str(tmp_path / "t.yaml")) for a in args]
+    result = CliRunner().invoke(app, ["serve", "--pool", str(pool), *args])
+    assert result.exit_code == 2 and message in " ".join(result.output.split())

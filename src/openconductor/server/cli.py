@@ -15,6 +15,7 @@ def serve(
     config: Optional[Path] = typer.Option(None, "--config", help="Server config (TOML); default: the local pool, no keys, loopback only."),
     pool_file: Optional[Path] = typer.Option(None, "--pool", help="Serve this pool file (the one `ask` takes) as the model `conductor`, no keys, loopback only; instead of --config."),
     conductor_dir: Optional[str] = typer.Option(None, "--conductor", help="With --pool: a trained conductor (a dir or builtin:NAME) that plans, or none for the prompted backend; default: the pool's [conductor] checkpoint."),
+    lookup: Optional[Path] = typer.Option(None, "--lookup", help="With --pool: a lookup table file (the OUT/lookup/lookup.yaml a fit ships) plans for the model `conductor` instead of a conductor."),
     passthrough: Optional[list[str]] = typer.Option(None, "--passthrough", help="With --pool: serve worker WORKER as a transparent endpoint (model WORKER): the caller's messages go to it untouched. Repeatable."),
     host: Optional[str] = typer.Option(None, help="Bind address (overrides server.host in the config)."),
     port: Optional[int] = typer.Option(None, help="Port (overrides server.port in the config)."),
@@ -35,7 +36,7 @@ def serve(
         raise typer.Exit(0)
     overrides = {k: v for k, v in (("traces", traces), ("counters", counters), ("workers", workers)) if v is not None}
     try:
-        cfg, source = _config(config, pool_file, conductor_dir, passthrough or [])
+        cfg, source = _config(config, pool_file, conductor_dir, passthrough or [], lookup)
         cfg = with_server_overrides(cfg, overrides)
     except ServerConfigError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
@@ -71,21 +72,25 @@ def serve(
         uvicorn.run("openconductor.server.app:app_from_env", factory=True, workers=processes, **options)
 
 
-def _config(config: Optional[Path], pool_file: Optional[Path], conductor: Optional[str], passthrough: list[str]):
+def _config(config: Optional[Path], pool_file: Optional[Path], conductor: Optional[str], passthrough: list[str], lookup: Optional[Path] = None):
     """The server config and where it came from: --config's file, or for --pool the config's data (written to a file
     only for the processes of --workers N); None for the default local pool."""
     from .config import ServerConfigError, default_config, load_server_config, parse_server_config, pool_config_data
 
     if pool_file is None:
-        if conductor is not None or passthrough:
-            raise ServerConfigError("--conductor and --passthrough go with --pool FILE (a --config names them per preset)")
+        if conductor is not None or passthrough or lookup is not None:
+            raise ServerConfigError("--conductor, --lookup and --passthrough go with --pool FILE (a --config names them per preset)")
         return (load_server_config(config) if config else default_config()), config
     if config is not None:
         raise ServerConfigError("give --pool FILE or --config FILE, not both (a config's presets name their own pools)")
     if conductor is not None and passthrough:
         raise ServerConfigError("--passthrough serves workers as they are; no conductor plans there, so --conductor does not apply")
+    if lookup is not None and (conductor is not None or passthrough):
+        raise ServerConfigError("--lookup plans with its table: it goes without --conductor and --passthrough")
+    if lookup is not None and not lookup.is_file():
+        raise ServerConfigError(f"--lookup {lookup}: no such file (a fit writes its lookup to OUT/lookup/lookup.yaml)")
     _check_workers(pool_file, passthrough)
-    data = pool_config_data(pool_file, conductor=conductor, passthrough=passthrough)
+    data = pool_config_data(pool_file, conductor=conductor, passthrough=passthrough, lookup=lookup)
     return parse_server_config(data, base_dir=Path.cwd(), source=f"--pool {pool_file}"), data
 
 

@@ -260,12 +260,18 @@ def default_config() -> ServerConfig:
     )
 
 
-def pool_config_data(pool: Path, *, conductor: Optional[str] = None, passthrough: Sequence[str] = ()) -> dict[str, Any]:
+def pool_config_data(pool: Path, *, conductor: Optional[str] = None, passthrough: Sequence[str] = (),
+                     lookup: Optional[Path] = None) -> dict[str, Any]:
     """`conductor serve --pool FILE`: the pool file `ask` takes, served without keys on loopback (as without --config).
     Its conductor is the preset ``conductor`` (``conductor``: a checkpoint dir, builtin:NAME or none, as `ask --conductor`);
-    with ``passthrough`` those workers are served instead, each a transparent preset named after it. Paths are absolute."""
+    with ``lookup`` (a lookup table file, such as the one `conductor fit` ships) that table plans there instead; with
+    ``passthrough`` those workers are served instead, each a transparent preset named after it. Paths are absolute."""
     pool = pool.expanduser().resolve()
-    if passthrough:
+    if lookup is not None:
+        table = str(lookup.expanduser().resolve())
+        models = {"conductor": {"version": "lookup-1", "pool": str(pool), "policy": "lookup", "policy_options": {"table": table},
+                                "description": f"the lookup table {table} on {pool.name}"}}
+    elif passthrough:
         models = {name: {"version": "passthrough-1", "pool": str(pool), "policy": "passthrough", "policy_options": {"worker": name},
                          "description": f"worker {name!r} of {pool.name}, the caller's messages untouched"} for name in passthrough}
     else:

@@ -12,6 +12,7 @@ from typing import Any, Optional
 import typer
 
 from ...clikit import console, err
+from ...spec import default_pool_path
 
 EXIT_STOPPED, EXIT_REFUSED, EXIT_INTERRUPTED = 3, 4, 130
 
@@ -80,13 +81,16 @@ def run(settings) -> None:
 def use_lines(settings, result) -> dict[str, Any]:
     """The commands that use what the fit made, as argument lists (and the pool file line)."""
     pool = [] if settings.pool == "default" else ["--pool", str(settings.pool)]
+    served = ["conductor", "serve", "--pool", str(default_pool_path()) if settings.pool == "default" else str(settings.pool)]
     out: dict[str, Any] = {}
     if result.lookup is not None:
         out["lookup_ask"] = ["conductor", "ask", *pool, "--policy", f"lookup:{result.lookup}", "QUESTION"]
+        out["lookup_serve"] = [*served, "--lookup", str(result.lookup)]
         out["lookup_server_preset"] = {"policy": "lookup", "policy_options": {"table": str(Path(result.lookup).resolve())}}
     if result.checkpoint is not None:
         out["pool_file_line"] = f'[conductor] checkpoint = "{result.checkpoint.resolve()}"'
         out["conductor_ask"] = ["conductor", "ask", *pool, "--conductor", str(result.checkpoint), "QUESTION"]
+        out["conductor_serve"] = [*served, "--conductor", str(result.checkpoint)]
     return out
 
 
@@ -121,12 +125,13 @@ def _text_result(settings, result, estimate: Path) -> None:
     if result.verdict is not None and result.verdict.ship == "lookup":
         say(f"the fit ships the lookup: {result.verdict.why}.", style="yellow")
         say("use it:  " + " ".join(use["lookup_ask"]))
-        say(f"or serve it: a preset with policy = \"lookup\" and policy_options = {{ table = \"{use['lookup_server_preset']['policy_options']['table']}\" }}")
+        say("or serve it:  " + " ".join(use["lookup_serve"]))
         say(f"(the conductor is still in {result.checkpoint}, with a model card that says so)")
         return
     say(f"conductor: {result.checkpoint}")
     say(f"name it in the pool file:  {use['pool_file_line']}")
     say("or use it once:  " + " ".join(use["conductor_ask"]))
+    say("or serve it:  " + " ".join(use["conductor_serve"]))
     from ...conductor.familiar import FAMILIAR_FILE
 
     if (result.checkpoint / FAMILIAR_FILE).exists():
