@@ -30,7 +30,7 @@ COMPOSITION = {("openconductor.cli", "openconductor.train.cli")}
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["verdicts", "records", "reply", "configfile", "json_schemas", "worker_message", "model_files", "sandbox_kernel", "sandbox",
                     "sim", "sim.questions"]),  # the simulated world's question bank and subtopic names: data that imports nothing
-    ("language", ["workflow", "answer_format", "budget", "decoding", "traces"]),
+    ("language", ["workflow.*", "answer_format", "budget", "decoding", "traces"]),
     ("graders", ["graders.*"]),  # pure functions over text and code (they import only reply and the sandbox)
     ("evidence", ["question_examples", "evidence"]),  # what a round's steps showed, for a later round to read
     ("provider registry", ["providers", "providers.base"]),
@@ -345,8 +345,6 @@ KNOWN_OVERSIZE: set[tuple[str, Optional[str]]] = {
     ("train/plot.py", "plot_run"),
     ("train/search.py", "domain_search"),
     ("train/sim_general.py", "main"),
-    ("workflow.py", None),
-    ("workflow.py", "WorkflowFormat._step"),
 }
 
 
