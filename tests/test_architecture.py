@@ -28,7 +28,8 @@ COMPOSITION = {("openconductor.cli", "openconductor.train.cli")}
 # closest name wins. A package's base.py (the interface and the registry its implementations register in) sits
 # below the implementations.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundation", ["verdicts", "records", "reply", "configfile", "json_schemas", "worker_message", "model_files", "sandbox_kernel", "sandbox",
+    ("foundation", ["verdicts", "records", "reply", "configfile", "json_schemas", "worker_message", "model_files", "sandbox_kernel", "sandbox_settings",
+                    "sandbox_plan", "sandbox",
                     "sim", "sim.questions"]),  # the simulated world's question bank and subtopic names: data that imports nothing
     ("language", ["workflow.*", "answer_format", "budget", "decoding", "traces"]),
     ("graders", ["graders.*"]),  # pure functions over text and code (they import only reply and the sandbox)
@@ -336,7 +337,6 @@ KNOWN_OVERSIZE: set[tuple[str, Optional[str]]] = {
     ("executor.py", None),
     ("executor.py", "_run_step"),
     ("policies/lm.py", "LMConductor.plan"),
-    ("sandbox.py", None),
     ("server/requests.py", None),
     ("server/simulated_upstream.py", "create_upstream"),
     ("server/streams.py", "chat_stream"),
