@@ -337,7 +337,6 @@ KNOWN_OVERSIZE: set[tuple[str, Optional[str]]] = {
     ("executor.py", None),
     ("executor.py", "_run_step"),
     ("policies/lm.py", "LMConductor.plan"),
-    ("server/requests.py", None),
     ("server/simulated_upstream.py", "create_upstream"),
     ("server/streams.py", "chat_stream"),
     ("server/streams.py", "responses_stream"),
