@@ -340,7 +340,6 @@ KNOWN_OVERSIZE: set[tuple[str, Optional[str]]] = {
     ("server/simulated_upstream.py", "create_upstream"),
     ("server/streams.py", "chat_stream"),
     ("server/streams.py", "responses_stream"),
-    ("train/config.py", None),
     ("train/plot.py", "plot_run"),
     ("train/search.py", "domain_search"),
     ("train/sim_general.py", "main"),
