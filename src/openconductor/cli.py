@@ -20,7 +20,8 @@ from rich.text import Text
 
 from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits
 from .evidence import round_lines
-from .executor import Event, solve
+from .executor import solve
+from .run_events import Event
 from .conductor.identity import identity_line
 from .policies import make_policy, policy_names
 from .pool import Pool, PoolConfigError, PoolSpec
