@@ -295,10 +295,10 @@ async def test_cancelling_a_run_kills_it_and_frees_its_slot():
 
 
 def test_without_a_memory_cgroup_or_seccomp_runs_still_work_and_say_why(monkeypatch, caplog):
-    import openconductor.sandbox as sandbox
+    import openconductor.sandbox_plan as sandbox_plan
 
-    monkeypatch.setattr(sandbox, "memory_cgroups", lambda: (None, "no cgroup filesystem at /sys/fs/cgroup"))
-    monkeypatch.setattr(sandbox, "seccomp_program", lambda: (None, "pyseccomp/libseccomp unavailable"))
+    monkeypatch.setattr(sandbox_plan, "memory_cgroups", lambda: (None, "no cgroup filesystem at /sys/fs/cgroup"))
+    monkeypatch.setattr(sandbox_plan, "seccomp_program", lambda: (None, "pyseccomp/libseccomp unavailable"))
     settings = SandboxSettings(max_concurrency=7)  # a settings value no other test uses: probed afresh
     with caplog.at_level("WARNING", logger="openconductor.sandbox"):
         described = check_sandbox(settings)

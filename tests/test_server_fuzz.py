@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from openconductor.json_schemas import SchemaProblem, ValidationTooCostly, check_schema, first_error
 from openconductor.server.bodies import decode_json, interpret_body
 from openconductor.server.errors import APIError
-from openconductor.server.requests import ChatCompletionRequest, ResponsesRequest, interpret_chat, interpret_responses
+from openconductor.server.chat_request import ChatCompletionRequest, interpret_chat
+from openconductor.server.responses_request import ResponsesRequest, interpret_responses
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LEAVES = (st.none() | st.booleans() | st.integers(min_value=-(10**30), max_value=10**30) | st.floats(allow_nan=False, allow_infinity=False)

@@ -15,7 +15,8 @@ import pytest
 from _server_kit import KEY, OTHER_KEY, config, http_pool, running, serve, sim_pool
 from openconductor.records import Run
 from openconductor.server import create_app, hash_key
-from openconductor.server.requests import ChatCompletionRequest, ResponsesRequest
+from openconductor.server.chat_request import ChatCompletionRequest
+from openconductor.server.responses_request import ResponsesRequest
 from openconductor.server.simulated_upstream import create_upstream
 from openconductor.traces import Owner, TraceStore, row
 

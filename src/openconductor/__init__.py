@@ -4,7 +4,8 @@
 """
 
 from .budget import Limits
-from .executor import Event, solve
+from .executor import solve
+from .run_events import Event
 from .policies import Policy, make_policy
 from .pool import Pool, PoolSpec, WorkerSpec, load_default_pool, load_pool
 from .records import Run, StepRecord, Usage

@@ -20,7 +20,8 @@ from rich.text import Text
 
 from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits
 from .evidence import round_lines
-from .executor import Event, solve
+from .executor import solve
+from .run_events import Event
 from .conductor.identity import identity_line
 from .policies import make_policy, policy_names
 from .pool import Pool, PoolConfigError, PoolSpec
@@ -182,9 +183,8 @@ def ask(
     question = read_question(question)
     spec, conductor_options = load_pool_or_default(pool_file, conductor_dir)
     limits = lowered_limits(spec.limits, max_calls=max_calls, max_tokens=max_tokens, max_cost_usd=max_cost)
-    chosen = build_policy(policy, worker, rounds, spec)
-    if conductor_options and policy == "conductor":
-        chosen = make_policy("conductor", **conductor_options)
+    chosen = build_policy(policy, worker, rounds, spec)  # checked even where a trained conductor's options replace it
+    chosen = make_policy("conductor", **conductor_options) if conductor_options and policy == "conductor" else chosen
     store = TraceStore() if trace else None
     latest: dict[str, Run] = {}  # the run so far, for the Ctrl-C message
 
@@ -219,12 +219,17 @@ def ask(
         run = asyncio.run(go())
     except KeyboardInterrupt:  # before the run started
         cancelled(latest.get("run"), store)
+    show_run(run, as_json)
+    raise typer.Exit(0 if run.status in ("ok", "limit") else 1)
+
+
+def show_run(run: Run, as_json: bool) -> None:
+    """The run as ``ask`` prints it: one JSON Run, or the final answer and the summary."""
     if as_json:
         sys.stdout.write(run.model_dump_json() + "\n")
     else:
         console.print(Panel(run.final_answer or "(no answer)", title="final answer", border_style="bold green"))
         console.print(summary(run))
-    raise typer.Exit(0 if run.status in ("ok", "limit") else 1)
 
 
 def cancelled(run: Optional[Run], store: Optional[TraceStore]) -> NoReturn:

@@ -65,40 +65,20 @@ def eval_command(
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads per in-process llama.cpp model, a trained conductor's llama.cpp copy included (default: the pool file's; all cores are faster on a machine left to this run)."),
 ):
     """Evaluate policies on tasks over a pool: accuracy, tokens, calls, cost, steps, latency."""
-    from .cache import ResponseCache
-    from .evaluation import EvalError, start_fresh
-    from .policies import PolicyError
-    from .conductor.checkpoint import ENGINES
-    from .tasks import TaskError
+    from .evaluation import start_fresh
 
-    if conductor_engine not in ENGINES:
-        fail(f"--conductor-engine must be {', '.join(ENGINES[:-1])} or {ENGINES[-1]}, got {conductor_engine!r}")
-    spec, trained_options = load_pool_or_default(pool_file, conductor_dir, engine=conductor_engine)
-    spec = spec.with_local_threads(threads) if threads else spec
+    spec, trained_options = _load_pool(pool_file, conductor_dir, conductor_engine, threads)
     if data is not None and len(task) != 1:
         fail("--data applies to one task; pass a single --task")
     options = _task_options(task_option)
-    try:
-        tasks, policies = _tasks_and_policies(task, policy, spec, trained_options, limit=limit, data=data, seed=task_seed, offset=offset, options=options)
-    except (TaskError, EvalError, PolicyError) as exc:
-        fail(str(exc))
-    if against is not None and against not in [label for label, _ in policies]:
-        fail(f"--against {against!r} is not one of the policies: {', '.join(label for label, _ in policies)}")
+    tasks, policies = _checked_tasks_and_policies(task, policy, spec, trained_options, against, limit=limit, data=data, seed=task_seed,
+                                                  offset=offset, options=options)
     limits = lowered_limits(spec.limits, max_calls=max_calls)
     if fresh and (moved := start_fresh(out)) is not None:
         console.print(f"[dim]--fresh: the earlier files in {out} are now in {moved}[/]")
     width = concurrency or max(w.concurrency for w in spec.workers)
-    try:
-        response_cache = ResponseCache(cache_path, match=cache_match) if cache else None
-    except ValueError as exc:
-        fail(str(exc))
-    console.print(
-        f"[bold]eval[/] pool {spec.name} ({', '.join(w.name for w in spec.workers)}) · tasks "
-        f"{', '.join(f'{t.name}[{len(t)}]' for t in tasks)} · policies {', '.join(l for l, _ in policies)} · "
-        f"repeats {repeats} · concurrency {width} · cache {'on' if response_cache is not None else 'off'}"
-    )
-    for t in tasks:
-        console.print(f"[dim]{t.name}: {t.source}[/]")
+    response_cache = _open_cache(cache_path, cache_match) if cache else None
+    _announce(spec, tasks, policies, repeats=repeats, width=width, cached=response_cache is not None)
     started = time.time()
     records = _run_with_progress(tasks, policies, spec, out, repeats=repeats, concurrency=width, seed=seed, limits=limits,
                                  cache=response_cache, trace=trace)
@@ -109,6 +89,50 @@ def eval_command(
         "cache": response_cache.metrics() if response_cache is not None else None, "against": against,
     }
     _report(records, out, meta=meta, title=title, against=against, cache=response_cache)
+
+
+def _load_pool(pool_file: Optional[Path], conductor_dir: Optional[Path], conductor_engine: str, threads: Optional[int]):
+    """The pool spec (``threads`` per in-process model, where given) and the trained conductor's options."""
+    from .conductor.checkpoint import ENGINES
+
+    if conductor_engine not in ENGINES:
+        fail(f"--conductor-engine must be {', '.join(ENGINES[:-1])} or {ENGINES[-1]}, got {conductor_engine!r}")
+    spec, trained_options = load_pool_or_default(pool_file, conductor_dir, engine=conductor_engine)
+    return (spec.with_local_threads(threads) if threads else spec), trained_options
+
+
+def _checked_tasks_and_policies(names: list[str], specs: list[str], spec, trained_options: dict, against: Optional[str], **load) -> tuple[list, list]:
+    """``_tasks_and_policies``, or the command fails with why; ``against`` must be one of the policies' labels."""
+    from .evaluation import EvalError
+    from .policies import PolicyError
+    from .tasks import TaskError
+
+    try:
+        tasks, policies = _tasks_and_policies(names, specs, spec, trained_options, **load)
+    except (TaskError, EvalError, PolicyError) as exc:
+        fail(str(exc))
+    if against is not None and against not in [label for label, _ in policies]:
+        fail(f"--against {against!r} is not one of the policies: {', '.join(label for label, _ in policies)}")
+    return tasks, policies
+
+
+def _open_cache(cache_path: Optional[Path], cache_match: str):
+    from .cache import ResponseCache
+
+    try:
+        return ResponseCache(cache_path, match=cache_match)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def _announce(spec, tasks: list, policies: list, *, repeats: int, width: int, cached: bool) -> None:
+    console.print(
+        f"[bold]eval[/] pool {spec.name} ({', '.join(w.name for w in spec.workers)}) · tasks "
+        f"{', '.join(f'{t.name}[{len(t)}]' for t in tasks)} · policies {', '.join(l for l, _ in policies)} · "
+        f"repeats {repeats} · concurrency {width} · cache {'on' if cached else 'off'}"
+    )
+    for t in tasks:
+        console.print(f"[dim]{t.name}: {t.source}[/]")
 
 
 def _tasks_and_policies(names: list[str], specs: list[str], spec, trained_options: dict, *, options: dict, **load) -> tuple[list, list]:

@@ -9,11 +9,10 @@ recursive round that sees the previous answer and may accept it (three empty lis
 from __future__ import annotations
 
 import asyncio
-import inspect
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Literal, Optional, Union
+from typing import Callable, Optional
 
 from . import worker_message
 from .conductor.identity import identity_dict
@@ -23,38 +22,9 @@ from .evidence import does_worse, step_verdict
 from .policies.base import Plan, PlanRequest, Policy, Previous
 from .pool import TOOL_PROVIDERS, Pool, WorkerCallError
 from .records import Completion, PlanRecord, Run, StepRecord, Totals, Usage
+from .run_events import Event, EventHandler, _emit, _emit_soon
 from .reply import answer_text as clean_answer  # the final answer is the reply as a user sees it
 from .workflow import Step, Workflow
-
-# ---------------------------------------------------------------------------------------------- events
-
-EventType = Literal["run_started", "plan", "step_started", "step_token", "step_retry", "step_finished", "run_finished"]
-
-
-@dataclass
-class Event:
-    """What the live CLI view, the server's stream and the trace store subscribe to."""
-
-    type: EventType
-    run: Run
-    step: Optional[StepRecord] = None
-    text: str = ""  # the new tokens, for step_token
-
-    @property
-    def is_final_step(self) -> bool:
-        return self.step is not None and self.run.depth == 0 and self.step.index == len(self.run.steps) - 1
-
-
-EventHandler = Callable[[Event], Union[None, Awaitable[None]]]
-
-
-async def _emit(handler: Optional[EventHandler], event: Event) -> None:
-    if handler is None:
-        return
-    result = handler(event)
-    if inspect.isawaitable(result):
-        await result
-
 
 # --------------------------------------------------------------------------------------------- context
 
@@ -356,6 +326,27 @@ def _echoed(ctx: Context, provider: str, completion: Completion, messages: list[
     return worker_message.echoes_prompt(completion.text, messages)
 
 
+def _step_callbacks(ctx: Context, run: Run, record: StepRecord) -> tuple[Callable[[str], None], Callable[[int, str], None]]:
+    """A model step's ``on_token`` and ``on_retry``: each emits its event on this loop, whichever thread calls it."""
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+
+    def on_token(text: str) -> None:
+        # In-process llama.cpp calls this from a worker thread; hand it to the loop. Callbacks run in
+        # FIFO order, so every token is delivered before the call's own result (and step_finished).
+        event = Event("step_token", run, record, text)
+        if threading.get_ident() == loop_thread:
+            _emit_soon(ctx.on_event, event)
+        else:
+            loop.call_soon_threadsafe(_emit_soon, ctx.on_event, event)
+
+    def on_retry(attempt: int, error: str) -> None:
+        # Tokens already streamed by the failed attempt are void: viewers reset the step's text.
+        _emit_soon(ctx.on_event, Event("step_retry", run, record, error))
+
+    return on_token, on_retry
+
+
 async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records: dict[int, StepRecord], final: bool = False) -> None:
     record = records[i]
     worker = ctx.pool[workflow.steps[i].worker]
@@ -379,29 +370,7 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
     max_tokens, reserved_tokens, reserved_cost = ctx.budget.reserve(
         record.messages, wanted, spec.price_input_per_m, spec.price_output_per_m
     )
-    loop = asyncio.get_running_loop()
-
-    def emit_now(event: Event) -> None:
-        if ctx.on_event is None:
-            return
-        result = ctx.on_event(event)
-        if inspect.isawaitable(result):
-            asyncio.ensure_future(result)
-
-    def on_token(text: str) -> None:
-        # In-process llama.cpp calls this from a worker thread; hand it to the loop. Callbacks run in
-        # FIFO order, so every token is delivered before the call's own result (and step_finished).
-        event = Event("step_token", run, record, text)
-        if threading.get_ident() == loop_thread:
-            emit_now(event)
-        else:
-            loop.call_soon_threadsafe(emit_now, event)
-
-    def on_retry(attempt: int, error: str) -> None:
-        # Tokens already streamed by the failed attempt are void: viewers reset the step's text.
-        emit_now(Event("step_retry", run, record, error))
-
-    loop_thread = threading.get_ident()
+    on_token, on_retry = _step_callbacks(ctx, run, record)
     usage = None
     try:
         completion, attempts = await worker.call(

@@ -48,6 +48,20 @@ class LMConductor(Policy):
             except FamiliarityError as exc:
                 raise PolicyError(str(exc)) from None
 
+    def _messages(self, request: PlanRequest) -> list[dict[str, str]]:
+        """The conductor's prompt; a trained conductor is prompted exactly as it was trained (its examples, its style)."""
+        spec = request.pool.spec
+        options = spec.conductor
+        examples, style = self.examples, "paper"
+        if options.checkpoint:
+            trained = trained_prompt(options.checkpoint)
+            examples = (trained.examples is not False) if examples is None else examples
+            style = trained.style or "paper"  # prompted exactly as it was trained
+        return conductor_messages(
+            request.question, spec, max_steps=request.max_steps, previous=request.previous, show=options.show,
+            fine_grained=options.fine_grained_access, examples=examples is not False, style=style,
+        )
+
     async def plan(self, request: PlanRequest) -> Plan:
         pool, spec = request.pool, request.pool.spec
         options = spec.conductor
@@ -58,15 +72,7 @@ class LMConductor(Policy):
             if unfamiliar is not None:
                 return unfamiliar
         backend = pool.conductor_backend()
-        examples, style = self.examples, "paper"
-        if options.checkpoint:
-            trained = trained_prompt(options.checkpoint)
-            examples = (trained.examples is not False) if examples is None else examples
-            style = trained.style or "paper"  # prompted exactly as it was trained
-        messages = conductor_messages(
-            request.question, spec, max_steps=request.max_steps, previous=request.previous, show=options.show,
-            fine_grained=options.fine_grained_access, examples=examples is not False, style=style,
-        )
+        messages = self._messages(request)
         bound = trained_binding(spec)  # read once: the grammar and the parser must agree on the names
         names, aliases = bound[0], bound[1]
         use_grammar = backend.provider.supports_grammar if self.constrained is None else self.constrained

@@ -26,7 +26,9 @@ from .counters import Admission, Counters, RateLimited, make_counters
 from .errors import APIError
 from .limits import limit_sources, limit_too_low, quota_short, start_need
 from .metrics import Metrics
-from .requests import Accepted, ChatCompletionRequest, ResponsesRequest, apply_request_limits, interpret_chat, interpret_responses
+from .chat_request import ChatCompletionRequest, interpret_chat
+from .requests import Accepted, apply_request_limits
+from .responses_request import ResponsesRequest, interpret_responses
 from .caller_messages import caller_messages
 from .runs import Request, RunHandle, Runtime
 from .streams import chat_stream, responses_stream

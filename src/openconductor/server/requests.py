@@ -11,7 +11,8 @@ conversations and previous_response_id, background mode, prompt templates, conte
 non-function tools, image/audio/file inputs).
 
 Requests are validated here, not with the SDK's request types: those are TypedDicts that accept
-almost anything. ``interpret_chat`` / ``interpret_responses`` turn a request into ``Accepted``.
+almost anything. ``interpret_chat`` (``chat_request.py``) / ``interpret_responses`` (``responses_request.py``) turn a
+request into ``Accepted``; this module holds what they share (the conversation, tools, formats, limits).
 """
 
 from __future__ import annotations
@@ -284,39 +285,7 @@ class Accepted:
         return next((t.text.strip() for t in reversed(self.turns) if t.role == "user"), "")
 
 
-# ---------------------------------------------------------------------------------- chat completions
-
-
-class FunctionCallBody(Open):
-    name: str
-    arguments: str = "{}"
-
-
-class MessageToolCall(Open):
-    id: str
-    type: str = "function"
-    function: Optional[FunctionCallBody] = None
-
-
-class ChatMessage(Strict):
-    """One message. Besides the request fields, every field of the SDK's response message is accepted, so a
-    reply appended to the history as ``message.model_dump()`` is valid; what cannot apply is ignored: an earlier
-    turn's ``annotations``, its ``audio`` (its transcript stands in for missing text) and its reasoning, which
-    providers send as ``reasoning_content`` (DeepSeek, vLLM), ``reasoning`` or ``thinking_blocks`` (litellm)."""
-
-    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: Union[str, list[Part], None] = None
-    name: Optional[str] = None
-    tool_calls: Optional[list[MessageToolCall]] = None
-    tool_call_id: Optional[str] = None
-    function_call: Optional[FunctionCallBody] = None
-    refusal: Optional[str] = None
-    audio: Optional[dict[str, Any]] = None
-    annotations: Optional[list[Any]] = None
-    reasoning_content: Optional[str] = None
-    reasoning: Union[str, dict[str, Any], None] = None
-    thinking_blocks: Optional[list[Any]] = None
-    provider_specific_fields: Optional[dict[str, Any]] = None
+# ----------------------------------------------------------------- shared by the chat and legacy requests
 
 
 class FunctionDef(Strict):
@@ -329,16 +298,6 @@ class FunctionDef(Strict):
         parameters = object_schema(checked_schema(self.parameters, param), param) if self.parameters is not None else {"type": "object", "properties": {}}
         return FunctionTool(name=self.name, description=self.description or "", parameters=parameters or {"type": "object", "properties": {}},
                             strict=self.strict)
-
-
-class ChatTool(Open):
-    type: str
-    function: Optional[FunctionDef] = None
-
-
-class ChatResponseFormat(Strict):
-    type: Literal["text", "json_object", "json_schema"]
-    json_schema: Optional[JSONSchemaSpec] = None
 
 
 class StreamOptions(Strict):
@@ -365,90 +324,6 @@ class SamplingParams(Strict):
         if isinstance(value, list) and len(value) > 4:
             raise ValueError("at most 4 stop sequences")
         return value
-
-
-class ChatCompletionRequest(SamplingParams):
-    model: str
-    messages: list[ChatMessage] = Field(min_length=1)
-    # honoured
-    stream: Optional[bool] = False
-    stream_options: Optional[StreamOptions] = None
-    tools: Optional[list[ChatTool]] = None
-    tool_choice: Union[Literal["none", "auto", "required"], dict[str, Any], None] = None
-    parallel_tool_calls: Optional[bool] = None
-    functions: Optional[list[FunctionDef]] = None
-    function_call: Union[Literal["none", "auto"], dict[str, Any], None] = None
-    response_format: Optional[ChatResponseFormat] = None
-    max_completion_tokens: Optional[Count] = Field(None, ge=1)
-    safety_identifier: Optional[str] = None
-    metadata: Metadata = None
-    # honoured only at their neutral value
-    n: Optional[Count] = Field(None, ge=1)
-    logprobs: Optional[bool] = None
-    top_logprobs: Optional[Count] = Field(None, ge=0)
-    logit_bias: Optional[dict[str, Number]] = None
-    audio: Optional[dict[str, Any]] = None
-    modalities: Optional[list[str]] = None
-    web_search_options: Optional[dict[str, Any]] = None
-    moderation: Optional[dict[str, Any]] = None
-    # hints with no effect on the answer
-    store: Optional[bool] = None
-    service_tier: Optional[str] = None
-    prompt_cache_key: Optional[str] = None
-    prompt_cache_options: Optional[dict[str, Any]] = None
-    prompt_cache_retention: Optional[str] = None
-    reasoning_effort: Optional[str] = None
-    verbosity: Optional[str] = None
-    prediction: Optional[dict[str, Any]] = None
-
-    @field_validator("metadata")
-    @classmethod
-    def _metadata(cls, value: Metadata) -> Metadata:
-        return _check_metadata(value)
-
-
-def _chat_turn(i: int, m: ChatMessage) -> Turn:
-    param = f"messages[{i}]"
-    if m.audio is not None and m.role != "assistant":  # an assistant's is an earlier reply's audio, replayed
-        raise unsupported(f"{param}.audio", "audio in the conversation is not supported")
-    if (m.tool_calls or m.function_call) and m.role != "assistant":
-        raise APIError(400, f"{param}: only assistant messages carry tool calls", param=param, code="invalid_request")
-    if m.role in ("system", "developer"):
-        return Turn("system", _parts_text(m.content, param, ("text",)), param=param)
-    if m.role == "user":
-        return Turn("user", _parts_text(m.content, param, ("text",)), param=param)
-    if m.role == "tool":
-        if not m.tool_call_id:
-            raise APIError(400, f"{param}.tool_call_id: a tool message must name the call it answers", param=f"{param}.tool_call_id",
-                           code="invalid_request")
-        return Turn("tool", _parts_text(m.content, param, ("text",)), call_id=m.tool_call_id, param=f"{param}.tool_call_id")
-    if m.role == "function":  # the deprecated function-calling API: the result of the last call of that name
-        return Turn("tool", _parts_text(m.content, param, ("text",)), call_id=f"fn_{m.name}", name=m.name, param=param)
-    calls = []
-    for j, c in enumerate(m.tool_calls or []):
-        if c.type != "function" or c.function is None:
-            raise unsupported(f"{param}.tool_calls[{j}].type", f"{c.type!r} tool calls are not supported; use function tools")
-        calls.append(ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments))
-    if m.function_call is not None:
-        calls.append(ToolCall(id=f"fn_{m.function_call.name}", name=m.function_call.name, arguments=m.function_call.arguments))
-    text = _parts_text(m.content, param, ("text", "refusal")) or (f"(refused: {m.refusal})" if m.refusal else "")
-    if not text and m.audio is not None and isinstance(m.audio.get("transcript"), str):
-        text = m.audio["transcript"]
-    return Turn("assistant", text, tuple(calls), param=param)
-
-
-def _chat_tools(req: ChatCompletionRequest) -> tuple[list[FunctionTool], ToolChoice, bool]:
-    tools, legacy = [], bool(req.functions)
-    if req.tools and req.functions:
-        raise APIError(400, "functions: send either tools or the deprecated functions, not both", param="functions", code="invalid_request")
-    for i, t in enumerate(req.tools or []):
-        if t.type != "function" or t.function is None:
-            raise unsupported(f"tools[{i}].type", f"{t.type!r} tools are not supported; only function tools (the caller runs them)")
-        tools.append(t.function.tool(f"tools[{i}].function.parameters"))
-    tools += [f.tool(f"functions[{i}].parameters") for i, f in enumerate(req.functions or [])]
-    unique_tools(tools, "functions" if legacy else "tools")
-    choice_param, raw = ("function_call", req.function_call) if legacy else ("tool_choice", req.tool_choice)
-    return tools, _tool_choice(raw, tools, choice_param, responses=False), legacy
 
 
 def _tool_choice(raw: Any, tools: list[FunctionTool], param: str, *, responses: bool) -> ToolChoice:
@@ -483,191 +358,6 @@ def _tool_choice(raw: Any, tools: list[FunctionTool], param: str, *, responses: 
     raise unsupported(f"{param}.type", f"{kind!r} is not supported; only function tools")
 
 
-def interpret_chat(req: ChatCompletionRequest) -> Accepted:
-    _neutral("n", req.n, (None, 1), "only n = 1 is supported (one workflow, one answer)")
-    _neutral("logprobs", req.logprobs, (None, False), "log probabilities are not available: the answer comes from a workflow of models")
-    _neutral("top_logprobs", req.top_logprobs, (None, 0), "log probabilities are not available: the answer comes from a workflow of models")
-    _neutral("logit_bias", req.logit_bias or None, (None,), "token biases cannot apply: the workers use different tokenizers")
-    _neutral("audio", req.audio, (None,), "audio output is not supported")
-    if req.modalities and set(req.modalities) - {"text"}:
-        raise unsupported("modalities", "only text output is supported")
-    _neutral("web_search_options", req.web_search_options, (None,), "web search is not supported; offer a search function as a tool")
-    _neutral("moderation", req.moderation, (None,), "moderation is not supported by this server")
-    turns = check_conversation(_tool_names([_chat_turn(i, m) for i, m in enumerate(req.messages)]), "messages")
-    tools, choice, legacy = _chat_tools(req)
-    fmt = req.response_format
-    answer = AnswerFormat(
-        tools=tools, tool_choice=choice, parallel_tool_calls=req.parallel_tool_calls is not False and not legacy,
-        json_format=_json_format(fmt.type, fmt.json_schema, "response_format.json_schema.schema") if fmt else None, stop=_stop(req.stop),
-        temperature=req.temperature, top_p=req.top_p, frequency_penalty=req.frequency_penalty, presence_penalty=req.presence_penalty)
-    return Accepted(model=req.model, turns=turns, answer=answer, stream=bool(req.stream),
-                    include_usage=bool(req.stream_options and req.stream_options.include_usage),
-                    max_output_tokens=_cap(req.max_tokens, req.max_completion_tokens), budget=req.conductor, seed=req.seed,
-                    user=req.user or req.safety_identifier, client_metadata=dict(req.metadata or {}), legacy_functions=legacy)
-
-
-# --------------------------------------------------------------------------------------- responses
-
-
-class InputMessage(Open):
-    type: Literal["message"] = "message"
-    role: Literal["system", "developer", "user", "assistant"]
-    content: Union[str, list[Part]]
-
-
-class FunctionCallItem(Open):
-    type: Literal["function_call"]
-    call_id: str
-    name: str
-    arguments: str = "{}"
-
-
-class FunctionCallOutputItem(Open):
-    type: Literal["function_call_output"]
-    call_id: str
-    output: Union[str, list[Part]]
-
-
-class ResponsesTool(Open):
-    type: str
-    name: Optional[str] = None
-    description: Optional[str] = None
-    parameters: Optional[dict[str, Any]] = None
-    strict: Optional[bool] = None
-
-
-class ResponsesFormat(Open):
-    type: Literal["text", "json_object", "json_schema"]
-    name: str = "response"
-    json_schema: Optional[dict[str, Any]] = Field(None, alias="schema")
-    strict: Optional[bool] = None
-    description: Optional[str] = None
-
-
-class TextConfig(Strict):
-    format: Optional[ResponsesFormat] = None
-    verbosity: Optional[str] = None  # a hint
-
-
-class ResponsesRequest(Strict):
-    model: str
-    input: Union[str, list[dict[str, Any]]]
-    instructions: Optional[str] = None
-    # honoured
-    stream: Optional[bool] = False
-    stream_options: Optional[dict[str, Any]] = None  # include_obfuscation: no padding is sent either way
-    tools: Optional[list[ResponsesTool]] = None
-    tool_choice: Union[Literal["none", "auto", "required"], dict[str, Any], None] = None
-    parallel_tool_calls: Optional[bool] = None
-    max_tool_calls: Optional[Count] = Field(None, ge=1)
-    text: Optional[TextConfig] = None
-    max_output_tokens: Optional[Count] = Field(None, ge=1)
-    temperature: Optional[Number] = Field(None, ge=0, le=2)
-    top_p: Optional[Number] = Field(None, ge=0, le=1)
-    seed: Optional[Count] = None  # not in OpenAI's schema; kept for reproducible local runs
-    user: Optional[str] = None
-    safety_identifier: Optional[str] = None
-    metadata: Metadata = None
-    conductor: Optional[ConductorOptions] = None
-    # honoured only at their neutral value
-    background: Optional[bool] = None
-    background_options: Optional[dict[str, Any]] = None
-    conversation: Union[str, dict[str, Any], None] = None
-    previous_response_id: Optional[str] = None
-    prompt: Optional[dict[str, Any]] = None
-    context_management: Optional[list[dict[str, Any]]] = None
-    moderation: Optional[dict[str, Any]] = None
-    top_logprobs: Optional[Count] = Field(None, ge=0)
-    # hints with no effect on the answer
-    include: Optional[list[str]] = None
-    store: Optional[bool] = None
-    service_tier: Optional[str] = None
-    prompt_cache_key: Optional[str] = None
-    prompt_cache_options: Optional[dict[str, Any]] = None
-    prompt_cache_retention: Optional[str] = None
-    reasoning: Optional[dict[str, Any]] = None
-    truncation: Optional[Literal["auto", "disabled"]] = None
-    image: Optional[dict[str, Any]] = None
-    access_programs: Optional[dict[str, Any]] = None
-
-    @field_validator("metadata")
-    @classmethod
-    def _metadata(cls, value: Metadata) -> Metadata:
-        return _check_metadata(value)
-
-
-ITEM_MODELS: dict[str, type[BaseModel]] = {"message": InputMessage, "function_call": FunctionCallItem,
-                                           "function_call_output": FunctionCallOutputItem}
-
-
-def _input_turns(value: Union[str, list[dict[str, Any]]]) -> list[Turn]:
-    if isinstance(value, str):
-        return [Turn("user", value, param="input")]
-    turns = []
-    for i, item in enumerate(value):
-        param = f"input[{i}]"
-        kind = item.get("type", "message")
-        if not isinstance(kind, str):
-            raise APIError(400, f"{param}.type: expected a string", param=f"{param}.type", code="invalid_request")
-        if kind == "reasoning":
-            continue  # an earlier response's reasoning item, replayed: there is nothing in it to read
-        if kind not in ITEM_MODELS:
-            raise unsupported(f"{param}.type", f"{kind!r} input items are not supported (messages, function_call and "
-                              "function_call_output are)")
-        try:
-            parsed = ITEM_MODELS[kind].model_validate(item)
-        except ValidationError as exc:
-            message, where = validation_message(exc.errors(), prefix=param)
-            raise APIError(400, message, param=where, code="invalid_request") from None
-        if isinstance(parsed, InputMessage):
-            role = "system" if parsed.role in ("system", "developer") else parsed.role
-            allowed = ("input_text",) if role != "assistant" else ("output_text", "input_text", "refusal")
-            turns.append(Turn(role, _parts_text(parsed.content, param, allowed + ("text",)), param=param))
-        elif isinstance(parsed, FunctionCallItem):
-            call = ToolCall(id=parsed.call_id, name=parsed.name, arguments=parsed.arguments)
-            if turns and turns[-1].role == "assistant":  # consecutive call items belong to one assistant turn
-                prev = turns[-1]
-                turns[-1] = Turn("assistant", prev.text, prev.tool_calls + (call,), param=prev.param)
-            else:
-                turns.append(Turn("assistant", "", (call,), param=param))
-        else:
-            turns.append(Turn("tool", _parts_text(parsed.output, param, ("input_text", "text")), call_id=parsed.call_id,
-                              param=f"{param}.call_id"))
-    return turns
-
-
-def interpret_responses(req: ResponsesRequest) -> Accepted:
-    _neutral("background", req.background, (None, False), "background mode is not supported; use stream: true for long runs")
-    _neutral("conversation", req.conversation, (None,), "stored conversations are not supported; send the whole conversation in input")
-    _neutral("previous_response_id", req.previous_response_id, (None,),
-             "responses are not chained on the server; send the whole conversation in input")
-    _neutral("prompt", req.prompt, (None,), "stored prompt templates are not supported; send instructions and input")
-    _neutral("context_management", req.context_management or None, (None,), "context compaction is not supported")
-    _neutral("moderation", req.moderation, (None,), "moderation is not supported by this server")
-    _neutral("top_logprobs", req.top_logprobs, (None, 0), "log probabilities are not available: the answer comes from a workflow of models")
-    turns = ([Turn("system", req.instructions, param="instructions")] if req.instructions else []) + _input_turns(req.input)
-    turns = check_conversation(_tool_names(turns), "input")
-    tools = []
-    for i, t in enumerate(req.tools or []):
-        if t.type != "function" or not t.name:
-            raise unsupported(f"tools[{i}].type", f"{t.type!r} tools are not supported; only function tools (the caller runs them)")
-        try:
-            function = FunctionDef(name=t.name, description=t.description, parameters=t.parameters, strict=t.strict)
-        except ValidationError as exc:  # the same checks as a Chat function's (its name's pattern)
-            message, where = validation_message(exc.errors(), prefix=f"tools[{i}]")
-            raise APIError(400, message, param=where, code="invalid_request") from None
-        tools.append(function.tool(f"tools[{i}].parameters"))
-    choice = _tool_choice(req.tool_choice, unique_tools(tools, "tools"), "tool_choice", responses=True)
-    fmt = req.text.format if req.text else None
-    answer = AnswerFormat(
-        tools=tools, tool_choice=choice, parallel_tool_calls=req.parallel_tool_calls is not False, max_tool_calls=req.max_tool_calls,
-        json_format=_json_format(fmt.type, JSONSchemaSpec(name=fmt.name, schema=fmt.json_schema, strict=fmt.strict), "text.format.schema") if fmt else None,
-        temperature=req.temperature, top_p=req.top_p)
-    return Accepted(model=req.model, turns=turns, answer=answer, stream=bool(req.stream), include_usage=True,
-                    max_output_tokens=req.max_output_tokens, budget=req.conductor, seed=req.seed, user=req.user or req.safety_identifier,
-                    client_metadata=dict(req.metadata or {}), instructions=req.instructions)
-
-
 def parse(model: type[BaseModel], data: dict) -> Any:
     try:
         return model.model_validate(data)
@@ -680,5 +370,5 @@ def tool_call_json(call: ToolCall) -> dict[str, Any]:
     return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
 
 
-__all__ = ["Accepted", "ChatCompletionRequest", "ConductorOptions", "ResponsesRequest", "Turn", "apply_request_limits",
-           "interpret_chat", "interpret_responses", "parse", "render_question"]
+__all__ = ["Accepted", "ConductorOptions", "SamplingParams", "StreamOptions", "Turn", "apply_request_limits", "parse",
+           "render_question"]

@@ -22,7 +22,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
 from ..answer_format import AnswerFormat
 from ..budget import Limits
-from ..executor import Event, solve
+from ..executor import solve
+from ..run_events import Event
 from ..policies import make_policy
 from ..policies.base import Policy
 from ..pool import Pool, PoolConfigError, PoolSpec

@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import json
 import time
-from typing import Optional
+from typing import AsyncIterator, Optional
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -35,6 +35,39 @@ def _tool_reply(body: dict, prompt: str) -> Optional[list[dict]]:
              "function": {"name": tool["name"], "arguments": json.dumps(args)}}]
 
 
+def _context_too_long(context_words: int, prompt: str) -> Response:
+    """OpenAI's 400 for a prompt over the context."""
+    return JSONResponse({"error": {"message": f"This model's maximum context length is {context_words} tokens. However, your "
+                                   f"messages resulted in {len(prompt.split())} tokens. Please reduce the length of the messages.",
+                                   "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}},
+                        status_code=400)
+
+
+async def _sse(base: dict, tokens: list[str], calls: Optional[list], finish: str, usage: dict, body: dict, cut: bool,
+               token_delay_s: float) -> AsyncIterator[str]:
+    """A streamed reply as server-sent events: the tokens (broken after 3 when ``cut``), the tool calls, the finish
+    chunk, the usage chunk if asked for, ``[DONE]``."""
+    for i, token in enumerate(tokens):
+        if cut and i == 3:
+            raise ConnectionAbortedError("simulated: the upstream dropped the stream")
+        piece = token if i == 0 else " " + token
+        chunk = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+        yield f"data: {json.dumps(chunk)}\n\n"
+        if token_delay_s:
+            await asyncio.sleep(token_delay_s)
+    for i, call in enumerate(calls or []):  # as OpenAI streams them: id and name first, then the arguments in pieces
+        args = call["function"]["arguments"]
+        for piece in ({"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}},
+                      {"index": i, "function": {"arguments": args[: len(args) // 2]}}, {"index": i, "function": {"arguments": args[len(args) // 2:]}}):
+            chunk = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"tool_calls": [piece]}, "finish_reason": None}]}
+            yield f"data: {json.dumps(chunk)}\n\n"
+    done = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+    yield f"data: {json.dumps(done)}\n\n"
+    if (body.get("stream_options") or {}).get("include_usage"):
+        yield f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage})}\n\n"
+    yield "data: [DONE]\n\n"
+
+
 def create_upstream(latency_s: float = 0.1, token_delay_s: float = 0.0, words: int = 8, fail_status: int = 0,
                     context_words: int = 0) -> Starlette:
     """``fail_status`` > 0 answers every call with that HTTP status (an outage); ``context_words`` > 0
@@ -52,10 +85,7 @@ def create_upstream(latency_s: float = 0.1, token_delay_s: float = 0.0, words: i
         state["last_body"] = body
         prompt = "".join(str(m.get("content", "")) for m in body["messages"])
         if context_words and len(prompt.split()) > context_words:
-            return JSONResponse({"error": {"message": f"This model's maximum context length is {context_words} tokens. However, your "
-                                           f"messages resulted in {len(prompt.split())} tokens. Please reduce the length of the messages.",
-                                           "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}},
-                                status_code=400)
+            return _context_too_long(context_words, prompt)
         digest = hashlib.sha256(prompt.encode()).hexdigest()
         n = min(words, int(body.get("max_tokens") or words))
         tokens = [body["model"]] + [digest[2 * i: 2 * i + 6] for i in range(n - 1)]
@@ -79,28 +109,7 @@ def create_upstream(latency_s: float = 0.1, token_delay_s: float = 0.0, words: i
         cut = state["cut_streams"] > 0 and state["cut_model"] in (None, body["model"])
         state["cut_streams"] -= 1 if cut else 0
 
-        async def events():
-            for i, token in enumerate(tokens):
-                if cut and i == 3:
-                    raise ConnectionAbortedError("simulated: the upstream dropped the stream")
-                piece = token if i == 0 else " " + token
-                chunk = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
-                yield f"data: {json.dumps(chunk)}\n\n"
-                if token_delay_s:
-                    await asyncio.sleep(token_delay_s)
-            for i, call in enumerate(calls or []):  # as OpenAI streams them: id and name first, then the arguments in pieces
-                args = call["function"]["arguments"]
-                for piece in ({"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}},
-                              {"index": i, "function": {"arguments": args[: len(args) // 2]}}, {"index": i, "function": {"arguments": args[len(args) // 2:]}}):
-                    chunk = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"tool_calls": [piece]}, "finish_reason": None}]}
-                    yield f"data: {json.dumps(chunk)}\n\n"
-            done = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
-            yield f"data: {json.dumps(done)}\n\n"
-            if (body.get("stream_options") or {}).get("include_usage"):
-                yield f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage})}\n\n"
-            yield "data: [DONE]\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream")
+        return StreamingResponse(_sse(base, tokens, calls, finish, usage, body, cut, token_delay_s), media_type="text/event-stream")
 
     async def control(request: Request) -> Response:
         """POST {"fail_status": 503} switches an outage on (0 switches it off); {"cut_streams": n, "cut_model":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Optional
@@ -46,6 +47,25 @@ def legend_keys(keys: list[str], rows: list[dict], default: Optional[float] = No
     return sorted(keys, key=mean, reverse=True)[:limit]
 
 
+def _lines(ax, keys, label, title, *, window: int, among: list, default=None) -> None:
+    """Moving averages over the rows (of ``among``) that logged each key (a domain appears only in some
+    steps); ``default`` stands in for a key a row lacks."""
+    named = set(legend_keys(keys, among, default))
+    for key in keys:
+        pts = [(r["step"], r[key] if key in r else default) for r in among]
+        pts = [(s, v) for s, v in pts if v is not None]
+        if pts:
+            xs, vals = zip(*pts)
+            # "_"-prefixed labels stay out of the legend: a run over many generated pools logs dozens of workers
+            ax.plot(xs, _smooth(list(vals), window), lw=1.5, label=label(key) if key in named else f"_{key}")
+    if len(named) < len(keys):
+        title += f"; legend: top {len(named)} of {len(keys)}"
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("step", fontsize=8)
+    if ax.lines:
+        ax.legend(fontsize=6)
+
+
 def plot_run(run_dir: Path, out: Optional[Path] = None, *, window: int = 10) -> Path:
     import matplotlib
 
@@ -77,24 +97,7 @@ def plot_run(run_dir: Path, out: Optional[Path] = None, *, window: int = 10) -> 
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
 
-    def lines(ax, keys, label, title, default=None, among=rows):
-        """Moving averages over the rows (of ``among``) that logged each key (a domain appears only in some
-        steps); ``default`` stands in for a key a row lacks."""
-        named = set(legend_keys(keys, among, default))
-        for key in keys:
-            pts = [(r["step"], r[key] if key in r else default) for r in among]
-            pts = [(s, v) for s, v in pts if v is not None]
-            if pts:
-                xs, vals = zip(*pts)
-                # "_"-prefixed labels stay out of the legend: a run over many generated pools logs dozens of workers
-                ax.plot(xs, _smooth(list(vals), window), lw=1.5, label=label(key) if key in named else f"_{key}")
-        if len(named) < len(keys):
-            title += f"; legend: top {len(named)} of {len(keys)}"
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("step", fontsize=8)
-        if ax.lines:
-            ax.legend(fontsize=6)
-
+    lines = functools.partial(_lines, window=window, among=rows)
     lines(flat[len(PANELS)], shares, lambda k: k.split("/", 1)[1], f"worker share of steps (moving avg {window})", default=0.0)
     lines(flat[len(PANELS) + 1], [f"{d}/steps_per_workflow" for d in domains], lambda k: k.split("/")[0],
           f"steps per workflow, by domain (moving avg {window})")

@@ -7,7 +7,7 @@ shapes, random workers). With one, the targets are selected by rejection samplin
 question; ``selection = "domain"`` screens ``candidates`` per domain on a few training questions
 (``screen_candidates``: successive halving), ranks the finalists on others (``rank_finalists``: rounds
 with catch-up) and gives every prompt of the domain its best. Settings: ``[search]``
-(``config.SearchSettings``).
+(``search_settings.SearchSettings``).
 """
 
 from __future__ import annotations
@@ -98,6 +98,23 @@ async def per_question(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward,
     return keep_best(scored, scores, per_prompt, cfg.data.seed), {"mean_reward_candidates": sum(flat) / len(flat)}
 
 
+def _domain_candidates(cfg: TrainConfig, spec: PoolSpec, w, domain: str, g: int) -> list[str]:
+    """The distinct workflows the search of domain number ``g`` tries (``w``: its search settings); at least
+    targets_per_prompt of them, else the config is refused."""
+    per_prompt = cfg.warmup_sft.targets_per_prompt
+    drawn = format_targets(w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed * 7919 + g, fine_grained=cfg.prompt.fine_grained,
+                           code_runners=_code_runners(cfg, spec))
+    if w.single_worker_plans:
+        drawn += single_worker_plans(spec)
+    texts = list(dict.fromkeys(drawn))
+    if len(texts) < per_prompt:
+        size = cfg.search.domains.get(domain)
+        setting = f"search.domains.{domain}.candidates" if size and size.candidates else "search.candidates"
+        raise TrainConfigError(f"search: only {len(texts)} distinct workflows among {w.candidates} candidates for domain {domain!r}, "
+                               f"fewer than targets_per_prompt = {per_prompt}; raise {setting}")
+    return texts
+
+
 async def domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward, prompts: list[TrainRow], first: list[TrainRow]):
     """Per domain, ``candidates`` random workflows are screened on ``max(2, questions // 8)`` of its
     training questions (``screen_rounds`` > 1: successive halving, ``screen_candidates``); the best eighth are
@@ -118,16 +135,7 @@ async def domain_search(cfg: TrainConfig, spec: PoolSpec, grader: WorkflowReward
     for g, domain in enumerate(domains):
         w, per_prompt = cfg.search.for_domain(domain), cfg.warmup_sft.targets_per_prompt
         questions = [row for row in first if row.domain == domain]
-        drawn = format_targets(w.candidates, len(spec.workers), cfg.prompt.max_steps, cfg.data.seed * 7919 + g, fine_grained=cfg.prompt.fine_grained,
-                               code_runners=_code_runners(cfg, spec))
-        if w.single_worker_plans:
-            drawn += single_worker_plans(spec)
-        texts = list(dict.fromkeys(drawn))
-        if len(texts) < per_prompt:
-            size = cfg.search.domains.get(domain)
-            setting = f"search.domains.{domain}.candidates" if size and size.candidates else "search.candidates"
-            raise TrainConfigError(f"search: only {len(texts)} distinct workflows among {w.candidates} candidates for domain {domain!r}, "
-                                   f"fewer than targets_per_prompt = {per_prompt}; raise {setting}")
+        texts = _domain_candidates(cfg, spec, w, domain, g)
         per_round = max(2, w.questions // 8)
         screen = rng.sample(questions, min(len(questions), per_round))
         rest = [row for row in questions if row not in screen]

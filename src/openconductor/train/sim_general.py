@@ -13,6 +13,7 @@ the prompt's pool list.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import itertools
 import json
@@ -190,11 +191,7 @@ def grpo_run(cfg, settings: CopySettings, *, per_pool: int = 16, test_n: int = 1
     return export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra=extra)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    import argparse
-
-    from .config import load_train_config
-
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description="Search-and-copy a general conductor over generated SIMULATED pools (world v3).")
     ap.add_argument("config")
     add_search_arguments(ap)
@@ -212,7 +209,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="copy from this trained conductor (a directory or builtin:NAME, with this config's model and LoRA) instead of a fresh adapter")
     ap.add_argument("--grpo-per-pool", type=int, default=16)
     ap.add_argument("--set", action="append", default=[], help="override a config value, e.g. grpo.max_steps=20")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """What the flags cannot be together (each an ``ap.error``, which exits)."""
     if args.max_batches is not None and args.max_batches < 1:
         ap.error(f"--max-batches must be at least 1 (got {args.max_batches}); leave it out to copy every epoch in full")
     if args.copy_max_minutes is not None and args.copy_max_minutes <= 0:
@@ -238,6 +239,14 @@ def main(argv: Optional[list[str]] = None) -> int:
             ap.error(f"{flag} {does} {under_grpo}")
         if value is not None and args.targets == "ranks":
             ap.error(f"{flag} {does} the training pool's own searched plans: --targets ranks copies none (use mixed or search)")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    from .config import load_train_config
+
+    ap = _parser()
+    args = ap.parse_args(argv)
+    _check_args(ap, args)
     init = None
     if args.init:
         try:
