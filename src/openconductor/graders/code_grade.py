@@ -131,8 +131,14 @@ def _humaneval_program(response: str, ref: dict) -> tuple[str, str, str, str, in
         raise GraderError("HumanEval reference 'check' has no assert statements: nothing to grade")
     code = extract_code(response, entry)
     prompt = ref.get("prompt") if isinstance(ref.get("prompt"), str) else ""
-    if code.strip() and prompt and not _defines(code, entry):
-        code = prompt + code  # a bare function body, HumanEval-completion style
+    if code.strip() and prompt:
+        if not _defines(code, entry):
+            code = prompt + code  # a bare function body, HumanEval-completion style
+        else:
+            # A reply that restates the function runs after the prompt, as the original harness runs prompt +
+            # completion: the prompt's imports and helpers (from typing import List; poly() for find_zero) are
+            # defined, and the reply's own definitions, its function's included, replace the prompt's.
+            code = prompt.rstrip("\n") + "\n\n\n" + code
     return code, prompt, test, entry, total
 
 

@@ -51,7 +51,10 @@ def build(*, limit=None, data=None, seed=0, prompt: str = "function", every: int
         Question(
             id=str(need(row, "task_id", source=source)),
             prompt=evalplus_message(need(row, "prompt", source=source)) if evalplus else need(row, "prompt", source=source),
-            reference={"test": need(row, "test", source=source), "entry_point": need(row, "entry_point", source=source)},
+            # The prompt goes to the grader too: three problems' tests call its helpers (32 poly, 38 encode_cyclic, 50
+            # encode_shift), and a reply that restates the function runs after it (graders/code_grade.py).
+            reference={"test": need(row, "test", source=source), "entry_point": need(row, "entry_point", source=source),
+                       "prompt": need(row, "prompt", source=source)},
             grader="code",
             metadata={"domain": "code"},
         )
