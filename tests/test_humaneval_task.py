@@ -86,3 +86,20 @@ def test_the_replys_own_definitions_replace_the_prompts():
     canonical = read_problems()["HumanEval/32"]["canonical_solution"]
     reply = "```python\ndef poly(xs, x):\n    return x\n\n" + _restated(q, canonical)[len("```python\n"):]
     assert not grade("code", reply, q.reference).correct
+
+
+def test_evalplus_pool_is_the_default_pool_with_a_greedy_untruncated_coder():
+    """examples/pools/local-evalplus.toml differs from the offline default pool in the coder's temperature (0:
+    greedy, as the published figures decode) and max_tokens (1024) alone, so everything else replays."""
+    from pathlib import Path
+
+    from openconductor.spec import load_pool
+
+    root = Path(__file__).resolve().parents[1]
+    default = load_pool(root / "src" / "openconductor" / "data" / "local_pool.toml")
+    evalplus = load_pool(root / "examples" / "pools" / "local-evalplus.toml")
+    coder, same = evalplus.workers[0], default.workers[0]
+    assert coder.name == same.name == "qwen-coder" and coder.model == same.model
+    assert (coder.temperature, coder.max_tokens) == (0.0, 1024) and (same.temperature, same.max_tokens) == (0.2, 384)
+    assert coder.model_copy(update={"temperature": same.temperature, "max_tokens": same.max_tokens}) == same
+    assert evalplus.workers[1:] == default.workers[1:] and evalplus.conductor == default.conductor
