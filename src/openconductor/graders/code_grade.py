@@ -53,7 +53,13 @@ def _fenced_blocks(text: str) -> list[tuple[str, str]]:
             break
         tag = _FENCE_TAG.match(text, start + 3).group(1).lower()
         end = text.find("```", newline + 1)
-        blocks.append((tag, text[newline + 1 : end if end >= 0 else len(text)]))
+        body = text[newline + 1 : end if end >= 0 else len(text)]
+        first, sep, rest = body.partition("\n")
+        if not tag and sep and first.strip().lower() in _PY_TAGS:
+            # "```" then "python" on a line of its own: the tag written one line late (the 0.5B coder does this
+            # when the question's own fence is untagged). As a statement the bare word would only raise NameError.
+            tag, body = first.strip().lower(), rest
+        blocks.append((tag, body))
         if end < 0:
             break
         i = end + 3
@@ -131,8 +137,14 @@ def _humaneval_program(response: str, ref: dict) -> tuple[str, str, str, str, in
         raise GraderError("HumanEval reference 'check' has no assert statements: nothing to grade")
     code = extract_code(response, entry)
     prompt = ref.get("prompt") if isinstance(ref.get("prompt"), str) else ""
-    if code.strip() and prompt and not _defines(code, entry):
-        code = prompt + code  # a bare function body, HumanEval-completion style
+    if code.strip() and prompt:
+        if not _defines(code, entry):
+            code = prompt + code  # a bare function body, HumanEval-completion style
+        else:
+            # A reply that restates the function runs after the prompt, as the original harness runs prompt +
+            # completion: the prompt's imports and helpers (from typing import List; poly() for find_zero) are
+            # defined, and the reply's own definitions, its function's included, replace the prompt's.
+            code = prompt.rstrip("\n") + "\n\n\n" + code
     return code, prompt, test, entry, total
 
 
