@@ -104,9 +104,8 @@ def _written(source) -> Path:
 
 
 def _check_workers(pool_file: Path, names: list[str]) -> None:
-    """Every --passthrough names a worker of the pool (a typo gets the nearest name)."""
-    import difflib
-
+    """Every --passthrough names a worker of the pool (a typo gets the nearest name, as in pool files)."""
+    from ..configfile import did_you_mean
     from ..pool import PoolConfigError, load_pool
     from .config import ServerConfigError
 
@@ -116,6 +115,5 @@ def _check_workers(pool_file: Path, names: list[str]) -> None:
         raise ServerConfigError(str(exc)) from None
     for name in names:
         if name not in workers:
-            near = difflib.get_close_matches(name, workers, n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise ServerConfigError(f"--passthrough {name!r}: no such worker in {pool_file}{hint} (workers: {', '.join(workers)})")
+            raise ServerConfigError(f"--passthrough {name!r}: no such worker in {pool_file}{did_you_mean(name, workers)} "
+                                    f"(workers: {', '.join(workers)})")
