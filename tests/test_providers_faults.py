@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -439,3 +440,53 @@ async def test_a_refused_key_names_the_variable_it_came_from(server, provider):
     async with one_worker_pool(worker_spec(provider, server)) as pool:
         run = await solve("q", make_policy("single"), pool)
     assert run.steps[0].attempts == 1 and f"(the API key comes from {KEY_ENV}: check its value)" in run.error
+
+
+# ------------------------------------------------------- the conductor's plan under a JSON schema (issue 69)
+
+JSON_PLAN = json.dumps({"reasoning": "ask the simulated agent, then check", "steps": [
+    {"model_id": 0, "subtask": "Answer the question.", "access": []},
+    {"model_id": 0, "subtask": "Check the answer above.", "access": "all"}]})
+
+
+@pytest.mark.parametrize("options, sent", [("", "json_schema"), ("options = { grammar = true }\n", "grammar"),
+                                           ("options = { json_schema = false }\n", None)])
+async def test_an_openai_conductor_plans_under_the_formats_json_schema(server, tmp_path, options, sent):
+    """Without a grammar the planning format goes as `response_format` json_schema, read back by the same parser."""
+    from openconductor.conductor.prompt import planning_format
+
+    server.reset(default_text="sim")
+    server.script(Fault.ok(JSON_PLAN))
+    conductor_pool(tmp_path, server, "openai")  # writes pool.toml, to which the options are added
+    (tmp_path / "pool.toml").write_text((tmp_path / "pool.toml").read_text() + options)
+    async with Pool(load_pool(tmp_path / "pool.toml")) as pool:
+        run = await solve("What is 2+2?", LMConductor(), pool)
+        expected = planning_format(pool.spec, pool.spec.conductor.max_steps).json_schema()
+    body = server.log[0].body
+    assert ("response_format" in body, "grammar" in body) == (sent == "json_schema", sent == "grammar")
+    if sent == "json_schema":
+        assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "workflow", "schema": expected}}
+    assert run.plan.attempts == 1 and run.plan.fallback is None  # the JSON form parses wherever it came from
+    assert [(s.worker_name, s.subtask) for s in run.steps] == [("sim", "Answer the question."), ("sim", "Check the answer above.")]
+    assert run.steps[1].access == "all" and run.plan.raw == JSON_PLAN
+
+
+def test_the_json_schema_admits_what_parses_and_refuses_what_a_schema_can_rule_out():
+    import jsonschema
+
+    from openconductor.workflow import WorkflowFormat, parse_and_validate
+
+    fmt = WorkflowFormat(3, 2, fine_grained=True, reason_chars=20, subtask_chars=30)
+    schema = fmt.json_schema()
+    plan = json.loads(JSON_PLAN) | {"reasoning": "draft, then check"}
+    jsonschema.validate(plan, schema)
+    assert [s.worker for s in parse_and_validate(json.dumps(plan), 3, max_steps=2).steps] == [0, 0]
+    for bad in ({"steps": plan["steps"]},  # no reasoning
+                plan | {"steps": plan["steps"] * 2},  # more steps than max_steps
+                plan | {"steps": [plan["steps"][0] | {"model_id": 3}]},  # no such worker
+                plan | {"steps": [plan["steps"][0] | {"subtask": "x" * 31}]},  # a subtask over its bound
+                plan | {"steps": [plan["steps"][0] | {"access": "some"}]}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    closed = WorkflowFormat(3, 2, wordings=("Answer the question.",)).json_schema()
+    assert closed["properties"]["steps"]["items"]["properties"]["subtask"] == {"type": "string", "enum": ["Answer the question."]}

@@ -2,8 +2,9 @@
 
 The prompt (``conductor/prompt.py``: ``conductor_messages``) is shared with the trainer, so a trained model drops
 into the runtime unchanged. On backends that take a GBNF grammar (in-process llama.cpp) decoding is
-constrained so the three lists always parse, with their lengths tied together; elsewhere a parse
-failure is resampled up to ``max_attempts`` and then a declared fallback runs (the trace says so).
+constrained so the three lists always parse, with their lengths tied together; on OpenAI-compatible servers that
+take a JSON schema, the same format is sent as one (``WorkflowFormat.json_schema``: steps as objects); elsewhere a
+parse failure is resampled up to ``max_attempts`` and then a declared fallback runs (the trace says so).
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ class LMConductor(Policy):
         messages = self._messages(request)
         bound = trained_binding(spec)  # read once: the grammar and the parser must agree on the names
         names, aliases = bound[0], bound[1]
-        use_grammar = backend.provider.supports_grammar if self.constrained is None else self.constrained
+        provider = backend.provider  # a grammar, or the same format as a JSON schema on servers that take one (openai_compat)
+        use_grammar = (provider.supports_grammar or provider.supports_json_schema) if self.constrained is None else self.constrained
         grammar = planning_format(spec, request.max_steps, recursive=recursive, trained=bound).grammar() if use_grammar else None
         record = PlanRecord(policy=self.name, familiarity=familiarity)
         usage = Usage()

@@ -64,6 +64,8 @@ class Provider:
     """
 
     supports_grammar = False
+    # Takes a JSON schema to decode under: the LM conductor's plan format (a ``FormatGrammar``) is sent as its schema.
+    supports_json_schema = False
     native: frozenset[str] = frozenset()
     # False for in-process models: a timed-out generation keeps running in its thread, so a retry
     # would only compete with it for the same CPU (and the same slots).

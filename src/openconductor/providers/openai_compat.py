@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..answer_format import AnswerFormat, NamedTool, new_call_id
 from ..pool import WorkerSpec
+from ..workflow import FormatGrammar
 from ..records import Completion, ToolCall, Usage
 from .base import Provider, ProviderError, TokenCallback
 from .common import TRANSPORT_ERRORS, api_key, status_error, transport_error
@@ -78,11 +79,15 @@ class OpenAIOptions(BaseModel):
     extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into the request body as is
     # The server takes a GBNF ``grammar`` field (llama.cpp's server does): the LM conductor constrains its plans there.
     grammar: bool = False
+    # The server constrains decoding to a ``response_format`` json_schema (OpenAI, vLLM, llama.cpp's server): without a
+    # grammar, the LM conductor's plans are asked for in the planning format's JSON schema. false: free text, resampled.
+    json_schema: bool = True
 
 
 class OpenAICompatProvider(Provider):
     """Options (``OpenAIOptions``): ``extra_body`` (merged into each request), ``grammar`` (true: the
-    server takes a GBNF ``grammar`` field, as llama.cpp's server does, so the LM conductor constrains its plans there)."""
+    server takes a GBNF ``grammar`` field, as llama.cpp's server does, so the LM conductor constrains its plans there),
+    ``json_schema`` (true, the default: else the conductor's plans are constrained by ``response_format`` json_schema)."""
 
     native = frozenset({"tools", "json_schema", "stop"})
     Options = OpenAIOptions
@@ -92,6 +97,7 @@ class OpenAICompatProvider(Provider):
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
         self.supports_grammar = self.options.grammar
+        self.supports_json_schema = self.options.json_schema and not self.options.grammar
         self.url = (spec.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
         self._session: Optional[aiohttp.ClientSession] = None
 
@@ -122,7 +128,10 @@ class OpenAICompatProvider(Provider):
         if answer is not None:
             params.update(answer_params(answer))
         params.update(self.options.extra_body)
-        if grammar is not None:
+        if isinstance(grammar, FormatGrammar) and self.supports_json_schema:
+            # The same planning format, as the JSON schema the server decodes under; ``parse`` reads its JSON form.
+            params["response_format"] = {"type": "json_schema", "json_schema": {"name": "workflow", "schema": grammar.format.json_schema()}}
+        elif grammar is not None:
             params["grammar"] = grammar  # the field llama.cpp's server reads (GBNF)
         return params
 

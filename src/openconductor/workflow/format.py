@@ -234,6 +234,27 @@ class WorkflowFormat:
         rules.insert(1, f"lists ::= {' | '.join(alts)}")
         return "\n".join(rules)
 
+    # ---- the JSON schema
+
+    def json_schema(self) -> dict:
+        """This language as a JSON schema, for servers that constrain decoding to one (``response_format`` json_schema:
+        OpenAI, vLLM, llama.cpp's server): the reasoning, then the steps as objects, so that no list can be longer than
+        another; ``parse`` reads it (its JSON form). Bounds a schema cannot say (step 1 sees nothing, access lists
+        name earlier steps, names bound to ids) are checked after parsing, as on every backend."""
+        text = lambda lo, hi: {"type": "string", "minLength": lo, "maxLength": hi}  # noqa: E731
+        subtask = {"type": "string", "enum": list(self.wordings)} if self.wordings else text(self.min_subtask_chars, self.subtask_chars)
+        chosen = {"type": "array", "maxItems": self.max_steps - 1 if self.fine_grained else 0,
+                  "items": {"type": "integer", "minimum": 0, "maximum": max(0, self.max_steps - 2)}}
+        step = {"type": "object", "additionalProperties": False, "required": ["model_id", "subtask", "access"], "properties": {
+            "model_id": {"type": "integer", "enum": list(range(self.n_workers))},
+            "subtask": subtask,
+            "access": {"anyOf": [chosen, {"type": "string", "enum": ["all"]}]},
+        }}
+        return {"type": "object", "additionalProperties": False, "required": ["reasoning", "steps"], "properties": {
+            "reasoning": text(1, self.reason_chars),
+            "steps": {"type": "array", "items": step, "minItems": 0 if self.allow_empty else 1, "maxItems": self.max_steps},
+        }}
+
     def _str_rule(self) -> str:
         if self.wordings:  # one of them, whole
             return f'str ::= "\\"" ({" | ".join(json.dumps(w) for w in self.wordings)}) "\\""'
