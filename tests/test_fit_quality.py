@@ -173,6 +173,25 @@ def test_ctrl_c_marks_the_stage_interrupted_and_a_rerun_goes_on_from_it(tmp_path
     assert "interrupted" not in state and "search" in state["stages"]
 
 
+@pytest.mark.parametrize("targets, epochs, measured_s", [(2, 1, 191.3), (12, 4, 235.1), (12, 4, 272.3), (160, 4, 810.0)])
+def test_the_copy_estimate_is_within_a_quarter_of_the_measured_copies(targets, epochs, measured_s):
+    """The dry run's copy time (one round, batch 8) against the copies it was fitted to (timing.py; results.md [50], [57],
+    docs/fit.md): seconds per target and epoch alone had the 2-target copy at 3 s of 191 and [50]'s at 61 of 235."""
+    from openconductor.train.fit.timing import copy_seconds
+
+    copy, fidelity, _ = copy_seconds(Path("/nonexistent"), targets, epochs, 8)
+    assert abs(copy / measured_s - 1) <= 0.25 and fidelity == targets * 10.0
+
+
+def test_a_folder_that_copied_before_times_the_copy_by_its_own_steps(tmp_path):
+    from openconductor.train.fit.timing import COPY_START_S, copy_seconds
+
+    # two rounds of 4 epochs over 12 targets (16 steps), 507 s in all: two starts, then 7.9 s a step
+    (tmp_path / "fit.json").write_text(json.dumps({"stages": {"copy": {"seconds": 507.4, "targets": 12, "epochs": 8}}}))
+    copy, _, source = copy_seconds(tmp_path, 24, 4, 8)
+    assert copy == pytest.approx(COPY_START_S + 12 * (507.4 - 2 * COPY_START_S) / 16) and "this folder" in source
+
+
 def test_without_a_terminal_the_fit_prints_json_lines_and_the_dry_run_estimates_time(tmp_path, world):  # noqa: F811
     from typer.testing import CliRunner
 

@@ -46,7 +46,8 @@ def dry_run(settings, calibrate: bool = False) -> None:
         took = plan["time"]["total_seconds"] if name == "total" else seconds.get(name)
         say(f"  {name:<9} {e['runs']:>6,} runs  {e['calls']:>6,} calls  {e['tokens']:>10,} tokens  ${e['cost_usd']:.4f}  {_minutes(took)}")
         if name == "targets":
-            say(f"  {'copy':<9} {'':>33}{'':>19}{_minutes(seconds['copy'])}")
+            for stage in ("copy", "fidelity"):  # the copy's model runs on this machine: no worker calls
+                say(f"  {stage:<9} {'':>33}{'':>19}{_minutes(seconds.get(stage))}")
     say("calls per worker: " + ", ".join(f"{w} {n:,}" for w, n in plan["total"]["per_worker"].items()))
     say(f"time: calls {plan['time']['calls_timed']}; copy {plan['time']['copy_timed']}")
     for text in plan["left_out"]:

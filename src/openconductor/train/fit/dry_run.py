@@ -76,8 +76,8 @@ def wall_time(settings: FitSettings, ctx, by_stage: dict, targets: int) -> dict[
 
     per_call, source = seconds_per_call(settings.out, ctx.spec)
     seconds: dict[str, Optional[float]] = {name: stage_seconds(e.per_worker, per_call, ctx.spec) for name, e in by_stage.items()}
-    copy, copy_source = copy_seconds(settings.out, targets, ctx.cfg.warmup_sft.epochs)
-    seconds["copy"] = copy
+    warmup = ctx.cfg.warmup_sft
+    seconds["copy"], seconds["fidelity"], copy_source = copy_seconds(settings.out, targets, warmup.epochs, warmup.batch_size)
     known = [v for v in seconds.values() if v is not None]
     return {"seconds": {k: None if v is None else round(v, 1) for k, v in seconds.items()},
             "total_seconds": round(sum(known), 1) if len(known) == len(seconds) else None,

@@ -6,8 +6,9 @@ the fit's replay store, so the real fit's profile replays it and pays nothing ag
 already run (its seconds over its calls). A stage's calls run ``BATCH`` workflows at a time, each worker at most its
 ``concurrency`` at once, so a remote worker's calls take ``calls x seconds / min(concurrency, BATCH)``, the slowest
 deciding; local models and tools share this machine's cores, so their calls add up.
-The copy's time is the seconds per target and epoch of an earlier copy in this folder, else the offline pool's
-measured copy (docs/fit.md: SmolLM2-135M + LoRA, 160 targets x 4 epochs in 13.5 minutes on 2 CPU cores).
+The copy's time is a fixed start (the model loaded, the adapter set up, the round saved) plus seconds per optimiser
+step, the step's from an earlier copy in this folder, else from the offline pool's copies (``COPY_START_S``); then the
+fidelity pass, the copy planning every training question once (``FIDELITY_PLAN_S`` each).
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ if TYPE_CHECKING:
 CALIBRATION_FILE = "calibration.json"
 BATCH = 8  # the fit's Runner batch
 LOCAL_PROVIDERS = frozenset({"local_gguf", "transformers", "python", "simulated"})
-COPY_SECONDS_PER_TARGET_EPOCH = 13.5 * 60 / (160 * 4)
+# The recipe's copy (SmolLM2-135M + LoRA, batch 8) on 2 CPU cores, fitted to three measured copies: 160 targets x 4
+# epochs (80 steps) in 13.5 min (docs/fit.md), 12 x 4 (8 steps) in 235 and 272 s (results.md [50]), 2 x 1 (1 step) in
+# 191 s ([57]): a start of ~190 s dominates small copies, which seconds per target and epoch alone put at 3 s (2 x 1).
+COPY_START_S, COPY_STEP_S = 190.0, 7.7
+FIDELITY_PLAN_S = 10.0  # the copy planning one training question, greedy: 8-12 s on 2 busy cores ([50], [57])
 
 
 def seconds_per_call(out: Path, spec: "PoolSpec") -> tuple[dict[str, float], str]:
@@ -59,14 +64,18 @@ def stage_seconds(per_worker_calls: dict[str, int], per_call: dict[str, float], 
     return max(local, max(remote))
 
 
-def copy_seconds(out: Path, targets: int, epochs: int) -> tuple[float, str]:
+def copy_seconds(out: Path, targets: int, epochs: int, batch: int) -> tuple[float, float, str]:
+    """(the copy's seconds, its fidelity pass's seconds, where the step time comes from) for one round of ``epochs``."""
+    steps = -(-targets // max(1, batch)) * epochs
     state = out / "fit.json"
     record = json.loads(state.read_text()).get("stages", {}).get("copy", {}) if state.exists() else {}
+    step, source = COPY_STEP_S, "the offline pool's copies on 2 CPU cores (timing.py)"
     done_epochs = record.get("epochs") or epochs
     if record.get("seconds") and record.get("targets"):
-        each = record["seconds"] / (record["targets"] * done_epochs)
-        return targets * epochs * each, "measured by this folder's copy"
-    return targets * epochs * COPY_SECONDS_PER_TARGET_EPOCH, "the offline pool's copy rate on 2 CPU cores (docs/fit.md)"
+        rounds = -(-done_epochs // max(1, epochs))  # each round starts the model again
+        done_steps = -(-record["targets"] // max(1, batch)) * done_epochs
+        step, source = max(0.0, record["seconds"] - rounds * COPY_START_S) / done_steps, "this folder's copy (its seconds a step)"
+    return COPY_START_S + steps * step, targets * FIDELITY_PLAN_S, source
 
 
 TOOL_SECONDS = 1.0  # a tool call (the python sandbox running a short program): not timed alone, it needs a program
