@@ -9,6 +9,11 @@ each rejected attempt failed, then the totals.
 
     PYTHONPATH=src python benchmarks/local_plan_parse.py --n 13
 
+``--endpoint URL`` plans with the prompted conductor on an OpenAI-compatible server instead (an ``openai`` backend,
+e.g. ``python tests/llama_http_server.py qwen2.5-coder-0.5b-instruct``, which prints its URL), each question twice:
+under the planning format's JSON schema (``response_format``, the provider's default) and as free text
+(``options.json_schema = false``), side by side.
+
 The conductor backend's timeout is raised (``--timeout``) so a slow machine counts parse failures,
 not timeouts.
 """
@@ -27,7 +32,19 @@ from openconductor.conductor.checkpoint import trained_conductor
 from openconductor.tasks import load_task
 
 
-async def main(n: int, seed: int, timeout: float, untrained: bool, conductor: str | None = None) -> None:
+def on_endpoint(spec, url: str, json_schema: bool):
+    """The pool with its prompted conductor on an OpenAI-compatible server at ``url`` (constrained by JSON schema or not)."""
+    backend = spec.conductor.backend.model_copy(update={"name": "conductor-http", "provider": "openai", "model": "conductor",
+                                                        "base_url": url.rstrip("/") + "/v1", "options": {"json_schema": json_schema}})
+    return spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"checkpoint": None, "backend": backend})})
+
+
+async def main(n: int, seed: int, timeout: float, untrained: bool, conductor: str | None = None, endpoint: str | None = None) -> None:
+    if endpoint:
+        for json_schema in (True, False):
+            await plans(on_endpoint(load_default_pool(), endpoint, json_schema), n, seed, timeout,
+                        f"prompted conductor on {endpoint} ({'JSON-schema-constrained' if json_schema else 'free text'}")
+        return
     spec = load_default_pool()
     if conductor:
         spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"checkpoint": conductor})})
@@ -35,6 +52,10 @@ async def main(n: int, seed: int, timeout: float, untrained: bool, conductor: st
         spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"checkpoint": None})})
     elif spec.conductor.checkpoint is not None:
         spec, _ = trained_conductor(spec, spec.conductor.checkpoint)
+    await plans(spec, n, seed, timeout, f"local pool conductor ({spec.conductor.checkpoint or spec.conductor.backend.model}, grammar-constrained")
+
+
+async def plans(spec, n: int, seed: int, timeout: float, label: str) -> None:
     # A slow (shared) machine should measure parsing, not the backend's timeout.
     backend = spec.conductor.backend.model_copy(update={"timeout_s": timeout})
     spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"backend": backend})})
@@ -57,7 +78,7 @@ async def main(n: int, seed: int, timeout: float, untrained: bool, conductor: st
             fallbacks += record.fallback is not None
             print(f"question {i:>2}: attempts {record.attempts}  rejected {errors or '-'}  fallback {record.fallback or '-'}  "
                   f"{seconds[-1]:.1f} s", flush=True)
-    print(f"\nlocal pool conductor ({spec.conductor.checkpoint or spec.conductor.backend.model}, grammar-constrained, max_tokens {spec.conductor.max_tokens}, "
+    print(f"\n{label}, max_tokens {spec.conductor.max_tokens}, "
           f"max_attempts {spec.conductor.max_attempts}), {n} plans, wall seconds per plan: median {statistics.median(seconds):.1f}, "
           f"max {max(seconds):.1f} (the first includes loading the model)")
     print(f"plans that needed a resample: {resampled} of {n}; plans that fell back: {fallbacks} of {n}")
@@ -73,5 +94,6 @@ if __name__ == "__main__":
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--untrained", action="store_true", help="plan with the prompted backend, not the shipped trained conductor")
     which.add_argument("--conductor", help="a trained conductor's folder to plan with instead of the shipped one")
+    which.add_argument("--endpoint", help="an OpenAI-compatible server (http://HOST:PORT) to plan on, with and without the JSON schema")
     args = parser.parse_args()
-    asyncio.run(main(args.n, args.seed, args.timeout, args.untrained, args.conductor))
+    asyncio.run(main(args.n, args.seed, args.timeout, args.untrained, args.conductor, args.endpoint))

@@ -1,10 +1,11 @@
 """A genuine llama.cpp HTTP server (xllamacpp's, the one the local_gguf provider runs in-process) for a packaged
 model, in its own process on loopback: ``python tests/llama_http_server.py MODEL [SLOTS]`` prints its address
-(``http://127.0.0.1:PORT``) on one line and serves until its stdin closes. tests/test_pool_http_e2e.py builds a
+(``http://127.0.0.1:PORT``) on one line and serves until its stdin closes (or, from a terminal, until it is killed). tests/test_pool_http_e2e.py builds a
 pool of ``openai`` workers on two of them."""
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import xllamacpp
@@ -25,7 +26,10 @@ def main(model: str, slots: int = 2, ctx_per_slot: int = 4096) -> None:
     params.port = 0  # a free port, chosen by the server
     server = xllamacpp.Server(params)
     print(server.listening_address, flush=True)
-    sys.stdin.read()  # serve until the parent closes our stdin (or dies)
+    if sys.stdin.isatty():  # started by hand (`... &` in a shell): reading the terminal would stop the job
+        signal.pause()
+    else:
+        sys.stdin.read()  # serve until the parent closes our stdin (or dies)
 
 
 if __name__ == "__main__":
