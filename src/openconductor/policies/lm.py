@@ -28,7 +28,7 @@ from .baselines import SOLVE
 class ConductorOptions(PolicyOptions):
     temperature: Optional[float] = None  # None: the pool's [conductor] temperature
     examples: Optional[bool] = None  # None: as the pool's trained conductor was trained (its manifest), else with
-    constrained: Optional[bool] = None  # None: use a grammar whenever the backend takes one
+    constrained: Optional[bool] = None  # None: use a grammar (or its JSON schema) whenever the backend takes one
 
 
 @register_policy("conductor")
