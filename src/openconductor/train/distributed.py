@@ -1,5 +1,6 @@
 """Training under ``accelerate launch`` (data parallel: each process samples, executes on the pool and grades its
-share of the rollouts; gradients are averaged): the process state, TRL's batch rule, what a run records of it.
+share of the rollouts; gradients are averaged): the process state and what a run records of it
+(TRL's batch rule, with the process count: ``config.check_batch``).
 
 One process when not launched. ``examples/accelerate/cpu_2proc.yaml`` runs two on CPUs (gloo; the CI test),
 ``zero3.yaml`` DeepSpeed ZeRO-3 on GPUs (docs/training.md says which of these was run).
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import TrainConfig, TrainConfigError
 
 
 def distributed(**group):
@@ -20,18 +20,6 @@ def distributed(**group):
     from accelerate import PartialState
 
     return PartialState(cpu=not torch.cuda.is_available(), **group)
-
-
-def check_batch(cfg: TrainConfig, processes: int) -> None:
-    """TRL's rule, refused before the model loads and with the process count in view: a generation batch
-    (per-device batch x processes x steps per generation) holds whole groups of ``num_generations`` completions."""
-    g = cfg.settings
-    per_device, steps = g.get("per_device_train_batch_size", 8), g.get("steps_per_generation") or g.get("gradient_accumulation_steps", 1)
-    batch, n = g.get("generation_batch_size") or per_device * processes * steps, g.get("num_generations", 8)
-    if batch % n:
-        raise TrainConfigError(f"grpo: a generation batch of {batch} completions (per_device_train_batch_size {per_device} x {processes} "
-                               f"process{'es' if processes > 1 else ''} x {steps} steps) is not whole groups of num_generations = {n}: "
-                               f"make per_device_train_batch_size x processes x gradient_accumulation_steps a multiple of {n}")
 
 
 def processes_record(trainer, reward_calls: int) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from ..pool import PoolSpec, load_pool
 from ..conductor.manifest import ConductorManifest, PoolInfo, PromptInfo, has_manifest, read_manifest
 from .config import TrainConfig, TrainConfigError
 from ..cache import ResponseCache
-from .distributed import check_batch, distributed, processes_record
+from .distributed import distributed, processes_record
 from .data import Item, TrainRow, build_rows, load_items, shown_aliases, shown_names, with_bare_questions
 from .reward import WorkflowReward, replay_store
 from .search import warmup_targets
@@ -427,7 +427,6 @@ def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False, 
             prepare(cfg, items=items)
         return cfg.output_dir / "warmup"
     check_grpo_start(cfg)  # before the model loads and any worker is called
-    check_batch(cfg, distributed().num_processes)
     trainer, reward = build_trainer(cfg, items=items, cache=cache, pool_spec=pool_spec)
     if on_step is not None:
         from .callbacks import OnStep
