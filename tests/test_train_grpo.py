@@ -249,11 +249,15 @@ def test_metrics_of_an_earlier_run_in_the_same_dir_are_not_mixed_into_the_curves
     path.write_text("".join(json.dumps({"step": s, "reward": 0.1}) + "\n" for s in (1, 2, 3)))
     writer = _callbacks(cfg)[0]
     steps = lambda: [json.loads(line)["step"] for line in path.read_text().splitlines()]  # noqa: E731
-    writer.on_train_begin(None, SimpleNamespace(global_step=2), None)  # resumed from checkpoint-2
+    main = dict(is_world_process_zero=True)
+    writer.on_train_begin(None, SimpleNamespace(global_step=2, is_world_process_zero=False), None)  # another process: the main one writes
+    assert steps() == [1, 2, 3]
+    writer.on_train_begin(None, SimpleNamespace(global_step=2, **main), None)  # resumed from checkpoint-2
     assert steps() == [1, 2]
-    writer.on_train_begin(None, SimpleNamespace(global_step=0), None)  # a fresh start
+    writer.on_train_begin(None, SimpleNamespace(global_step=0, **main), None)  # a fresh start
     assert steps() == []
-    writer.on_log(None, SimpleNamespace(global_step=1), None, logs={"reward": 0.5})
+    writer.on_log(None, SimpleNamespace(global_step=1, **main), None, logs={"reward": 0.5})
+    writer.on_log(None, SimpleNamespace(global_step=1, is_world_process_zero=False), None, logs={"reward": 0.5})
     assert steps() == [1] and (cfg.output_dir / "metrics.csv").read_text().splitlines()[1].startswith("1,")
 
 

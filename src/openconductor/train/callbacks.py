@@ -12,6 +12,8 @@ from typing import Optional
 
 from transformers import TrainerCallback
 
+from .distributed import any_process
+
 log = logging.getLogger("openconductor.train.trainer")  # the trainer's milestones, shown without -v
 
 
@@ -36,7 +38,8 @@ class OnStep(TrainerCallback):
 
 
 class MetricsWriter(TrainerCallback):
-    """Every logged step → metrics.jsonl and metrics.csv (columns grow as new metrics appear)."""
+    """Every logged step → metrics.jsonl and metrics.csv (columns grow as new metrics appear); under ``accelerate
+    launch`` the main process writes them (TRL's logged metrics are already averaged over the processes)."""
 
     def __init__(self, out_dir: Path):
         self.out_dir = out_dir
@@ -47,13 +50,13 @@ class MetricsWriter(TrainerCallback):
         # Rows of an earlier run in this dir past the step we start from (a fresh start: all of them; a
         # resume: those after its checkpoint) would be mixed into this run's curves; drop them.
         path = self.out_dir / "metrics.jsonl"
-        if path.exists():
+        if path.exists() and state.is_world_process_zero:
             kept = [r for r in read_jsonl(path) if r.get("step", 0) <= state.global_step]
             path.write_text("".join(json.dumps(r) + "\n" for r in kept))
             self._write_csv(kept)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not logs or "reward" not in logs and not any(k.startswith("rewards/") for k in logs):
+        if not state.is_world_process_zero or not logs or "reward" not in logs and not any(k.startswith("rewards/") for k in logs):
             return
         row = {"step": state.global_step, "elapsed_s": round(time.time() - self.start, 2), **{k: v for k, v in logs.items() if isinstance(v, (int, float))}}
         self.rows.append(row)
@@ -78,6 +81,8 @@ class LiveBar(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         from tqdm.auto import tqdm
 
+        if not state.is_world_process_zero:
+            return
         self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="GRPO", dynamic_ncols=True)
 
     def on_step_end(self, args, state, control, **kwargs):
@@ -100,7 +105,7 @@ class LiveBar(TrainerCallback):
 class TimeLimit(TrainerCallback):
     """Stop cleanly (save, then export) after ``run.max_minutes`` of training, or at the end of the step
     during which a file named ``STOP`` appeared in the run dir (``touch RUN/STOP``: a run stopped early
-    keeps its last step, unlike an interrupt)."""
+    keeps its last step, unlike an interrupt). Under ``accelerate launch`` every process stops when one sees it."""
 
     def __init__(self, minutes: Optional[float], stop_file: Path):
         self.deadline = None if minutes is None else time.time() + 60 * minutes
@@ -112,7 +117,8 @@ class TimeLimit(TrainerCallback):
             why = "run.max_minutes reached"
         elif self.stop_file.exists():
             why = f"{self.stop_file} exists"
-        if why:
+        if any_process(why is not None):
+            why = why or "another process stopped"
             log.warning("%s at step %d; saving and stopping", why, state.global_step)
             control.should_training_stop = True
             control.should_save = True

@@ -54,12 +54,15 @@ def train_command(
         cfg = load_train_config(config, _overrides(set_))
     except TrainConfigError as exc:
         fail(str(exc))
+    from .distributed import distributed
     from .trainer import train
 
     try:
         final = train(cfg, resume=resume, warmup_only=warmup_only)
     except TrainConfigError as exc:
         fail(str(exc))
+    if not distributed().is_main_process:  # under accelerate launch: one process says it
+        return
     console.print(f"[bold green]exported[/] {final}\nuse it: conductor ask --pool {cfg.pool_path} --conductor {final} \"QUESTION\"")
     console.print(f"curves: conductor plot {cfg.output_dir}")
 

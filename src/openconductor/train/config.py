@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -302,11 +303,7 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
         raise TrainConfigError(f"{source}: grpo.{own[0]} is set by the trainer ([run] has output_dir, save_steps, logging_steps, report_to)")
     if g["num_generations"] < 2:
         raise TrainConfigError("grpo.num_generations must be at least 2 (GRPO compares completions within a group)")
-    if (g["per_device_train_batch_size"] * g["gradient_accumulation_steps"]) % g["num_generations"]:
-        raise TrainConfigError(
-            "grpo.per_device_train_batch_size * grpo.gradient_accumulation_steps must be a multiple of "
-            f"grpo.num_generations ({g['num_generations']})"
-        )
+    check_batch(g, launched_processes())
     if cfg.rollout.mode == "shared-prompt" and g.get("use_vllm"):
         raise TrainConfigError("rollout.mode = 'shared-prompt' samples with the training model; with grpo.use_vllm = true set rollout.mode = 'trl'")
     if cfg.rollout.constrained and cfg.rollout.mode != "shared-prompt":
@@ -341,6 +338,22 @@ def _check(cfg: TrainConfig, source: Path) -> TrainConfig:
     _warn_amplified_cost(cfg)
     return cfg
 
+
+
+def launched_processes() -> int:
+    """The processes of an ``accelerate launch`` (its launcher sets WORLD_SIZE in each one); 1 when not launched."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def check_batch(g: dict, processes: int) -> None:
+    """TRL's rule, with the process count in view: a generation batch (per-device batch x processes x steps per
+    generation) holds whole groups of ``num_generations`` completions of one prompt."""
+    per_device, steps = g["per_device_train_batch_size"], g.get("steps_per_generation") or g["gradient_accumulation_steps"]
+    batch, n = g.get("generation_batch_size") or per_device * processes * steps, g["num_generations"]
+    if batch % n:
+        raise TrainConfigError(f"grpo: a generation batch of {batch} completions (per_device_train_batch_size {per_device} x {processes} "
+                               f"process{'es' if processes > 1 else ''} x {steps} steps) is not whole groups of num_generations = {n}: "
+                               f"make per_device_train_batch_size x processes x gradient_accumulation_steps a multiple of {n}")
 
 def _check_search(cfg: TrainConfig) -> None:
     """What ties ``[search]`` to the rest of the config (single values are checked by their fields)."""

@@ -44,6 +44,10 @@ class Spend:
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    def __add__(self, other: "Spend") -> "Spend":
+        return Spend(self.calls + other.calls, self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
+                     self.cost_usd + other.cost_usd, self.per_worker + other.per_worker)
+
     def as_dict(self) -> dict:
         return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "tokens": self.tokens,
                 "cost_usd": round(self.cost_usd, 6), "per_worker": dict(self.per_worker)}
@@ -68,9 +72,7 @@ class MeteredStore(ResponseCache):
     @property
     def total(self) -> Spend:
         """What the fit has spent in all its invocations."""
-        a, b = self.before, self.spend
-        return Spend(a.calls + b.calls, a.input_tokens + b.input_tokens, a.output_tokens + b.output_tokens, a.cost_usd + b.cost_usd,
-                     a.per_worker + b.per_worker)
+        return self.before + self.spend
 
     @property
     def exhausted(self) -> bool:

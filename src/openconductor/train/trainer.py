@@ -23,6 +23,7 @@ from ..pool import PoolSpec, load_pool
 from ..conductor.manifest import ConductorManifest, PoolInfo, PromptInfo, has_manifest, read_manifest
 from .config import TrainConfig, TrainConfigError
 from ..cache import ResponseCache
+from .distributed import distributed, processes_record
 from .data import Item, TrainRow, build_rows, load_items, shown_aliases, shown_names, with_bare_questions
 from .reward import WorkflowReward, replay_store
 from .search import warmup_targets
@@ -220,8 +221,6 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
     the caller instead (e.g. one pool per row across generated pools)."""
     import torch
 
-    from .warmup import taught_wordings, warmup_format
-
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
     spec = pool_spec or load_pool(cfg.pool_path)
@@ -229,17 +228,26 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
         model, tokenizer = load_model(cfg)
         if cfg.model.init:  # a warm-up or GRPO of this run, when there is one, is loaded over it below
             load_weights(model, init_checkpoint(cfg.model.init))
+    state = distributed()
     if _has_accelerator() and model.device.type == "cpu":
-        # GRPOTrainer would move it later; the format warm-up should already run on the GPU.
-        model.to(accelerator_device())
-    out_dir = cfg.output_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # A stop asked of an earlier run in this dir is not this one's; one asked during the warm-up is.
-    (out_dir / STOP_FILE).unlink(missing_ok=True)
-    (out_dir / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=str))
-
+        # GRPOTrainer would move it later; the format warm-up should already run on the GPU (this process's).
+        model.to(state.device)
     if rows is None:
         rows = build_rows(cfg, spec, items if items is not None else load_items(cfg))
+    if state.is_main_process:  # a stop asked of an earlier run in this dir is not this one's; one asked during the warm-up is
+        cfg.output_dir.mkdir(parents=True, exist_ok=True)
+        (cfg.output_dir / STOP_FILE).unlink(missing_ok=True)
+        (cfg.output_dir / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=str))
+    _warm_up(cfg, model, tokenizer, spec, rows, warmup, items, targets, on_epoch)
+    return spec, model, tokenizer, rows
+
+
+def _warm_up(cfg: TrainConfig, model, tokenizer, spec: PoolSpec, rows: list[TrainRow], warmup: bool, items: Optional[list[Item]],
+             targets: Optional[Targets], on_epoch: Optional[Callable[[int], None]]) -> None:
+    """The supervised format warm-up (``prepare``), or loading the one done before in this run dir."""
+    from .warmup import taught_wordings, warmup_format
+
+    out_dir = cfg.output_dir
     w = cfg.warmup_sft
     if warmup and w.examples and has_manifest(out_dir / "warmup"):
         load_weights(model, out_dir / "warmup")  # a warm-up done before (an interrupted or repeated run)
@@ -264,7 +272,6 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
         losses = warmup_format(model, tokenizer, [row.prompt for row in shown], texts, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size,
                                on_epoch=on_epoch)
         export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses}, pool=spec)
-    return spec, model, tokenizer, rows
 
 
 def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional[PoolSpec] = None, warmup: bool = True,
@@ -280,7 +287,8 @@ def build_trainer(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Op
     from .rollout import SharedPromptRollout
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    spec, model, tokenizer, rows = prepare(cfg, model=model, tokenizer=tokenizer, pool_spec=pool_spec, warmup=warmup, items=items, rows=rows)
+    with distributed().main_process_first():  # under accelerate launch the main process warms up; the others then load it
+        spec, model, tokenizer, rows = prepare(cfg, model=model, tokenizer=tokenizer, pool_spec=pool_spec, warmup=warmup, items=items, rows=rows)
     wordings = rollout_wordings(cfg)
     settings = cfg.settings
     replay = cache if cache is not None else replay_store(cfg)
@@ -415,7 +423,8 @@ def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False, 
     if warmup_only:
         if not cfg.warmup_sft.examples:
             raise TrainConfigError("--warmup-only needs a warm-up: warmup_sft.examples = 0 turns it off")
-        prepare(cfg, items=items)
+        with distributed().main_process_first():
+            prepare(cfg, items=items)
         return cfg.output_dir / "warmup"
     check_grpo_start(cfg)  # before the model loads and any worker is called
     trainer, reward = build_trainer(cfg, items=items, cache=cache, pool_spec=pool_spec)
@@ -428,14 +437,21 @@ def train(cfg: TrainConfig, *, resume: bool = False, warmup_only: bool = False, 
         log.warning("--resume: no checkpoint in %s; starting fresh", cfg.output_dir)
     start = time.time()
     trainer.train(resume_from_checkpoint=str(last) if last else None)
-    extra: dict[str, Any] = {"train_seconds": round(time.time() - start, 1), "global_step": trainer.state.global_step}
+    extra: dict[str, Any] = {"train_seconds": round(time.time() - start, 1), "global_step": trainer.state.global_step,
+                             **processes_record(trainer, reward.calls)}
     if wordings := rollout_wordings(cfg):  # GRPO wrote only these: the final model is held to them too
         extra["wordings"] = list(wordings)
     if reward.cache is not None:  # what the replay store saved: calls answered from it vs executed
         extra["replay"] = {k: v for k, v in reward.cache.metrics().items() if k != "per_worker"}
         if cache is None:  # a store the caller passed stays open for the caller
             reward.cache.close()
-    return export(trainer.model, trainer.processing_class, cfg.output_dir / "final", cfg, extra=extra, pool=reward.pool_spec)
+    # Under DeepSpeed ZeRO-3 each process holds a shard: gathered by every process, written by the main one.
+    weights = trainer.accelerator.get_state_dict(trainer.model_wrapped) if trainer.is_deepspeed_enabled else None
+    final = cfg.output_dir / "final"
+    if trainer.accelerator.is_main_process:
+        export(trainer.model, trainer.processing_class, final, cfg, extra=extra, pool=reward.pool_spec, state_dict=weights)
+    trainer.accelerator.wait_for_everyone()
+    return final
 
 
 def _latest_checkpoint(out_dir: Path) -> Optional[Path]:
@@ -447,9 +463,11 @@ def _latest_checkpoint(out_dir: Path) -> Optional[Path]:
     return found[-1] if found else None
 
 
-def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dict] = None, pool: Optional[PoolSpec] = None) -> Path:
+def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dict] = None, pool: Optional[PoolSpec] = None,
+           state_dict: Optional[dict] = None) -> Path:
     """Save a conductor the runtime loads: LoRA adapter (or merged/full model) + tokenizer + manifest
-    (``pool``: the pool it was trained on, default the config's)."""
+    (``pool``: the pool it was trained on, default the config's; ``state_dict``: the weights gathered from
+    ZeRO-3 shards, saved instead of the model's own)."""
     target.mkdir(parents=True, exist_ok=True)
     is_peft = hasattr(model, "peft_config")
     mode = cfg.run.export
@@ -464,7 +482,7 @@ def export(model, tokenizer, target: Path, cfg: TrainConfig, extra: Optional[dic
         model = model.merge_and_unload()
     if mode == "adapter" and not is_peft:
         mode = "full"
-    model.save_pretrained(target, safe_serialization=True)
+    model.save_pretrained(target, safe_serialization=True, **({"state_dict": state_dict} if state_dict is not None else {}))
     tokenizer.save_pretrained(target)
     spec = pool or load_pool(cfg.pool_path)
     ConductorManifest(

@@ -59,8 +59,12 @@ def _minutes(seconds: Optional[float]) -> str:
 
 
 def run(settings) -> None:
+    from .distributed import fit_state, follow
     from .progress import JsonHooks, RichHooks
     from .run import plan_fit, run_fit
+
+    if not fit_state().is_main_process:  # under accelerate launch: this process only joins the main one's GRPO
+        return follow(settings)
 
     estimate = settings.out / "estimate.json"
     if not (settings.out / "fit.json").exists():  # the dry run's estimate before anything was spent, to compare at the end

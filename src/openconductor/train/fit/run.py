@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from .context import FitContext, FitSettings, _candidates, context, fit_record, gate_row, local_threads, place_checkpoint, pool_stages, record_familiarity, search_reward
 from ..meter import MeteredStore, Spend
+from .distributed import Relay
 from .pool_work import FitStopped, Runner
 from .ship import write_lookup
 from .state import FitState, Hooks, StageTracker, digest, spent_since
@@ -35,11 +36,13 @@ from .state import FitState, Hooks, StageTracker, digest, spent_since
 if TYPE_CHECKING:
     from .ship import Verdict
 
-def grpo_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore) -> tuple[Path, str]:
+def grpo_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore, relay: Optional[Relay] = None) -> tuple[Path, str]:
     """GRPO from the copy on the training questions, every rollout run through the replay store: ``OUT/train/final``.
-    An interrupted GRPO of the same digest resumes from its last checkpoint."""
+    An interrupted GRPO of the same digest resumes from its last checkpoint. ``relay``: the other processes of an
+    ``accelerate launch``, which join this GRPO (``distributed.py``)."""
     from ...conductor.manifest import has_manifest
     from ..trainer import train
+    from .distributed import GrpoJob, share_spend
 
     run_dir, steps = ctx.out / "train", ctx.settings.grpo_steps
     key = digest(key, steps)
@@ -54,9 +57,12 @@ def grpo_stage(ctx: FitContext, state: FitState, key: str, meter: MeteredStore) 
     ctx.hooks.stage("grpo", steps)
     cfg = dataclasses.replace(ctx.cfg, warmup_sft=dataclasses.replace(ctx.cfg.warmup_sft, examples=sum(map(len, ctx.rows.values()))),
                               grpo={**ctx.cfg.grpo, "max_steps": steps})
-    started, before = time.monotonic(), meter.spend.as_dict()
-    train(cfg, resume=partial and any(run_dir.glob("checkpoint-*")), items=ctx.questions.train, cache=meter, pool_spec=ctx.spec,
-          on_step=ctx.hooks.advance)
+    started, before, resume = time.monotonic(), meter.spend.as_dict(), partial and any(run_dir.glob("checkpoint-*"))
+    if relay is not None:
+        relay.send(GrpoJob(cfg, resume, ctx.questions.train, ctx.spec))
+    train(cfg, resume=resume, items=ctx.questions.train, cache=meter, pool_spec=ctx.spec, on_step=ctx.hooks.advance)
+    if relay is not None:
+        share_spend(meter)
     state.finish("grpo", key, time.monotonic() - started, spent_since(meter, before))
     return final, key
 
@@ -120,6 +126,7 @@ def run_fit(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitResult:
     from ..meter import SpendCapReached
     from ..reward import WorkflowReward
 
+    relay = Relay(settings)  # before anything is spent: it refuses a cap it cannot keep
     ctx = context(settings, hooks)
     settings.out.mkdir(parents=True, exist_ok=True)
     state = FitState(settings.out)
@@ -133,7 +140,7 @@ def run_fit(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitResult:
     try:
         got = asyncio.run(_pool_work(ctx, runner, state, meter, grader))
         result.lookup = write_lookup(ctx)
-        result = _model_stages(ctx, state, meter, got["digest"], result)
+        result = _model_stages(ctx, state, meter, got["digest"], result, relay)
         state.interrupted = {} if result.refused is None else state.interrupted
     except (FitStopped, SpendCapReached) as exc:
         result.stopped = str(meter.refused or exc)
@@ -141,13 +148,14 @@ def run_fit(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitResult:
         tracker.interrupted()
         raise
     finally:
+        relay.send(None)  # no GRPO (done before, or the fit stopped): the other processes end
         state.save(settings, meter.total)
         meter.close()
     result.spend = meter.total
     return result
 
 
-def _model_stages(ctx: FitContext, state: FitState, meter: MeteredStore, key: str, result: FitResult) -> FitResult:
+def _model_stages(ctx: FitContext, state: FitState, meter: MeteredStore, key: str, result: FitResult, relay: Optional[Relay] = None) -> FitResult:
     """The copy and its fidelity; then, for a copy that is done, GRPO, the evaluation and what the fit ships."""
     from .copy import checked_copy
     from .report import full_report
@@ -162,7 +170,9 @@ def _model_stages(ctx: FitContext, state: FitState, meter: MeteredStore, key: st
     warm, key = copied.warm, copied.key
     source = warm
     if settings.grpo_steps:
-        source, key = grpo_stage(ctx, state, key, meter)
+        source, key = grpo_stage(ctx, state, key, meter, relay)
+    if relay is not None:
+        relay.send(None)  # the other processes end before the evaluation, which runs here only
     record_familiarity(ctx, *{warm, source})
     record = {**fit_record(ctx, source), "fidelity": round(copied.fidelity.share, 4), "copy_epochs": state.stages["copy"].get("epochs")}
     result.checkpoint = checkpoint = place_checkpoint(source, settings.out / "conductor", record)
