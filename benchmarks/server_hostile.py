@@ -4,8 +4,10 @@ measures of issue 33's server goals, printed as measured.
 1. event loop: hostile requests under the 1 MB body limit (a 0.88 MB schema with 10,000 properties, a
    schema near the size cap, a 980-deep body, 6,000 and 20,000 messages, one 900 KB message, 128 tools,
    a $ref cycle), sent --rounds times by 4 clients at once, while /health is probed every 10 ms. The
-   server runs with ``slow_callback_ms`` (asyncio debug mode logs every event-loop step longer than
-   that); the longest step logged is the longest the loop was held. Debug mode slows the server a little.
+   server runs with ``slow_callback_ms`` (asyncio debug mode logs every event-loop step longer than that,
+   and the loop's lag, sampled every 5 ms); the longest lag is the longest the loop was held, printed beside
+   an idle loop's longest lag in another process meanwhile (the machine's floor: on a loaded machine a
+   process waits for a core). Debug mode slows the server a little.
 2. malformed: requests a client can get wrong (bodies and raw HTTP), and how many got a 4xx JSON error.
 3. quota: 3 requests of one key at once against tokens_per_day = 300 (one run alone spends 104).
 4. kill -9: clients keep asking (half streaming) until --answered runs were answered, then SIGKILL; the
@@ -13,7 +15,7 @@ measures of issue 33's server goals, printed as measured.
 5. not found: median latency of 404s for a prefix of another key's run and for a prefix of nothing.
 6. request heads (issue 70): a 50 MB header line, a 1 MB header line, 10,000 headers and 37 KB of headers,
    each sent --head-rounds times (4 connections at once) while /health is probed; the statuses, the longest
-   event-loop step (asyncio debug mode, as in 1) and the server's memory growth per hostile connection.
+   event-loop lag and step (as in 1) and the server's memory growth per hostile connection.
 7. Unicode: the raw bytes of a lone surrogate (ED A0 80) and its escape, at each entry (chat, responses,
    completions, a tool result) of a multi-step preset; how many runs failed or stored a surrogate.
 8. limits and quotas: a nearly spent quota, a quota the run spends before it answers, a request budget below
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import signal
 import socket
@@ -47,13 +50,14 @@ import yaml
 from openconductor.server import hash_key
 from openconductor.traces import TraceStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "deploy"), str(ROOT / "tests")]
+from _server_kit import HOSTILE_HEADS, big_line, hostile_bodies, loop_lags, send_head, slow_steps  # noqa: E402  (tests/: the hostile clients the tests send)
 from stack import Stack  # noqa: E402  (deploy/stack.py: a development tool, not in the package)
 
 KEY, OTHER = "sk-bench-a", "sk-bench-b"
 H = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
-SRC = {"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-SLOW_STEP = re.compile(r"Executing (.*?) took (\d+\.\d+) seconds")
+SRC = {"PYTHONPATH": str(ROOT / "src")}
 QUESTION = "Explain the answer to 2 + 2 at length. " * 3
 
 
@@ -73,28 +77,6 @@ def write_config(directory: Path, **server) -> Path:
     return path
 
 
-def hostile_bodies() -> list[tuple[str, bytes]]:
-    ask = {"model": "one", "messages": [{"role": "user", "content": "q"}]}
-
-    def schema(n: int, pad: int) -> dict:
-        return {"type": "object", "properties": {f"field_{i:05d}": {"type": "string", "description": "d" * pad} for i in range(n)}}
-
-    def fmt(s: dict) -> dict:
-        return {**ask, "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": s}}}
-
-    bodies = [
-        ("0.88 MB schema, 10,000 properties", fmt(schema(10_000, 34))),
-        ("schema near the cap, 1,200 properties", fmt(schema(1_200, 20))),
-        ("980-deep body", b'{"model": "one", "metadata": ' + b"[" * 980 + b"]" * 980 + b"}"),
-        ("20,000 messages", {"model": "one", "messages": [{"role": "user", "content": "x y"}] * 20_000}),
-        ("6,000 messages", {"model": "one", "messages": [{"role": "user", "content": "x y"}] * 6_000}),
-        ("one 900 KB message", {"model": "one", "messages": [{"role": "user", "content": "word " * 180_000}]}),
-        ("128 tools", {**ask, "tools": [{"type": "function", "function": {"name": f"t{i}", "parameters": schema(30, 40)}} for i in range(128)]}),
-        ("$ref cycle", {**ask, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"$ref": "#"}}}]}),
-    ]
-    return [(name, b if isinstance(b, bytes) else json.dumps(b).encode()) for name, b in bodies]
-
-
 PROBE = """
 import json, os, sys, time, httpx
 url, stop, seen = sys.argv[1], sys.argv[2], []
@@ -108,11 +90,40 @@ print(json.dumps(seen))
 """
 
 
-def slow_steps(log: Path, start: int) -> list[tuple[float, str]]:
-    """The event-loop steps asyncio's debug mode logged after byte ``start`` of the log, longest first."""
+FLOOR = """
+import asyncio, sys
+from openconductor.server.metrics import watch_loop_lag
+lags = [0.0]
+async def main():
+    asyncio.get_running_loop().set_debug(True)  # as the server runs
+    watcher = asyncio.create_task(watch_loop_lag(0.0, lags.append))
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    watcher.cancel()
+asyncio.run(main())
+print(max(lags))
+"""
+
+
+def floor() -> subprocess.Popen:
+    """An idle event loop in its own process, sampled as the server's is: its longest lag is the machine's floor
+    (scheduling on a loaded machine), the part of the server's lag that no server code caused."""
+    idle = subprocess.Popen([sys.executable, "-c", FLOOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, **SRC})
+    assert idle.stdout is not None and idle.stdout.readline().strip() == "ready"
+    return idle
+
+
+def loop_report(log: Path, start: int, idle: subprocess.Popen) -> None:
+    """The longest lag and slow steps the server logged after byte ``start``, beside the idle loop's lag."""
     text = log.read_text(errors="replace")[start:]
-    return sorted(((float(m.group(2)), re.sub(r" (created at|defined at|wait_for=).*", "", m.group(1))[:110])
-                   for m in SLOW_STEP.finditer(text)), reverse=True)
+    steps, lags = slow_steps(text), loop_lags(text)
+    floor_ms = float(idle.communicate("")[0]) * 1000
+    print(f"   longest event-loop lag: {max(lags, default=0.0) * 1000:.1f} ms (an idle loop beside it: {floor_ms:.1f} ms); "
+          f"longest step {steps[0][0] * 1000 if steps else 0:.1f} ms; steps over 50 ms: {sum(s > 0.05 for s, _ in steps)}; "
+          f"over 10 ms: {len(steps)}")
+    for took, what in steps[:3]:
+        print(f"     {took * 1000:6.1f} ms  {what}")
 
 
 def event_loop(stack: Stack, rounds: int) -> None:
@@ -124,20 +135,17 @@ def event_loop(stack: Stack, rounds: int) -> None:
     stop = stack.directory / "loop" / "stop"
     # The prober is its own process: in this one, the clients' threads would delay it (the GIL), not the server.
     prober = subprocess.Popen([sys.executable, "-c", PROBE, url, str(stop)], stdout=subprocess.PIPE, text=True)
+    idle = floor()
     time.sleep(1.0)
     with ThreadPoolExecutor(4) as pool:
         replies = list(pool.map(lambda item: httpx.post(f"{url}/v1/chat/completions", content=item[1], headers=H, timeout=120),
                                 bodies * rounds))
     stop.touch()
     health = json.loads(prober.communicate()[0])
-    steps = slow_steps(log, start)
     print(f"\n1. event loop: {len(replies)} hostile requests ({rounds} rounds of {len(bodies)}, 4 at once), all under 1 MB")
     for (name, _), r in zip(bodies, replies):
         print(f"   {name:40s} {r.status_code} {r.json().get('error', {}).get('code') or 'answered'}")
-    print(f"   longest event-loop step: {steps[0][0] * 1000 if steps else 0:.1f} ms; steps over 50 ms: "
-          f"{sum(s > 0.05 for s, _ in steps)}; over 10 ms: {len(steps)}")
-    for took, what in steps[:3]:
-        print(f"     {took * 1000:6.1f} ms  {what}")
+    loop_report(log, start, idle)
     print(f"   /health while they ran: {len(health)} probes, median {statistics.median(health) * 1000:.1f} ms, "
           f"p99 {sorted(health)[int(len(health) * 0.99)] * 1000:.1f} ms, max {max(health) * 1000:.1f} ms")
 
@@ -147,74 +155,31 @@ def _rss_mb(pid: int) -> float:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
 
-def _send_head(url: str, parts) -> bytes:
-    """Send a request head in ``parts`` while reading the reply; the sender stops when the server closes."""
-    host, port = url.removeprefix("http://").split(":")
-    got = bytearray()
-    with socket.create_connection((host, int(port)), timeout=60) as s:
-        def sender():
-            try:
-                for part in parts:
-                    s.sendall(part)
-            except OSError:
-                pass
-
-        t = threading.Thread(target=sender, daemon=True)
-        t.start()
-        try:
-            while chunk := s.recv(65536):
-                got += chunk
-        except ConnectionResetError:
-            pass
-        t.join()
-    return bytes(got)
-
-
-HEAD = b"GET /health HTTP/1.1\r\nHost: x\r\n"
-
-
-def _line(megabytes: int):
-    yield HEAD + b"X-Big: "
-    chunk = b"a" * (1 << 20)
-    for _ in range(megabytes):
-        yield chunk
-    yield b"\r\n\r\n"
-
-
-HOSTILE_HEADS = {
-    "50 MB header line": lambda: _line(50),
-    "1 MB header line": lambda: _line(1),
-    "10,000 headers": lambda: [HEAD + b"".join(b"X-H%d: v\r\n" % i for i in range(10_000)) + b"\r\n"],
-    "37 KB in 90 headers": lambda: [HEAD + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 400) for i in range(90)) + b"\r\n"],
-}
-
-
 def heads(stack: Stack, url: str, rounds: int) -> None:
     log = stack.directory / "loop.log"
     start = log.stat().st_size
     pid = httpx.get(f"{url}/health").json()["pid"]
-    _send_head(url, _line(1))  # the first refusal's one-off allocations are not a connection's growth
+    send_head(url, big_line(1))  # the first refusal's one-off allocations are not a connection's growth
     stop = stack.directory / "loop" / "stop-heads"
     prober = subprocess.Popen([sys.executable, "-c", PROBE, url, str(stop)], stdout=subprocess.PIPE, text=True)
+    idle = floor()
     time.sleep(1.0)
     before = _rss_mb(pid)
     jobs = [name for name in HOSTILE_HEADS for _ in range(rounds)]
     with ThreadPoolExecutor(4) as pool:
-        replies = list(pool.map(lambda name: (name, _send_head(url, HOSTILE_HEADS[name]())), jobs))
+        replies = list(pool.map(lambda name: (name, send_head(url, HOSTILE_HEADS[name]())), jobs))
     grown = _rss_mb(pid) - before
     stop.touch()
     health = json.loads(prober.communicate()[0])
-    steps = slow_steps(log, start)
     print(f"\n6. request heads: {len(replies)} hostile connections ({rounds} of each, 4 at once)")
     for name in HOSTILE_HEADS:
         statuses = sorted({int(r.split(b" ", 2)[1]) if r.startswith(b"HTTP/1.1") else 0 for n, r in replies if n == name})
         print(f"   {name:24s} statuses {statuses}")
-    print(f"   longest event-loop step: {steps[0][0] * 1000 if steps else 0:.1f} ms (steps over 10 ms: {len(steps)})")
-    for took, what in steps[:3]:
-        print(f"     {took * 1000:6.1f} ms  {what}")
+    loop_report(log, start, idle)
     print(f"   server memory: {before:.1f} MB before, growth {grown:+.1f} MB, {grown / len(replies) * 1024:+.1f} KB per hostile connection")
-    print(f"   /health meanwhile: {len(health)} probes, median {statistics.median(health) * 1000:.1f} ms, "
-          f"p99 {sorted(health)[int(len(health) * 0.99)] * 1000:.1f} ms, max {max(health) * 1000:.1f} ms")
+    if health:  # on a loaded machine the prober may start after the last connection
+        print(f"   /health meanwhile: {len(health)} probes, median {statistics.median(health) * 1000:.1f} ms, "
+              f"p99 {sorted(health)[int(len(health) * 0.99)] * 1000:.1f} ms, max {max(health) * 1000:.1f} ms")
 
 
 def _raw(url: str, data: bytes) -> bytes:
@@ -456,6 +421,7 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=300)
     parser.add_argument("--head-rounds", type=int, default=5)
     parser.add_argument("--only-new", action="store_true", help="only issue 70's sections (6 to 9)")
+    parser.add_argument("--only-loop", action="store_true", help="only the event-loop sections (1 and 6)")
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp(prefix="oc-hostile-"))
     for sub in ("loop", "main", "victim"):
@@ -467,6 +433,8 @@ def main() -> None:
         else:
             stack.server(write_config(directory / "loop", slow_callback_ms=10), name="loop", env=SRC)
         heads(stack, stack.urls["loop"], args.head_rounds)
+        if args.only_loop:
+            return
         url = stack.server(write_config(directory / "main"), name="main", env=SRC)
         if not args.only_new:
             malformed(url)

@@ -1,14 +1,19 @@
-"""Helpers for the server tests: pool files, configs, and a real uvicorn server on a free loopback port."""
+"""Helpers for the server tests: pool files, configs, a real uvicorn server on a free loopback port, and the
+hostile clients (request heads and bodies) that tests/test_server_hardening.py, tests/test_server_crash.py and
+benchmarks/server_hostile.py send alike (the benchmark puts tests/ on its path)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import random
+import re
 import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
+from urllib.parse import urlparse
 
 import uvicorn
 import yaml
@@ -95,3 +100,86 @@ def running(app, port: int | None = None) -> Iterator[str]:
 def serve(cfg) -> Iterator[str]:
     with running(create_app(cfg)) as url:
         yield url
+
+
+# ------------------------------------------------------------------------------------ hostile clients
+
+
+def send_head(url: str, parts: Iterable[bytes], timeout: float = 60) -> bytes:
+    """Send a request head made of ``parts`` (bytes chunks, sent in turn) on a fresh connection while reading
+    what comes back; the sender stops quietly when the server closes."""
+    u = urlparse(url)
+    got = bytearray()
+    with socket.create_connection((u.hostname, u.port), timeout=timeout) as s:
+        def sender():
+            try:
+                for part in parts:
+                    s.sendall(part)
+            except OSError:  # the server answered 431 and stopped reading
+                pass
+
+        thread = threading.Thread(target=sender, daemon=True)
+        thread.start()
+        try:
+            while chunk := s.recv(65536):
+                got += chunk
+        except ConnectionResetError:
+            pass
+        thread.join(timeout)
+    return bytes(got)
+
+
+HEAD = b"GET /health HTTP/1.1\r\nHost: x\r\n"
+
+
+def big_line(megabytes: int) -> Iterator[bytes]:
+    """A request head with one header line of ``megabytes`` MB, sent a megabyte at a time."""
+    yield HEAD + b"X-Big: "
+    chunk = b"a" * (1 << 20)
+    for _ in range(megabytes):
+        yield chunk
+    yield b"\r\n\r\n"
+
+
+HOSTILE_HEADS = {
+    "50 MB header line": lambda: big_line(50),
+    "1 MB header line": lambda: big_line(1),
+    "10,000 headers": lambda: [HEAD + b"".join(b"X-H%d: v\r\n" % i for i in range(10_000)) + b"\r\n"],
+    "37 KB in 90 headers": lambda: [HEAD + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 400) for i in range(90)) + b"\r\n"],
+}
+
+
+def hostile_bodies(model: str = "one") -> list[tuple[str, bytes]]:
+    """Chat requests under the 1 MB body limit that cost the server the most to check or to run."""
+    ask = {"model": model, "messages": [{"role": "user", "content": "q"}]}
+
+    def schema(n: int, pad: int) -> dict:
+        return {"type": "object", "properties": {f"field_{i:05d}": {"type": "string", "description": "d" * pad} for i in range(n)}}
+
+    fmt = lambda s: {**ask, "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": s}}}  # noqa: E731
+    bodies = [
+        ("0.88 MB schema, 10,000 properties", fmt(schema(10_000, 34))),
+        ("schema near the cap, 1,200 properties", fmt(schema(1_200, 20))),
+        ("980-deep body", b'{"model": "%s", "metadata": ' % model.encode() + b"[" * 980 + b"]" * 980 + b"}"),
+        ("20,000 messages", {"model": model, "messages": [{"role": "user", "content": "x y"}] * 20_000}),  # over max_json_values
+        ("6,000 messages", {"model": model, "messages": [{"role": "user", "content": "x y"}] * 6_000}),
+        ("one 900 KB message", {"model": model, "messages": [{"role": "user", "content": "word " * 180_000}]}),
+        ("128 tools", {**ask, "tools": [{"type": "function", "function": {"name": f"t{i}", "parameters": schema(30, 40)}} for i in range(128)]}),
+        ("$ref cycle", {**ask, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"$ref": "#"}}}]}),
+    ]
+    return [(name, b if isinstance(b, bytes) else json.dumps(b).encode()) for name, b in bodies]
+
+
+SLOW_STEP = re.compile(r"Executing (.*?) took (\d+\.\d+) seconds")  # asyncio's debug mode (server.slow_callback_ms)
+LOOP_LAG = re.compile(r"event loop lag (\d+\.\d+) ms")  # server.metrics.watch_loop_lag, in the same mode
+
+
+def slow_steps(log: str) -> list[tuple[float, str]]:
+    """The event-loop steps a server's debug log names as slow (seconds, what ran), longest first."""
+    return sorted(((float(m.group(2)), re.sub(r" (created at|defined at|wait_for=).*", "", m.group(1))[:110])
+                   for m in SLOW_STEP.finditer(log)), reverse=True)
+
+
+def loop_lags(log: str) -> list[float]:
+    """The event loop's lags over the threshold that a server's debug log records, in seconds."""
+    return [float(m.group(1)) / 1000 for m in LOOP_LAG.finditer(log)]

@@ -407,6 +407,20 @@ UNSTATED_ATTACKS: list[tuple[str, str, str, tuple]] = [
     *_both("exact", "an empty box states nothing", ["\\boxed{}", "\\fbox{}"], ("yes",)),
 ]  # fmt: skip
 
+# reasoning-gym's grader (tasks/reasoning_gym_tasks.py) applies the same rule: each reply scores 0 against
+# RG_REFERENCES, the right one (42) included.
+RG = {"dataset": "basic_arithmetic"}
+RG_REFERENCES = ({"answer": "42", "metadata": {}}, {"answer": "43", "metadata": {}})
+REASONING_GYM_ATTACKS = [
+    "```\nFinal answer: 42\n```", "```text\nAnswer: 42\n```", "~~~\n\\boxed{42}\n~~~", "```\n42\n```", "```python\nprint(42)\n```",
+    "> Final answer: 42", "The problem says the answer is 42.", 'The hint reads "the answer is 42".', "Check whether the answer is 42.",
+    "The answer is not 42.", "Final answer: at least 42", "Final answer: more than 42", "Final answer: 42 or more", "Final answer: 42+",
+    "Final answer: \u2265 42", "\\boxed{\\geq 42}", "more than 42", "Final answer: between 41 and 43", "Final answer: probably 42",
+    "Final answer: 42?", "Final answer: 42 (I think)", "Final answer: 42. Or maybe 43.", "Final answer: 42 or 43", "\\boxed{42}. Alternatively, 43.",
+    "Final answer: 42\n\n43", "Final answer: not 42", "Final answer: \u2260 42", "Final answer: 42\u0338", "Final answer: ~~42~~",
+    "\\boxed{42}?", "\\boxed{42} \\boxed{43}", "Final answer: 42. 43 is also possible.", "Final answer: \\boxed{}",
+]
+
 # (kind, response, reference, options): right answers in ordinary forms, Unicode and notation that the
 # statement rule must not refuse (issue 70's second goal: 0 refused).
 ORDINARY: list[tuple[str, str, object, dict]] = [
@@ -470,6 +484,19 @@ ORDINARY: list[tuple[str, str, object, dict]] = [
     ("numeric", "Final answer: 6\n\n(The minimum of the three is 2.)", 6, {}),
     ("numeric", "Final answer: 5 fish", 5, {}),
     ("exact", "Final answer: English", "English", {}),
+    ("reasoning_gym", 'Final answer: 42', {"answer": "42", "metadata": {}}, RG),
+    ("reasoning_gym", 'The answer is 42.', {"answer": "42", "metadata": {}}, RG),
+    ("reasoning_gym", '\\boxed{42}', {"answer": "42", "metadata": {}}, RG),
+    ("reasoning_gym", '6 * 7 = 42', {"answer": "42", "metadata": {}}, RG),
+    ("reasoning_gym", 'Final answer: **42**', {"answer": "42", "metadata": {}}, RG),
+    ("reasoning_gym", 'Final answer: 42.0', {"answer": "42", "metadata": {}}, RG),
+    ("reasoning_gym", 'Final answer: $42$', {"answer": "42", "metadata": {}}, RG),
+    ("reasoning_gym", 'Final answer: ４２', {"answer": "42", "metadata": {}}, RG),
+    ("reasoning_gym", 'Final answer: 4\u200b2', {"answer": "42", "metadata": {}}, RG),
+    ("reasoning_gym", '```python\nprint(6 * 7)\n```\nFinal answer: 42', {"answer": "42", "metadata": {}}, RG),
+    ("reasoning_gym", 'So there are 42 apples in total.', {"answer": "42", "metadata": {}}, RG),
+    ("reasoning_gym", 'Final answer: 42\n\nCheck: 6 * 7 = 42.', {"answer": "42", "metadata": {}}, RG),
+    ("reasoning_gym", 'At least 3 rows are full, so the answer is 42.', {"answer": "42", "metadata": {}}, RG),
     ("choice", "Answer: (C) — it is the only one that is less than 5.", "C", {}),
     ("choice", "Therefore, the answer is B. Option A is incorrect because it is less than 5.", "B", {}),
     ("math", "Final Answer: The final answer is $\\boxed{5}$. I hope it is correct.", "5", {}),

@@ -2,10 +2,11 @@
 never changes a value, and "a right answer in any ordinary form scores 1; any hedge over it scores 0"."""
 
 import pytest
-from grader_attacks import ORDINARY, UNSTATED_ATTACKS, forged_pairs, refused_answers
+from grader_attacks import ORDINARY, REASONING_GYM_ATTACKS, RG, RG_REFERENCES, UNSTATED_ATTACKS, forged_pairs, refused_answers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import openconductor.tasks.reasoning_gym_tasks  # noqa: F401  (registers the reasoning_gym grader)
 from openconductor.graders import grade
 from openconductor.graders.statement import clean, refusal
 
@@ -16,6 +17,13 @@ NO_MV = {"use_math_verify": False}  # the property tests stay fast; math-verify 
 def test_no_unstated_or_hedged_answer_scores():
     assert forged_pairs(UNSTATED_ATTACKS) == {}
     assert len({(kind, response) for _, kind, response, _ in UNSTATED_ATTACKS}) >= 30
+
+
+def test_reasoning_gym_applies_the_same_rule():
+    forged = {f"{r!r} vs {ref['answer']}": g.reason for r in REASONING_GYM_ATTACKS for ref in RG_REFERENCES
+              if (g := grade("reasoning_gym", r, ref, **RG)).score > 0}
+    assert forged == {}
+    assert len(REASONING_GYM_ATTACKS) >= 30
 
 
 def test_right_answers_in_ordinary_forms_all_score():

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import httpx
 import pytest
 import yaml
 
-from _server_kit import KEY
+from _server_kit import KEY, hostile_bodies, loop_lags, slow_steps
 from openconductor.records import Run
 from openconductor.server import hash_key
 from openconductor.traces import Owner, TraceStore, row
@@ -135,39 +134,15 @@ def test_a_dead_owner_not_yet_reaped_is_swept(tmp_path):
     assert store.sweep_interrupted() == []  # this process is alive
 
 
-SLOW_STEP = re.compile(r"Executing (.*?) took (\d+\.\d+) seconds")
-
-
-def hostile_bodies() -> list[tuple[str, dict | bytes]]:
-    ask = {"model": "one", "messages": [{"role": "user", "content": "q"}]}
-
-    def schema(n: int, pad: int) -> dict:
-        return {"type": "object", "properties": {f"field_{i:05d}": {"type": "string", "description": "d" * pad} for i in range(n)}}
-
-    fmt = lambda s: {**ask, "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": s}}}  # noqa: E731
-    return [
-        ("0.88 MB schema, 10,000 properties", fmt(schema(10_000, 34))),
-        ("schema near the cap, 1,200 properties", fmt(schema(1_200, 20))),
-        ("980-deep body", b'{"model": "one", "metadata": ' + b"[" * 980 + b"]" * 980 + b"}"),
-        ("20,000 messages", {"model": "one", "messages": [{"role": "user", "content": "x y"}] * 20_000}),  # over max_json_values
-        ("6,000 messages", {"model": "one", "messages": [{"role": "user", "content": "x y"}] * 6_000}),
-        ("one 900 KB message", {"model": "one", "messages": [{"role": "user", "content": "word " * 180_000}]}),
-        ("128 tools", {**ask, "tools": [{"type": "function", "function": {"name": f"t{i}", "parameters": schema(30, 40)}} for i in range(128)]}),
-        ("$ref cycle", {**ask, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"$ref": "#"}}}]}),
-    ]
-
-
 def test_no_hostile_request_holds_the_event_loop(stack):
     url = stack.server(server_config(stack.directory, slow_callback_ms=10), name="watched", env=SRC)
     log = stack.directory / "watched.log"
     start = log.stat().st_size  # steps logged from here on (start-up is not a request)
     bodies = hostile_bodies()
-    assert all(len(b if isinstance(b, bytes) else json.dumps(b)) < 1_000_000 for _, b in bodies)
+    assert all(len(b) < 1_000_000 for _, b in bodies)
 
     def send(item):
-        _, body = item
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        return httpx.post(f"{url}/v1/chat/completions", content=data, headers={**H, "Content-Type": "application/json"}, timeout=120)
+        return httpx.post(f"{url}/v1/chat/completions", content=item[1], headers={**H, "Content-Type": "application/json"}, timeout=120)
 
     with ThreadPoolExecutor(4) as pool:
         replies = list(pool.map(send, bodies * 2))
@@ -175,12 +150,15 @@ def test_no_hostile_request_holds_the_event_loop(stack):
     statuses = [(name, r.status_code, r.text[:120]) for (name, _), r in zip(bodies * 2, replies)]
     assert all(r.status_code in (200, 400) for r in replies), [s for s in statuses if s[1] not in (200, 400)]
     assert all(r.headers["content-type"].startswith("application/json") for r in replies)
-    steps = [(float(m.group(2)), m.group(1)[:160]) for m in SLOW_STEP.finditer(log.read_text(errors="replace")[start:])]
-    worst = max(steps, default=(0.0, "none over 10 ms"))
-    print(f"event loop: {len(steps)} steps over 10 ms; the longest {worst[0] * 1000:.1f} ms ({worst[1]})")
-    # The goal is 50 ms, measured by benchmarks/server_hostile.py under the heavy-job lock; here, on a shared
-    # 2-core machine where the clients, the check process and other jobs take turns on the cores, a margin.
-    assert worst[0] < 0.15, sorted(steps, reverse=True)[:5]
+    text = log.read_text(errors="replace")[start:]
+    steps, lags = slow_steps(text), loop_lags(text)
+    worst = steps[0] if steps else (0.0, "none over 10 ms")
+    print(f"event loop: {len(steps)} steps over 10 ms; the longest {worst[0] * 1000:.1f} ms ({worst[1]}); "
+          f"longest lag {max(lags, default=0.0) * 1000:.1f} ms")
+    # The goal is 50 ms, measured by benchmarks/server_hostile.py beside an idle loop's lag (the machine's floor);
+    # here, on a shared 2-core machine where the clients, the check process and other jobs take turns on the
+    # cores, a margin.
+    assert worst[0] < 0.15, steps[:5]
 
 
 def _state(pid: int) -> str:

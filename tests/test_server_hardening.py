@@ -8,16 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import statistics
 import threading
 import time
-from urllib.parse import urlparse
 
 import httpx
 import pytest
 
-from _server_kit import KEY, OTHER_KEY, config, serve, sim_pool
+from _server_kit import HEAD, HOSTILE_HEADS, KEY, OTHER_KEY, big_line, config, send_head, serve, sim_pool
 from openconductor.server import hash_key
 from openconductor.server.protocol import HeaderLimits, HeadScan
 from openconductor.traces import TraceStore
@@ -46,52 +44,9 @@ def _rss_kb() -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
-def _send_head(url: str, parts, timeout: float = 30) -> bytes:
-    """Send a request head made of ``parts`` (bytes chunks, sent in turn) on a fresh connection while reading
-    what comes back; the sender stops quietly when the server closes."""
-    u = urlparse(url)
-    got = bytearray()
-    with socket.create_connection((u.hostname, u.port), timeout=timeout) as s:
-        def sender():
-            try:
-                for part in parts:
-                    s.sendall(part)
-            except OSError:  # the server answered 431 and stopped reading
-                pass
-
-        thread = threading.Thread(target=sender, daemon=True)
-        thread.start()
-        try:
-            while chunk := s.recv(65536):
-                got += chunk
-        except ConnectionResetError:
-            pass
-        thread.join(timeout)
-    return bytes(got)
-
-
 def _status_and_error(reply: bytes) -> tuple[int, dict]:
     head, _, body = reply.partition(b"\r\n\r\n")
     return int(head.split(b" ", 2)[1]), json.loads(body)["error"]
-
-
-HEAD = b"GET /health HTTP/1.1\r\nHost: x\r\n"
-
-
-def _big_line(megabytes: int):
-    yield HEAD + b"X-Big: "
-    chunk = b"a" * (1 << 20)
-    for _ in range(megabytes):
-        yield chunk
-    yield b"\r\n\r\n"
-
-
-HOSTILE_HEADS = {
-    "50 MB header line": lambda: _big_line(50),
-    "1 MB header line": lambda: _big_line(1),
-    "10,000 headers": lambda: [HEAD + b"".join(b"X-H%d: v\r\n" % i for i in range(10_000)) + b"\r\n"],
-    "37 KB in 90 headers": lambda: [HEAD + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 400) for i in range(90)) + b"\r\n"],
-}
 
 
 @pytest.mark.parametrize("name", list(HOSTILE_HEADS))
@@ -99,7 +54,7 @@ def test_oversized_heads_get_a_json_431_before_they_are_buffered(cfg, name):
     with serve(cfg) as url:
         httpx.get(f"{url}/health")
         before = _rss_kb()
-        reply = _send_head(url, HOSTILE_HEADS[name]())
+        reply = send_head(url, HOSTILE_HEADS[name]())
         grown_mb = (_rss_kb() - before) / 1024
         after = httpx.get(f"{url}/health")
     status, error = _status_and_error(reply)
@@ -124,7 +79,7 @@ def test_health_stays_fast_while_a_50_mb_header_arrives(cfg):
         prober = threading.Thread(target=probe)
         prober.start()
         time.sleep(0.2)
-        replies = [_send_head(url, _big_line(50)) for _ in range(3)]
+        replies = [send_head(url, big_line(50)) for _ in range(3)]
         stop.set()
         prober.join()
     assert all(_status_and_error(r)[0] == 431 for r in replies)
@@ -136,7 +91,7 @@ def test_heads_within_the_limits_are_served(cfg):
     ok = HEAD + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 150) for i in range(90)) + b"X-Long: " + b"w" * 15_000 + b"\r\nConnection: close\r\n\r\n"
     assert len(ok) < 32 * 1024
     with serve(cfg) as url:
-        reply = _send_head(url, [ok])
+        reply = send_head(url, [ok])
     assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
 
 
@@ -146,11 +101,11 @@ def test_header_limits_come_from_the_config_and_hold_for_pipelined_requests(tmp_
     fine = HEAD + b"X-A: 1\r\n\r\n"
     many = HEAD + b"".join(b"X-%d: v\r\n" % i for i in range(11)) + b"\r\n"
     with serve(cfg) as url:
-        assert _send_head(url, [HEAD + b"X-A: " + b"a" * 600 + b"\r\n\r\n"]).startswith(b"HTTP/1.1 431")
-        assert _send_head(url, [many]).startswith(b"HTTP/1.1 431")
-        assert _send_head(url, [HEAD + b"Connection: close\r\n\r\n"]).startswith(b"HTTP/1.1 200")
+        assert send_head(url, [HEAD + b"X-A: " + b"a" * 600 + b"\r\n\r\n"]).startswith(b"HTTP/1.1 431")
+        assert send_head(url, [many]).startswith(b"HTTP/1.1 431")
+        assert send_head(url, [HEAD + b"Connection: close\r\n\r\n"]).startswith(b"HTTP/1.1 200")
         # A second request in the same read as the first is counted by the parser's headers instead.
-        piped = _send_head(url, [fine + many])
+        piped = send_head(url, [fine + many])
     assert piped.startswith(b"HTTP/1.1 200") and b"HTTP/1.1 431" in piped and b"request_headers_too_large" in piped
 
 

@@ -202,7 +202,7 @@ def test_reasoning_gym_generators_are_deterministic_and_graded_by_their_scorer()
     expected = q.reference["answer"]
     right = grade(q, f"Adding gives {expected}.\nFinal answer: {expected}")
     wrong = grade(q, f"Final answer: {int(expected) + 1}")
-    assert right.correct and right.score == 1.0 and right.extracted == expected and "by marker" in right.reason
+    assert right.correct and right.score == 1.0 and right.extracted == expected and "by 'final answer'" in right.reason
     assert not wrong.correct and wrong.score < 1.0
     assert not grade(q, "").correct
 
@@ -217,9 +217,11 @@ def test_an_answer_that_only_contains_the_reference_earns_nothing():
     expected = q.reference["answer"]
     padded = reasoning_gym.get_score_answer_fn("basic_arithmetic")(f"{expected}.0", q.reference)
     assert 0 < padded < 1  # what reasoning-gym itself pays
-    for hedge in (f"{expected} or {int(expected) + 1}", f"x = {expected}", f"{expected}7"):
+    for hedge in (f"x = {expected}", f"{expected}7"):
         got = grade(q, f"Final answer: {hedge}")
         assert got.score == 0.0 and not got.correct and "only contains the reference" in got.reason
+    either = grade(q, f"Final answer: {expected} or {int(expected) + 1}")  # the statement rule refuses it first
+    assert either.score == 0.0 and "a hedge ('or')" in either.reason
     assert grade(q, f"Final answer: {expected}").score == 1.0
     coin = load_task("rg:coin_flip", limit=1, seed=1).questions[0]
     near = str(round(float(coin.reference["answer"]) * 1.1, 6))

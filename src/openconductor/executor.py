@@ -387,7 +387,9 @@ async def _run_step(ctx: Context, run: Run, workflow: Workflow, i: int, records:
         record.tool_calls, record.finish_reason = completion.tool_calls, completion.finish_reason
         record.latency_s, record.status, record.detail = completion.latency_s, "ok", completion.detail
         record.cached = completion.cached
-        if _echoed(ctx, spec.provider, completion, record.messages):
+        # Python-level work over the prompt (up to 30,000 characters a part): on a thread, so the loop gets the
+        # GIL back every switch interval (6,000 messages held it 25 ms a step; issue 70).
+        if await off_the_loop(_echoed, ctx, spec.provider, completion, record.messages):
             # Not an answer: the step fails, so the final answer falls back to the last real output.
             record.status, record.error = "error", "the worker echoed its prompt instead of answering"
     except WorkerCallError as exc:

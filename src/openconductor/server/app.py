@@ -14,6 +14,8 @@ error object (streaming: an error event, then [DONE]); a prompt over the workers
 from __future__ import annotations
 
 import asyncio
+import gc
+import importlib
 import json
 import logging
 import os
@@ -37,6 +39,7 @@ from .completions import COMPLETIONS
 from .config import ServerConfig
 from .errors import APIError, validation_message
 from .gateway import CHAT, RESPONSES, Endpoint, Gateway
+from .metrics import watch_loop_lag
 from .protocol import BodyDeadline, HeaderLimits
 from .runs import Preset
 
@@ -92,15 +95,43 @@ def _lifespan(config: ServerConfig, gateway: Gateway):
             loop = asyncio.get_running_loop()
             loop.set_debug(True)
             loop.slow_callback_duration = config.server.slow_callback_ms / 1000
+            lag = asyncio.create_task(watch_loop_lag(loop.slow_callback_duration, _log_lag))
         await gateway.start()
+        _freeze_startup_objects()
         try:
             server = config.server  # read by protocol.GuardedHttpProtocol
             limits = HeaderLimits(server.max_header_bytes, server.max_headers, server.max_header_line_bytes)
             yield {"header_timeout_s": server.header_timeout_s, "header_limits": limits}
         finally:
+            if config.server.slow_callback_ms:
+                lag.cancel()
             await gateway.stop()
 
     return lifespan
+
+
+_FROZEN: list[bool] = []
+# Imported inside functions by what a run calls (evidence.py, question_examples.py): imported on the event loop by
+# the first run otherwise, 20 modules in one step (0.5 s on a loaded machine; issue 70).
+RUN_IMPORTS = ("openconductor.graders.code_grade", "openconductor.graders.exact", "openconductor.graders.final_answer",
+               "openconductor.graders._harness", "openconductor.sandbox")
+
+
+def _freeze_startup_objects() -> None:
+    """Import what a run imports late, then move what start-up left alive out of the garbage collector's reach,
+    once a process: a full collection walks every object (130,000 after start-up, 40-390 ms) and ran on the
+    event loop whenever a big request's allocations set one off; with the late imports that was the longest
+    stall of issue 70's hostile run. What is garbage is collected first, so nothing is frozen that could be freed."""
+    if not _FROZEN:
+        for name in RUN_IMPORTS:
+            importlib.import_module(name)
+        gc.collect()
+        gc.freeze()
+        _FROZEN.append(True)
+
+
+def _log_lag(lag_s: float) -> None:
+    logging.getLogger("asyncio").warning("event loop lag %.1f ms", lag_s * 1000)  # beside asyncio's slow-step lines
 
 
 def _error_shapes(app: FastAPI, metrics) -> None:

@@ -129,13 +129,17 @@ def interpret_body(schema: type, interpret: Callable[[Any], Any], body: Any, max
 
 INLINE_BYTES = 16_384
 _SCHEMA_KEYS = (b'"parameters"', b'"schema"', b"\\u")  # \u: a key can be written with escapes
+# More arrays and objects than this go to the process too: json.loads of a 980-deep body fails with a
+# RecursionError, and unwinding it held the event loop for 15 ms in the server (issue 70).
+INLINE_CONTAINERS = 128
 
 
 def cheap_to_check(body: Any) -> bool:
     """A small body that names no schema: checking it on the event loop takes well under a millisecond,
     less than handing it to a worker process. A schema goes to the process whatever its size (the
     metaschema check is about half a millisecond per subschema)."""
-    return isinstance(body, bytes) and len(body) <= INLINE_BYTES and not any(k in body for k in _SCHEMA_KEYS)
+    return (isinstance(body, bytes) and len(body) <= INLINE_BYTES and not any(k in body for k in _SCHEMA_KEYS)
+            and body.count(b"[") + body.count(b"{") <= INLINE_CONTAINERS)
 
 
 def _warm() -> None:

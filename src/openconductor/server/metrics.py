@@ -1,8 +1,11 @@
-"""Prometheus metrics in the app's own registry (several apps in one process stay separate)."""
+"""Prometheus metrics in the app's own registry (several apps in one process stay separate), and the event
+loop's lag in debug mode."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -10,6 +13,22 @@ from ..records import Run
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 ROUTES = ("/v1/chat/completions", "/v1/responses", "/v1/models", "/v1/traces", "/health", "/metrics")
+
+
+LAG_PERIOD_S = 0.005
+
+
+async def watch_loop_lag(threshold_s: float, report: Callable[[float], None]) -> None:
+    """``report(lag_s)`` whenever a sleep of ``LAG_PERIOD_S`` returns more than ``threshold_s`` late: how long the
+    loop was held, or the process not scheduled. The server runs it with ``server.slow_callback_ms`` (debug mode);
+    benchmarks/server_hostile.py runs it in an idle process beside the server, for the machine's floor."""
+    loop = asyncio.get_running_loop()
+    while True:
+        start = loop.time()
+        await asyncio.sleep(LAG_PERIOD_S)
+        lag = loop.time() - start - LAG_PERIOD_S
+        if lag > threshold_s:
+            report(lag)
 
 
 def route_label(path: str) -> str:

@@ -3,8 +3,8 @@
 
 Registered: gsm_symbolic, basic_arithmetic, countdown, and ``rg:<any generator>``. Generator options
 (e.g. ``min_terms=2``) pass through ``load_task(name, **options)`` / ``conductor eval --task-option``.
-The response's final answer is extracted as the text after the last "final answer"/"answer" marker,
-else the last number, and handed to ``score_answer``.
+The response's final answer is read by the statement rule the other text graders apply (graders/statement.py),
+else the last number of the text that states something, and handed to ``score_answer``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from fractions import Fraction
 from typing import Any, Optional
 
 from ..graders import Grade, register_grader
+from ..graders.final_answer import final_answers, judge, unstated_reply
+from ..graders.statement import refusal
 from .base import DatasetMissing, Question, Task, TaskError, register_task, register_task_family
 
 HOW = "Install `reasoning-gym` (pip install reasoning-gym); it generates the questions offline."
@@ -70,12 +72,38 @@ def _first_lines(text: str, count: int) -> str:
 
 @register_grader("reasoning_gym")
 def grade_reasoning_gym(response: str, reference: Any, *, dataset: str) -> Grade:
+    """The reply's stated answer scored by the generator's ``score_answer``. A one-line answer is read by the
+    statement rule every text grader applies (graders/statement.py: code, quotations and restatements state
+    nothing; an answer with a qualifier, an alternative or a negation is none; every final answer must
+    agree). A multi-line answer (an ARC grid, often fenced) is read after the last marker, as before."""
+    expected = reference.get("answer") if isinstance(reference, dict) else reference
+    lines = max(1, sum(1 for row in str(expected or "").splitlines() if row.strip()))
+    if lines > 1:
+        extracted, how = extract_answer_how(response, lines=lines)
+        if extracted is None:
+            return Grade(0.0, None, "no answer found in the response")
+        return _score(extracted, how, reference, expected, dataset)
+    statements = final_answers(response, reference=str(expected))
+    if statements:
+        return judge(statements, lambda s: _score(s.text, s.how, reference, expected, dataset), key=lambda g: g.extracted)
+    seg, why = unstated_reply(response)
+    extracted, how = extract_answer_how(seg)
+    if extracted is None:
+        return Grade(0.0, None, why or "no answer found in the response")
+    why = why or refusal(_sentence_of(seg, extracted), expected)
+    return Grade(0.0, None, why) if why else _score(extracted, how, reference, expected, dataset)
+
+
+def _sentence_of(seg: str, extracted: str) -> str:
+    """The last sentence or line of ``seg`` that holds ``extracted``: what the statement rule reads for hedges."""
+    parts = [p for p in re.split(r"(?<=[.!?])\s+|\n", seg) if extracted in p.replace(",", "")]
+    return parts[-1].strip() if parts else extracted
+
+
+def _score(extracted: str, how: str, reference: Any, expected: Any, dataset: str) -> Grade:
     import reasoning_gym
 
-    expected = reference.get("answer") if isinstance(reference, dict) else reference
-    extracted, how = extract_answer_how(response, lines=max(1, sum(1 for row in str(expected or "").splitlines() if row.strip())))
-    if extracted is None:
-        return Grade(0.0, None, "no answer found in the response")
+    extracted = extracted.strip().rstrip(".").strip("*` $")
     if same_number(extracted, expected):
         # "106475279601.0" for "106475279601": the base scorer pays it only the containment credit, which
         # the rule below then zeroes, though it is the right number.
