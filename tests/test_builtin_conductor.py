@@ -69,6 +69,8 @@ async def test_the_shipped_conductor_plans_on_llamacpp_from_its_adapter(tmp_path
     backend = spec.conductor.backend
     assert backend.provider == "local_gguf" and Path(backend.model).parent == tmp_path / "cache" / "conductors"
     assert spec.conductor.checkpoint == str(shipped) and spec.conductor.temperature == 0.0
+    # n-gram drafts make it faster, not different: they are no part of what a result's fingerprint compares
+    assert backend.options == {"draft": "ngram"} and "draft" not in spec.outcome_view({"conductor"})["conductor"]["backend"]["options"]
     again, _ = trained_conductor(load_default_pool(), shipped)
     assert again.conductor.backend.model == backend.model  # built once, then reused
     async with Pool(spec) as pool:
@@ -107,6 +109,30 @@ async def test_the_python_api_plans_with_the_pools_trained_conductor_too():
         assert pool.spec.conductor.backend.name == f"conductor:{SHIPPED[len(BUILTIN):]}" and pool.spec.conductor.temperature == 0.0
         run = await solve("Calculate 12 * 34 - 5.", make_policy("conductor"), pool, seed=0)
     assert run.plan.fallback is None and run.plan.attempts == 1 and run.steps
+
+
+@pytest.mark.realmodel
+async def test_ngram_drafts_change_the_shipped_conductors_speed_not_its_plans():
+    """Greedy decoding checks each drafted token against the model's own choice: the same plans, with drafts taken."""
+    from openconductor.conductor.prompt import conductor_messages, planning_grammar
+    from openconductor.policies.base import PlanRequest
+    from openconductor.policies.lm import LMConductor
+    from openconductor.pool import Pool
+
+    spec, options = trained_conductor(load_default_pool(), SHIPPED)
+    plain = spec.conductor.backend.model_copy(update={"options": {"draft": "none"}})
+    without = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"backend": plain})})
+    questions = ["Calculate 12 * 34 - 5.", "Calculate 7 + 8 * 9.", "What is 100 - 37 * 2?"]
+    raws = {}
+    for name, pool_spec in (("drafts", spec), ("none", without)):
+        async with Pool(pool_spec) as pool:
+            plans = [await LMConductor(**options).plan(PlanRequest(q, pool, max_steps=3, seed=0)) for q in questions]
+            raws[name] = [p.record.raw for p in plans]
+            messages = conductor_messages(questions[0], pool_spec, max_steps=3, show=pool_spec.conductor.show, examples=False, style="compact")
+            again, _ = await pool.conductor_backend().call(messages, max_tokens=1024, grammar=planning_grammar(pool_spec, 3), temperature=0.0)
+            timings = again.detail["timings"]
+            assert timings["predicted_n"] > 0 and (timings.get("draft_n", 0) > 0) == (name == "drafts")
+    assert raws["drafts"] == raws["none"] and all(raws["none"])
 
 
 def test_without_the_base_models_package_or_torch_the_error_names_the_package(tmp_path, monkeypatch):

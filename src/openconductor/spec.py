@@ -168,8 +168,9 @@ class ConductorSpec(BaseModel):
 
 
 # Worker options that set how fast a worker runs, never what it answers: left out of the digests that
-# say whether saved results (a fit's stages, an evaluation folder) still hold for a pool.
-SPEED_OPTIONS = frozenset({"threads", "threads_batch"})
+# say whether saved results (a fit's stages, an evaluation folder) still hold for a pool. draft: speculative drafts are
+# verified against the model's own choice (for greedy decoding, the same text; local_gguf.LocalGGUFOptions).
+SPEED_OPTIONS = frozenset({"threads", "threads_batch", "draft"})
 
 
 def outcome_options(options: dict[str, Any]) -> dict[str, Any]:

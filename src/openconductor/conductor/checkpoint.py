@@ -20,7 +20,7 @@ from typing import Literal, Optional, get_args
 
 from ..providers.base import absent_modules, provider_class
 from ..spec import BUILTIN_CONDUCTOR, RANKED_VIEWS, ConductorSpec, PoolConfigError, PoolSpec, WorkerSpec
-from .manifest import MANIFEST, ConductorManifest, ManifestError, PromptInfo, read_manifest
+from .manifest import MANIFEST, ConductorManifest, ManifestError, PromptInfo, cached_manifest
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +90,8 @@ def _adapter_base(path: Path) -> str:
 
 
 def trained_prompt(checkpoint: str) -> PromptInfo:
-    """How a trained conductor's prompt was built (its manifest's ``prompt``: examples, steps, ...).
-    Read on every plan, not cached: a conductor retrained into the same dir must not keep the old prompt."""
+    """How a trained conductor's prompt was built (its manifest's ``prompt``: examples, steps, ...). Looked up on every
+    plan and parsed again whenever the file changes: a conductor retrained into the same dir must not keep the old prompt."""
     return _manifest(checkpoint_path(checkpoint)).prompt
 
 
@@ -114,9 +114,10 @@ def applied(spec: PoolSpec) -> bool:
 
 
 def _manifest(path: Path) -> ConductorManifest:
-    """A checkpoint's manifest (what trained it, on which base, its llama.cpp copy); a bad one is a pool error."""
+    """A checkpoint's manifest (what trained it, on which base, its llama.cpp copy); a bad one is a pool error.
+    Shared (``cached_manifest``): read it, never change it."""
     try:
-        return read_manifest(path)
+        return cached_manifest(path)
     except ManifestError as exc:
         raise PoolConfigError(f"--conductor: {exc}") from exc
 
@@ -136,7 +137,9 @@ def _llamacpp_backend(path: Path, manifest: ConductorManifest) -> tuple[Optional
         if merged is None:
             return None, why
         file = merged
-    return WorkerSpec(name=f"conductor:{path.name}", provider="local_gguf", model=str(file), concurrency=1, timeout_s=600), ""
+    # draft: it plans greedily, so n-gram drafts of the plans it wrote before change its speed, not its plans
+    return WorkerSpec(name=f"conductor:{path.name}", provider="local_gguf", model=str(file), concurrency=1, timeout_s=600,
+                      options={"draft": "ngram"}), ""
 
 
 def _merged_copy(path: Path, manifest: ConductorManifest) -> tuple[Optional[Path], str]:

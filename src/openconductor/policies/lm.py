@@ -15,7 +15,7 @@ from typing import Optional
 from ..budget import LimitReached
 from ..conductor.checkpoint import held_wordings, trained_prompt
 from ..conductor.familiar import FamiliarityError, pool_familiarity
-from ..conductor.prompt import conductor_messages, planning_format, trained_binding
+from ..conductor.prompt import conductor_messages, planning_grammar, trained_binding
 from ..pool import PoolSpec, WorkerCallError
 from ..records import FamiliarityCheck, PlanRecord, Usage
 from ..workflow import Step, Workflow, WorkflowError, parse_and_validate
@@ -76,7 +76,7 @@ class LMConductor(Policy):
         bound = trained_binding(spec)  # read once: the grammar and the parser must agree on the names
         names, aliases = bound[0], bound[1]
         use_grammar = backend.provider.supports_grammar if self.constrained is None else self.constrained
-        grammar = planning_format(spec, request.max_steps, recursive=recursive, trained=bound).grammar() if use_grammar else None
+        grammar = planning_grammar(spec, request.max_steps, recursive=recursive, trained=bound) if use_grammar else None
         record = PlanRecord(policy=self.name, familiarity=familiarity)
         usage = Usage()
         start = time.perf_counter()
