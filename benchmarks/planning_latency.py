@@ -11,7 +11,8 @@ Each question is planned in two modes, interleaved so that a loaded machine slow
 - ``after``: as it runs now.
 
 Per plan it prints the milliseconds in each phase: the prompt's render, the familiarity gate, the binding and grammar,
-llama.cpp's request handling outside its two timed phases (the chat template, tokenisation, slot choice, grammar set-up),
+the backend call outside llama.cpp's two timed phases ("server": the thread hop, the chat template, tokenisation, slot
+choice, grammar set-up),
 prefill (prompt tokens processed / taken from the slot's cache), decode (tokens, and drafted / accepted with drafts),
 the grammar's share of decode (this decode minus the limit's), parse/validate, the run's identity lookup, and the rest
 (Python and thread hops). The limit: the same model decoding the same number of tokens from the same prompt with no
@@ -29,7 +30,6 @@ import collections
 import statistics
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 from openconductor import Pool, load_default_pool, make_policy
 from openconductor.conductor import familiar, identity, manifest, prompt

@@ -168,8 +168,8 @@ class ConductorSpec(BaseModel):
 
 
 # Worker options that set how fast a worker runs, never what it answers: left out of the digests that
-# say whether saved results (a fit's stages, an evaluation folder) still hold for a pool. draft: speculative drafts are
-# verified against the model's own choice (for greedy decoding, the same text; local_gguf.LocalGGUFOptions).
+# say whether saved results (a fit's stages, an evaluation folder) still hold for a pool. draft: each drafted token is checked
+# against the model's own choice (greedy: the same text, but for near-ties that batched logits can tip).
 SPEED_OPTIONS = frozenset({"threads", "threads_batch", "draft"})
 
 
