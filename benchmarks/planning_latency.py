@@ -3,12 +3,14 @@ how often its grammar-constrained plans fail to parse (README "Runtime", [5]; do
 
 The pool's own conductor (its shipped trained one, ``builtin:local-tools``; another with ``--conductor DIR``; the prompted
 SmolLM2 backend with ``--untrained``) plans N reasoning-gym basic_arithmetic questions, one seed per question, no worker runs.
-Each question is planned in two modes, interleaved so that a loaded machine slows both alike:
+Each question is planned in three modes, interleaved so that a loaded machine slows them alike, each on its own llama.cpp
+server (so that none finds another's prompt in its cache):
 
-- ``before``: as planning ran before issue 71: no speculative drafts (its own llama.cpp server), the per-plan lookups
-  recomputed (the manifest, the grammar, the fallback plan, the identity) and the familiarity gate comparing the question
-  with every training question in turn;
-- ``after``: as it runs now.
+- ``before``: as planning ran before issue 71: the per-plan lookups recomputed (the manifest, the grammar, the fallback
+  plan, the identity) and the familiarity gate comparing the question with every training question in turn;
+- ``after``: as it runs now, by default;
+- ``drafts``: and with n-gram speculative drafts (``draft = "ngram"`` on the pool's ``[conductor] backend``; off by
+  default because it can tip a near-tie: the identical-plans line says how many plans it changed).
 
 Per plan it prints the milliseconds in each phase: the prompt's render, the familiarity gate, the binding and grammar,
 the backend call outside llama.cpp's two timed phases ("server": the thread hop, the chat template, tokenisation, slot
@@ -39,7 +41,7 @@ from openconductor.policies.base import PlanRequest
 from openconductor.providers.local_gguf import _server
 from openconductor.tasks import load_task
 
-MODES = ("before", "after")
+MODES = ("before", "after", "drafts")
 PHASES = ("render", "gate", "grammar", "server", "prefill", "decode", "parse", "identity", "other")
 
 
@@ -72,8 +74,9 @@ def spec_for(args, mode: str):
         spec = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"checkpoint": None})})
     elif spec.conductor.checkpoint is not None:
         spec, _ = trained_conductor(spec, spec.conductor.checkpoint)
-    # A slow (shared) machine should measure planning, not the backend's timeout; "before" plans without drafts.
-    options = {**spec.conductor.backend.options, "draft": "ngram" if mode == "after" else "none"}
+    # A slow (shared) machine should measure planning, not the backend's timeout. Own servers: "before" unshared (keyed by
+    # its name), "drafts" keyed by its drafts.
+    options = {**spec.conductor.backend.options, "draft": "ngram" if mode == "drafts" else "none", "shared": mode != "before"}
     backend = spec.conductor.backend.model_copy(update={"timeout_s": args.timeout, "options": options})
     return spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"backend": backend})})
 
@@ -110,8 +113,8 @@ def instrument(policy, backend, times: dict, seen: dict) -> None:
 
 
 def limit(provider, messages: list, n: int) -> dict:
-    """The same model decoding ``n`` tokens from the same prompt with no grammar and no drafts, its prompt cached (the
-    "before" plan of this question left it in the draft-free server's slot)."""
+    """The same model decoding ``n`` tokens from the same prompt with no grammar and no drafts, its prompt cached (by this
+    question's plan, or for "drafts" by its "after" plan on the draft-free server)."""
     server = _server(provider.path, provider.spec.concurrency, provider.ctx_per_slot, provider.threads, provider.threads_batch,
                      provider.owner, "none")
     timings: dict = {}
@@ -175,7 +178,7 @@ async def main(args) -> None:
         policies[mode] = make_policy("conductor")
         instrument(policies[mode], pools[mode].conductor_backend(), times, seen)
     rows: dict[str, list[dict]] = {mode: [] for mode in MODES}
-    print(f"{'':11} " + " ".join(f"{p:>7}" for p in PHASES) + f" {'total':>7} {'limit':>7} {'grammar':>7}   (ms; grammar: decode minus the limit's)")
+    print(f"{'':11} " + " ".join(f"{p:>7}" for p in PHASES) + f" {'total':>7} {'limit':>7} {'dec-lim':>7}   (ms; dec-lim: decode minus the limit's, the grammar's cost before, with drafts' gain after)")
     for i, question in enumerate(questions):
         for mode in MODES:
             spec = pools[mode].spec
@@ -201,8 +204,12 @@ def report(args, rows: dict[str, list[dict]]) -> None:
         s = summary(mode, mode_rows)
         print(f"{mode:8}" + " ".join(f"{s[p] * 1000:8.1f}" for p in PHASES)
               + f" {s['total'] * 1000:8.1f} {s['p95'] * 1000:8.1f} {s['limit'] * 1000:8.1f} {s['ratio']:8.2f}")
-    same = sum(a["record"].raw == b["record"].raw for a, b in zip(*rows.values()))
-    print(f"identical plans before and after: {same} of {args.n}")
+    for mode in MODES[1:]:
+        pairs = list(zip(rows["before"], rows[mode]))
+        print(f"identical plans, before and {mode}: {sum(a['record'].raw == b['record'].raw for a, b in pairs)} of {args.n}")
+        for i, (a, b) in enumerate(pairs, 1):
+            if a["record"].raw != b["record"].raw:
+                print(f"q{i} before:\n{a['record'].raw}\nq{i} {mode}:\n{b['record'].raw}")
     for mode, mode_rows in rows.items():
         records = [r["record"] for r in mode_rows]
         errors = collections.Counter(e.split(":", 1)[0] for r in records for e in r.errors)

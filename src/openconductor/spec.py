@@ -168,9 +168,9 @@ class ConductorSpec(BaseModel):
 
 
 # Worker options that set how fast a worker runs, never what it answers: left out of the digests that
-# say whether saved results (a fit's stages, an evaluation folder) still hold for a pool. draft: each drafted token is checked
-# against the model's own choice (greedy: the same text, but for near-ties that batched logits can tip).
-SPEED_OPTIONS = frozenset({"threads", "threads_batch", "draft"})
+# say whether saved results (a fit's stages, an evaluation folder) still hold for a pool. (Not local_gguf's draft: it can
+# tip a near-tie, local_gguf.LocalGGUFOptions.)
+SPEED_OPTIONS = frozenset({"threads", "threads_batch"})
 
 
 def outcome_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -122,9 +122,9 @@ def _manifest(path: Path) -> ConductorManifest:
         raise PoolConfigError(f"--conductor: {exc}") from exc
 
 
-def _llamacpp_backend(path: Path, manifest: ConductorManifest) -> tuple[Optional[WorkerSpec], str]:
-    """The checkpoint's llama.cpp copy (``conductor.gguf``, written by ``conductor train``) as a backend,
-    or None and why there is none."""
+def _llamacpp_backend(path: Path, manifest: ConductorManifest, draft: str = "none") -> tuple[Optional[WorkerSpec], str]:
+    """The checkpoint's llama.cpp copy (``conductor.gguf``, written by ``conductor train``) as a backend, or None and why
+    there is none. ``draft``: the speculative drafts the pool's declared backend asks for (``LocalGGUFOptions.draft``)."""
     if manifest.gguf_declared and not manifest.gguf:
         return None, "its last export wrote none"  # a conductor.gguf left there is an older model's
     try:
@@ -137,9 +137,8 @@ def _llamacpp_backend(path: Path, manifest: ConductorManifest) -> tuple[Optional
         if merged is None:
             return None, why
         file = merged
-    # draft: it plans greedily, so n-gram drafts of the plans it wrote before change its speed, not its plans
     return WorkerSpec(name=f"conductor:{path.name}", provider="local_gguf", model=str(file), concurrency=1, timeout_s=600,
-                      options={"draft": "ngram"}), ""
+                      options={"draft": draft} if draft != "none" else {}), ""
 
 
 def _merged_copy(path: Path, manifest: ConductorManifest) -> tuple[Optional[Path], str]:
@@ -187,7 +186,9 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *, engine: Engine = "aut
     manifest = _manifest(path)
     prompt = manifest.prompt
     check_pool_fits(manifest, spec, path)
-    backend, why = _llamacpp_backend(path, manifest) if engine in ("auto", "llama.cpp") else (None, "")
+    declared = spec.conductor.backend
+    draft = declared.options.get("draft", "none") if declared is not None and declared.provider == "local_gguf" else "none"
+    backend, why = _llamacpp_backend(path, manifest, draft) if engine in ("auto", "llama.cpp") else (None, "")
     if backend is None and engine == "llama.cpp":
         raise PoolConfigError(f"--conductor: {path} has no llama.cpp copy ({path / CONDUCTOR_GGUF}): {why}")
     if backend is None and engine == "auto" and absent_modules(provider_class("transformers")):

@@ -239,9 +239,9 @@ class LocalGGUFOptions(BaseModel):
     # cache (measured: no planning gain for the default conductor, see docs/providers.md).
     shared: bool = Field(True, description="share one server with workers on the same file and settings")
     stop_loops: bool = Field(True, description="stop a generation that repeats itself (see `looping`); finish_reason 'repetition'")
-    # Greedy decoding checks each drafted token against the model's own choice, so "ngram" changes speed, not text, but
-    # for near-ties that a batch's logits can tip: the shipped conductor's plans were checked identical (planning_latency.py;
-    # llama.cpp's default ngram-mod sizes: smaller ones drafted more and changed 1-2 of 8 plans). A trained conductor uses it.
+    # Greedy decoding checks each drafted token against the model's own choice, but a batch's logits are not bit for bit a
+    # single token's: a near-tie can tip. On the shipped conductor it planned 1.4x faster and changed 1 of 13 plans ("Run the
+    # code above." became "Run the program."; docs/results.md [51]), so it is off unless a pool asks, and results record it.
     draft: Literal["none", "ngram"] = Field("none", description="speculative drafts: none, or ngram (n-grams the server has seen)")
 
 
