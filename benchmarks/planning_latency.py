@@ -140,7 +140,7 @@ async def plan_once(policy, pool, question: str, seed: int, times: dict, seen: d
     identity.identity_dict(policy, pool)  # every run asks, outside plan()
     row = {"identity": time.perf_counter() - start, "record": plan.record, **{k: times.get(k, 0.0) for k in ("render", "gate", "grammar", "parse")}}
     completion = seen.pop("completion", None) if plan.record.familiarity is None or not plan.record.familiarity.gated else None
-    t = completion.detail.get("timings", {}) if completion is not None else {}
+    t = completion.timings if completion is not None else {}
     row.update(prefill=t.get("prompt_ms", 0) / 1000, decode=t.get("predicted_ms", 0) / 1000, prompt_n=t.get("prompt_n", 0),
                cache_n=t.get("cache_n", 0), tokens=t.get("predicted_n", 0), drafted=t.get("draft_n", 0), accepted=t.get("draft_n_accepted", 0))
     row["server"] = max(times.get("llama", 0.0) - row["prefill"] - row["decode"], 0.0)

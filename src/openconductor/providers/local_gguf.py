@@ -330,8 +330,7 @@ class LocalGGUFProvider(Provider):
             latency_s=time.perf_counter() - start,
             finish_reason=choice.get("finish_reason"),
             model=self.spec.model,
-            # llama.cpp's own: prompt tokens processed (prompt_n) and reused from the slot's cache (cache_n), their ms, ...
-            detail={"timings": result["timings"]} if result.get("timings") else {},
+            timings=result.get("timings") or {},
         )
 
     def _call(self, server, body: dict, on_token: Optional[TokenCallback]) -> dict:
