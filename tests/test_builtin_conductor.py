@@ -69,6 +69,12 @@ async def test_the_shipped_conductor_plans_on_llamacpp_from_its_adapter(tmp_path
     backend = spec.conductor.backend
     assert backend.provider == "local_gguf" and Path(backend.model).parent == tmp_path / "cache" / "conductors"
     assert spec.conductor.checkpoint == str(shipped) and spec.conductor.temperature == 0.0
+    # n-gram drafts only where the pool's backend asks for them (they can tip a near-tie), and then results record them
+    assert backend.options == {}
+    declared = load_default_pool()
+    asks = declared.conductor.backend.model_copy(update={"options": {"draft": "ngram"}})
+    drafting, _ = trained_conductor(declared.model_copy(update={"conductor": declared.conductor.model_copy(update={"backend": asks})}), shipped)
+    assert drafting.conductor.backend.options == {"draft": "ngram"} and drafting.outcome_view() != spec.outcome_view()
     again, _ = trained_conductor(load_default_pool(), shipped)
     assert again.conductor.backend.model == backend.model  # built once, then reused
     async with Pool(spec) as pool:
@@ -107,6 +113,31 @@ async def test_the_python_api_plans_with_the_pools_trained_conductor_too():
         assert pool.spec.conductor.backend.name == f"conductor:{SHIPPED[len(BUILTIN):]}" and pool.spec.conductor.temperature == 0.0
         run = await solve("Calculate 12 * 34 - 5.", make_policy("conductor"), pool, seed=0)
     assert run.plan.fallback is None and run.plan.attempts == 1 and run.steps
+
+
+@pytest.mark.realmodel
+async def test_ngram_drafts_are_taken_only_where_the_pool_asks_and_its_plans_still_parse():
+    from openconductor.conductor.prompt import conductor_messages, planning_grammar
+    from openconductor.policies.base import PlanRequest
+    from openconductor.policies.lm import LMConductor
+    from openconductor.pool import Pool
+
+    declared = load_default_pool()
+    asks = declared.conductor.backend.model_copy(update={"options": {"draft": "ngram"}})
+    drafting = declared.model_copy(update={"conductor": declared.conductor.model_copy(update={"backend": asks})})
+    questions = ["Calculate 12 * 34 - 5.", "Calculate 7 + 8 * 9."]
+    for pool_spec, drafts in ((drafting, True), (declared, False)):
+        spec, options = trained_conductor(pool_spec, SHIPPED)
+        async with Pool(spec) as pool:
+            plans = [await LMConductor(**options).plan(PlanRequest(q, pool, max_steps=3, seed=0)) for q in questions]
+            assert all(p.workflow is not None and p.record.attempts == 1 for p in plans)
+            # the same question again: its plan is in what the server saw, so a drafting server drafts it
+            messages = conductor_messages(questions[0], spec, max_steps=3, show=spec.conductor.show, examples=False, style="compact")
+            again, _ = await pool.conductor_backend().call(messages, max_tokens=1024, grammar=planning_grammar(spec, 3), temperature=0.0)
+        timings = again.timings
+        assert timings["predicted_n"] > 0 and bool(timings.get("draft_n")) == drafts
+        assert again.text == plans[0].record.raw or drafts  # without drafts, the same greedy plan
+        assert "timings" not in again.model_dump()  # for benchmarks: never in a record or the response cache
 
 
 def test_without_the_base_models_package_or_torch_the_error_names_the_package(tmp_path, monkeypatch):

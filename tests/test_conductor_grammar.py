@@ -54,3 +54,19 @@ def test_a_budget_too_small_for_the_steps_is_a_clear_error():
     assert (reason, subtask) == (80, 112)  # (512 - 1 - 93 fixed characters - 80) // 3
     with pytest.raises(ValueError, match=r"max_tokens = 120 is too small for 3 steps over 3 workers: raise it to at least \d+"):
         workflow_grammar(3, 3, max_tokens=120)
+
+
+def test_the_pools_grammar_is_written_once_per_format_and_a_new_format_gets_its_own():
+    from openconductor.conductor.prompt import planning_format, planning_grammar
+    from openconductor.pool import PoolConfigError, load_default_pool
+
+    spec = load_default_pool()
+    first = planning_grammar(spec, 3)
+    assert first == planning_format(spec, 3).grammar() and planning_grammar(spec, 3) is first
+    assert planning_grammar(spec, 2) != first and planning_grammar(spec, 3, recursive=True) != first
+    wider = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"max_tokens": 2048})})
+    assert planning_grammar(wider, 3) != first
+    tiny = spec.model_copy(update={"conductor": spec.conductor.model_copy(update={"max_tokens": 8})})
+    for _ in range(2):  # an error is raised each time, not cached
+        with pytest.raises(PoolConfigError, match="max_tokens"):
+            planning_grammar(tiny, 3)

@@ -302,3 +302,31 @@ def test_conductor_pool_is_not_ready_when_the_gate_cannot_run(tmp_path):
     out = " ".join(CliRunner().invoke(app, ["pool", str(pool)]).output.split())
     assert "unfamiliar questions: cannot run:" in out and "not ready: the conductor policy is refused on this pool" in out
     assert "ready: every key" not in out
+
+
+def test_the_gate_compares_through_shared_grams_with_the_same_sums_as_every_pair():
+    """The index compares a question only with the training questions that share a gram; each similarity is the same float
+    as the dense cosine over every reference, so the gate decides exactly as before (on the shipped file's 480 questions)."""
+    from openconductor.conductor.checkpoint import checkpoint_path
+
+    shipped = read_familiarity(checkpoint_path("builtin:local-tools"))
+    index = shipped.index
+
+    def dense(text: str) -> list[float]:
+        query = index._vector(grams(text))
+        return [min(1.0, sum(w * ref.get(g, 0.0) for g, w in query.items())) for ref in index.vectors]
+
+    texts = [q.question for q in shipped.data.questions[::7]] + [STRANGE, "\u01c2\u01c2", "", INSTRUCTION]
+    assert all(index.similarities(t) == dense(t) for t in texts)
+    assert index.similarities("\u01c2\u01c2") == [0.0] * len(index.vectors)  # no gram in common
+
+
+def test_the_fallback_is_parsed_once_per_read_and_a_refit_file_is_read_again(tmp_path):
+    _familiar().write(tmp_path)
+    found = read_familiarity(tmp_path)
+    spec = PoolSpec(name="p", workers=[WorkerSpec(name=n, provider="simulated") for n in ("a", "b")])
+    assert found.fallback_workflow(spec, 3) == found.fallback_workflow(spec, 3) and "_fallback" in vars(found)
+    changed = FALLBACK.replace("Check it.", "Check it twice.")
+    _familiar(changed).write(tmp_path)
+    again = read_familiarity(tmp_path)
+    assert again is not found and again.fallback_workflow(spec, 3).steps[1].subtask == "Check it twice."

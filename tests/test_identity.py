@@ -87,3 +87,21 @@ def test_the_servers_response_metadata_says_who_planned(tmp_path):
     assert planned == {"kind": "prompted", "policy": "conductor", "worker": "planner", "provider": "simulated", "model": ""}
     saved = TraceStore(cfg.server.traces).get(reply.model_extra["conductor"]["trace_id"])
     assert saved.metadata["conductor"] == planned and saved.metadata["api_key"] == "in-process"
+
+
+def test_a_checkpoints_identity_is_looked_up_once_and_again_after_a_retrain(tmp_path):
+    """Every run records it; a retrain rewrites the manifest (and the weights), which a cached identity must notice."""
+    def who():
+        return conductor_identity(make_policy("conductor"), SimpleNamespace(spec=_spec(checkpoint=str(tmp_path))))
+
+    (tmp_path / "adapter_config.json").write_text("{}")
+    (tmp_path / "adapter_model.safetensors").write_bytes(b"weights one")
+    (tmp_path / "openconductor.json").write_text(json.dumps({"model": "base-one"}))
+    first = who()
+    assert who() is first and first.base_model == "base-one"
+    (tmp_path / "adapter_model.safetensors").write_bytes(b"weights two, longer")
+    (tmp_path / "openconductor.json").write_text(json.dumps({"model": "base-two"}))
+    second = who()
+    assert (second.base_model, second.sha256) == ("base-two", weights_digest(tmp_path)) and second.sha256 != first.sha256
+    (tmp_path / "model.safetensors").write_bytes(b"full weights")  # a new weight file, manifest untouched: the folder changed
+    assert who().sha256 not in (second.sha256, None)

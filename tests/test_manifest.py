@@ -52,3 +52,22 @@ def test_a_bad_manifest_is_a_typed_error_naming_the_file(tmp_path, text, message
 
     with pytest.raises(PoolConfigError, match=f"--conductor: .*{message}"):
         trained_conductor(load_default_pool(), tmp_path)
+
+
+def test_the_runtimes_cached_read_follows_the_file_a_retrain_rewrites(tmp_path):
+    """trained_prompt is looked up on every plan: parsed once per version of the file, and again once it changes."""
+    import os
+
+    from openconductor.conductor.checkpoint import trained_prompt
+    from openconductor.conductor.manifest import cached_manifest
+
+    ConductorManifest.model_validate({"prompt": {"examples": True, "style": "compact"}}).write(tmp_path)
+    first = cached_manifest(tmp_path)
+    assert cached_manifest(tmp_path) is first and trained_prompt(str(tmp_path)).style == "compact"
+    ConductorManifest.model_validate({"prompt": {"examples": False, "style": "paper"}}).write(tmp_path)  # retrained into the same dir
+    os.utime(tmp_path / MANIFEST, ns=(1, 1))  # even with a clock too coarse to move, another size or inode reads as another version
+    assert trained_prompt(str(tmp_path)).style == "paper" and cached_manifest(tmp_path) is not first
+    (tmp_path / MANIFEST).write_text("{not json")  # a bad file is an error each time, never a cached value
+    for _ in range(2):
+        with pytest.raises(PoolConfigError, match="not valid JSON"):
+            trained_prompt(str(tmp_path))

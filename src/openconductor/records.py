@@ -54,6 +54,9 @@ class Completion(BaseModel):
     cached: bool = False
     # What a tool worker did beyond its text (sandbox status, exit code, CPU time, output sizes, ...).
     detail: dict[str, Any] = Field(default_factory=dict)
+    # The engine's own timings of this call (llama.cpp: prompt_n / cache_n prompt tokens processed / reused, prompt_ms,
+    # predicted_n, predicted_ms, draft_n, ...), for benchmarks; never stored (not in dumps, caches or records).
+    timings: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
 
 StepStatus = Literal["pending", "running", "ok", "error", "skipped"]

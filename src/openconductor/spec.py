@@ -168,7 +168,8 @@ class ConductorSpec(BaseModel):
 
 
 # Worker options that set how fast a worker runs, never what it answers: left out of the digests that
-# say whether saved results (a fit's stages, an evaluation folder) still hold for a pool.
+# say whether saved results (a fit's stages, an evaluation folder) still hold for a pool. (Not local_gguf's draft: it can
+# tip a near-tie, local_gguf.LocalGGUFOptions.)
 SPEED_OPTIONS = frozenset({"threads", "threads_batch"})
 
 

@@ -20,7 +20,7 @@ from typing import Literal, Optional, get_args
 
 from ..providers.base import absent_modules, provider_class
 from ..spec import BUILTIN_CONDUCTOR, RANKED_VIEWS, ConductorSpec, PoolConfigError, PoolSpec, WorkerSpec
-from .manifest import MANIFEST, ConductorManifest, ManifestError, PromptInfo, read_manifest
+from .manifest import MANIFEST, ConductorManifest, ManifestError, PromptInfo, cached_manifest
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +90,8 @@ def _adapter_base(path: Path) -> str:
 
 
 def trained_prompt(checkpoint: str) -> PromptInfo:
-    """How a trained conductor's prompt was built (its manifest's ``prompt``: examples, steps, ...).
-    Read on every plan, not cached: a conductor retrained into the same dir must not keep the old prompt."""
+    """How a trained conductor's prompt was built (its manifest's ``prompt``: examples, steps, ...). Looked up on every
+    plan and parsed again whenever the file changes: a conductor retrained into the same dir must not keep the old prompt."""
     return _manifest(checkpoint_path(checkpoint)).prompt
 
 
@@ -114,16 +114,17 @@ def applied(spec: PoolSpec) -> bool:
 
 
 def _manifest(path: Path) -> ConductorManifest:
-    """A checkpoint's manifest (what trained it, on which base, its llama.cpp copy); a bad one is a pool error."""
+    """A checkpoint's manifest (what trained it, on which base, its llama.cpp copy); a bad one is a pool error.
+    Shared (``cached_manifest``): read it, never change it."""
     try:
-        return read_manifest(path)
+        return cached_manifest(path)
     except ManifestError as exc:
         raise PoolConfigError(f"--conductor: {exc}") from exc
 
 
-def _llamacpp_backend(path: Path, manifest: ConductorManifest) -> tuple[Optional[WorkerSpec], str]:
-    """The checkpoint's llama.cpp copy (``conductor.gguf``, written by ``conductor train``) as a backend,
-    or None and why there is none."""
+def _llamacpp_backend(path: Path, manifest: ConductorManifest, draft: str = "none") -> tuple[Optional[WorkerSpec], str]:
+    """The checkpoint's llama.cpp copy (``conductor.gguf``, written by ``conductor train``) as a backend, or None and why
+    there is none. ``draft``: the speculative drafts the pool's declared backend asks for (``LocalGGUFOptions.draft``)."""
     if manifest.gguf_declared and not manifest.gguf:
         return None, "its last export wrote none"  # a conductor.gguf left there is an older model's
     try:
@@ -136,7 +137,8 @@ def _llamacpp_backend(path: Path, manifest: ConductorManifest) -> tuple[Optional
         if merged is None:
             return None, why
         file = merged
-    return WorkerSpec(name=f"conductor:{path.name}", provider="local_gguf", model=str(file), concurrency=1, timeout_s=600), ""
+    return WorkerSpec(name=f"conductor:{path.name}", provider="local_gguf", model=str(file), concurrency=1, timeout_s=600,
+                      options={"draft": draft} if draft != "none" else {}), ""
 
 
 def _merged_copy(path: Path, manifest: ConductorManifest) -> tuple[Optional[Path], str]:
@@ -184,7 +186,9 @@ def trained_conductor(spec: PoolSpec, path: str | Path, *, engine: Engine = "aut
     manifest = _manifest(path)
     prompt = manifest.prompt
     check_pool_fits(manifest, spec, path)
-    backend, why = _llamacpp_backend(path, manifest) if engine in ("auto", "llama.cpp") else (None, "")
+    declared = spec.conductor.backend
+    draft = declared.options.get("draft", "none") if declared is not None and declared.provider == "local_gguf" else "none"
+    backend, why = _llamacpp_backend(path, manifest, draft) if engine in ("auto", "llama.cpp") else (None, "")
     if backend is None and engine == "llama.cpp":
         raise PoolConfigError(f"--conductor: {path} has no llama.cpp copy ({path / CONDUCTOR_GGUF}): {why}")
     if backend is None and engine == "auto" and absent_modules(provider_class("transformers")):

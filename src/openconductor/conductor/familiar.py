@@ -25,7 +25,7 @@ import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
@@ -72,6 +72,12 @@ class Index:
         df: Counter[str] = Counter(g for c in counts for g in c)
         self.idf = {g: math.log((1 + len(counts)) / (1 + d)) + 1 for g, d in df.items()}
         self.vectors = [self._vector(c) for c in counts]
+        # gram -> (reference, weight), so a question is compared through the grams it has (a few dozen references
+        # each), not every reference through all of its grams; each sum adds the same products in the same order
+        self.postings: dict[str, list[tuple[int, float]]] = {}
+        for i, vector in enumerate(self.vectors):
+            for g, w in vector.items():
+                self.postings.setdefault(g, []).append((i, w))
 
     def _vector(self, counts: Counter[str]) -> dict[str, float]:
         weights = {g: (1 + math.log(k)) * self.idf[g] for g, k in counts.items() if g in self.idf}  # unknown grams: no weight
@@ -79,9 +85,11 @@ class Index:
         return {g: w / norm for g, w in weights.items()}
 
     def similarities(self, text: str) -> list[float]:
-        query = self._vector(grams(text))
-        # at most 1: a float sum of unit vectors' products can round just above it
-        return [min(1.0, sum(w * ref.get(g, 0.0) for g, w in query.items())) for ref in self.vectors]
+        sums = [0.0] * len(self.vectors)
+        for g, w in self._vector(grams(text)).items():
+            for i, ref in self.postings.get(g, ()):
+                sums[i] += w * ref
+        return [min(1.0, total) for total in sums]  # at most 1: a float sum of unit vectors' products can round just above it
 
 
 def threshold(questions: Sequence[str], groups: Sequence[str]) -> float:
@@ -183,12 +191,7 @@ class Familiarity:
 
     def fallback_workflow(self, spec: "PoolSpec", max_steps: int) -> Workflow:
         """The fallback on ``spec``: its workers found by name, within ``max_steps``."""
-        fallback = self.data.fallback
-        try:
-            # no step bound here: the pool's is checked below, with a message that names it
-            workflow = parse_and_validate(fallback.workflow, len(fallback.workers), max_steps=2**31)
-        except WorkflowError as exc:
-            raise FamiliarityError(f"{FAMILIAR_FILE}: fallback {fallback.name!r} is not a workflow ({exc}); {FIX}") from None
+        fallback, workflow = self.data.fallback, self._fallback
         names = [w.name for w in spec.workers]
         missing = sorted({fallback.workers[s.worker] for s in workflow.steps} - set(names))
         if missing:
@@ -199,6 +202,16 @@ class Familiarity:
                                    f"max_steps = {max_steps}; raise max_steps, or set [conductor] unfamiliar = \"plan\"")
         steps = tuple(Step(spec.index(fallback.workers[s.worker]), s.subtask, s.access) for s in workflow.steps)
         return Workflow(steps, reasoning=workflow.reasoning)
+
+    @cached_property
+    def _fallback(self) -> Workflow:
+        """The fallback as written, ids those of its ``workers``: parsed once per file read (every gated plan asks)."""
+        fallback = self.data.fallback
+        try:
+            # no step bound here: the pool's is checked in fallback_workflow, with a message that names it
+            return parse_and_validate(fallback.workflow, len(fallback.workers), max_steps=2**31)
+        except WorkflowError as exc:  # raised each time: a cached_property keeps only a value
+            raise FamiliarityError(f"{FAMILIAR_FILE}: fallback {fallback.name!r} is not a workflow ({exc}); {FIX}") from None
 
     def dump(self) -> str:
         return self.data.model_dump_json(indent=1) + "\n"

@@ -9,6 +9,7 @@ directory and the sha256 digest of its weights, so a checkpoint retrained into t
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional
@@ -64,17 +65,30 @@ def identity_dict(policy: "Policy", pool: "Pool") -> dict[str, Any]:
 
 
 def _checkpoint_identity(checkpoint: str, backend: Any) -> ConductorIdentity:
-    from .manifest import ManifestError, read_manifest
+    from .manifest import manifest_version
 
     path = Path(checkpoint).expanduser()
+    gguf = str(backend.model) if backend is not None and str(backend.model).endswith(".gguf") else None
     try:
-        manifest = read_manifest(path)
-        base = manifest.model or manifest.base_model
+        folder = path.stat().st_mtime_ns  # a weight file added or renamed into place changes it
+    except OSError:
+        folder = None
+    # Every run asks (the executor records it): looked up once per version of the checkpoint. A retrain rewrites its
+    # manifest (``manifest_version``), which is what tells a checkpoint retrained into the same dir.
+    return _identity(str(path), gguf, backend.provider if backend is not None else None, manifest_version(path), folder)
+
+
+@lru_cache(maxsize=32)
+def _identity(path: str, gguf: Optional[str], engine: Optional[str], manifest: Optional[tuple], folder: Optional[int]) -> ConductorIdentity:
+    from .manifest import ManifestError, read_manifest
+
+    try:
+        found = read_manifest(path)
+        base = found.model or found.base_model
     except ManifestError:
         base = None
-    gguf = Path(backend.model) if backend is not None and str(backend.model).endswith(".gguf") else None
-    return ConductorIdentity(kind="checkpoint", policy="conductor", checkpoint=_display(path), sha256=weights_digest(path, gguf),
-                             base_model=base, engine=backend.provider if backend is not None else None)
+    return ConductorIdentity(kind="checkpoint", policy="conductor", checkpoint=_display(Path(path)),
+                             sha256=weights_digest(Path(path), Path(gguf) if gguf else None), base_model=base, engine=engine)
 
 
 def _display(path: Path) -> str:

@@ -9,6 +9,7 @@ adds for the record (the search's summary, losses, timings, notes) is kept as ex
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -104,6 +105,26 @@ class ConductorManifest(BaseModel):
         data = {"format": self.format, **json.loads(self.model_dump_json(exclude_unset=True))}
         path.write_text(json.dumps(data, indent=2))
         return path
+
+
+def manifest_version(directory: str | Path) -> Optional[tuple[int, int, int]]:
+    """The manifest file's (mtime_ns, size, inode), None without one: what tells a checkpoint retrained into the same dir."""
+    try:
+        stat = (Path(directory) / MANIFEST).stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+
+def cached_manifest(directory: str | Path) -> ConductorManifest:
+    """``read_manifest``, parsed once per version of the file (``manifest_version``): the runtime reads it on every plan.
+    The object is shared between callers: read it, never change it."""
+    return _parsed(str(directory), manifest_version(directory))
+
+
+@lru_cache(maxsize=32)
+def _parsed(directory: str, version: Optional[tuple[int, int, int]]) -> ConductorManifest:
+    return read_manifest(directory)  # a ManifestError is raised, not cached
 
 
 def has_manifest(directory: str | Path) -> bool:

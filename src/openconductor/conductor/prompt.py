@@ -6,12 +6,13 @@ words and held wordings applied)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Optional
 
 from ..evidence import evidence_lines
 from ..records import StepRecord
 from ..spec import RANKED_VIEWS, PoolConfigError, PoolSpec
-from ..workflow import Step, Workflow, WorkflowFormat
+from ..workflow import FormatGrammar, Step, Workflow, WorkflowFormat
 from .checkpoint import held_wordings, trained_prompt
 from .ranking import binding, ranking
 
@@ -161,11 +162,28 @@ def planning_format(spec: PoolSpec, max_steps: int, *, recursive: bool = False,
     held wordings applied (``trained``: ``trained_binding(spec)``, read already), every field bounded so that
     ``[conductor] max_tokens`` cannot cut a plan. A max_tokens too small for it is a PoolConfigError that names the
     least that fits."""
-    names, aliases, name_slots, wordings = trained or trained_binding(spec)
     options = spec.conductor
+    return _bounded(spec.name, len(spec.workers), max_steps, options.max_tokens, recursive, options.fine_grained_access,
+                    trained or trained_binding(spec))
+
+
+def planning_grammar(spec: PoolSpec, max_steps: int, *, recursive: bool = False, trained: Optional[TrainedBinding] = None) -> FormatGrammar:
+    """``planning_format(...).grammar()``, written once per format: every plan asks for it."""
+    return _grammar(planning_format(spec, max_steps, recursive=recursive, trained=trained))
+
+
+# Built once per pool shape and binding (plans ask again and again); a format error is raised each time, not cached.
+@lru_cache(maxsize=64)
+def _bounded(pool: str, workers: int, max_steps: int, max_tokens: int, recursive: bool, fine_grained: bool,
+             trained: TrainedBinding) -> WorkflowFormat:
+    names, aliases, name_slots, wordings = trained
     try:
-        return WorkflowFormat.bounded(len(spec.workers), max_steps, options.max_tokens, allow_empty=recursive,
-                                      fine_grained=options.fine_grained_access, names=names, name_slots=name_slots, aliases=aliases,
-                                      wordings=wordings)
+        return WorkflowFormat.bounded(workers, max_steps, max_tokens, allow_empty=recursive, fine_grained=fine_grained, names=names,
+                                      name_slots=name_slots, aliases=aliases, wordings=wordings)
     except ValueError as exc:  # a [conductor] max_tokens too small for max_steps, or for its longest wording
-        raise PoolConfigError(f"pool {spec.name!r}: [conductor] {exc}") from None
+        raise PoolConfigError(f"pool {pool!r}: [conductor] {exc}") from None
+
+
+@lru_cache(maxsize=64)
+def _grammar(fmt: WorkflowFormat) -> FormatGrammar:
+    return fmt.grammar()

@@ -16,7 +16,7 @@ from typing import Optional
 from ..budget import LimitReached
 from ..conductor.checkpoint import held_wordings, trained_prompt
 from ..conductor.familiar import FamiliarityError, pool_familiarity
-from ..conductor.prompt import conductor_messages, planning_format, trained_binding
+from ..conductor.prompt import conductor_messages, planning_grammar, trained_binding
 from ..pool import PoolSpec, WorkerCallError
 from ..records import FamiliarityCheck, PlanRecord, Usage
 from ..workflow import Step, Workflow, WorkflowError, parse_and_validate
@@ -78,7 +78,7 @@ class LMConductor(Policy):
         names, aliases = bound[0], bound[1]
         provider = backend.provider  # a grammar, or the same format as a JSON schema on servers that take one (openai_compat)
         use_grammar = (provider.supports_grammar or provider.supports_json_schema) if self.constrained is None else self.constrained
-        grammar = planning_format(spec, request.max_steps, recursive=recursive, trained=bound).grammar() if use_grammar else None
+        grammar = planning_grammar(spec, request.max_steps, recursive=recursive, trained=bound) if use_grammar else None
         record = PlanRecord(policy=self.name, familiarity=familiarity)
         usage = Usage()
         start = time.perf_counter()

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Literal, Optional
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field
@@ -167,10 +167,13 @@ _SERVERS: dict[tuple, object] = {}
 _SERVERS_LOCK = threading.Lock()
 
 
-def _server(path: Path, slots: int, ctx_per_slot: int, threads: int, threads_batch: int, owner: str = ""):
+def _server(path: Path, slots: int, ctx_per_slot: int, threads: int, threads_batch: int, owner: str = "", draft: str = "none"):
+    key = (str(path), slots, ctx_per_slot, threads, threads_batch, owner, draft)
+    server = _SERVERS.get(key)  # the common case, without the lock: a started server is never replaced
+    if server is not None:
+        return server
     import xllamacpp
 
-    key = (str(path), slots, ctx_per_slot, threads, threads_batch, owner)
     with _SERVERS_LOCK:
         if key not in _SERVERS:
             params = xllamacpp.CommonParams()
@@ -181,6 +184,8 @@ def _server(path: Path, slots: int, ctx_per_slot: int, threads: int, threads_bat
             params.cpuparams_batch.n_threads = threads_batch
             params.warmup = False
             params.verbosity = -1
+            if draft == "ngram":  # drafts: n-grams of what this server saw, its prompts and earlier outputs (llama.cpp's ngram-mod)
+                params.speculative.types = [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]
             _SERVERS[key] = xllamacpp.Server(params)
         return _SERVERS[key]
 
@@ -234,6 +239,10 @@ class LocalGGUFOptions(BaseModel):
     # cache (measured: no planning gain for the default conductor, see docs/providers.md).
     shared: bool = Field(True, description="share one server with workers on the same file and settings")
     stop_loops: bool = Field(True, description="stop a generation that repeats itself (see `looping`); finish_reason 'repetition'")
+    # Greedy decoding checks each drafted token against the model's own choice, but a batch's logits are not bit for bit a
+    # single token's: a near-tie can tip. On the shipped conductor it planned 1.4x faster and changed 1 of 13 plans ("Run the
+    # code above." became "Run the program."; docs/results.md [51]), so it is off unless a pool asks, and results record it.
+    draft: Literal["none", "ngram"] = Field("none", description="speculative drafts: none, or ngram (n-grams the server has seen)")
 
 
 class LocalGGUFProvider(Provider):
@@ -277,12 +286,12 @@ class LocalGGUFProvider(Provider):
         self.threads_batch = options.threads_batch or options.threads
         self.owner = "" if options.shared else spec.name
         self.stop_loops = options.stop_loops
+        self.draft = options.draft
 
     async def complete(self, messages, *, max_tokens, temperature, grammar=None, on_token: Optional[TokenCallback] = None, seed=None,
                        answer: Optional[AnswerFormat] = None) -> Completion:
-        server = await asyncio.to_thread(
-            _server, self.path, self.spec.concurrency, self.ctx_per_slot, self.threads, self.threads_batch, self.owner
-        )
+        key = (self.path, self.spec.concurrency, self.ctx_per_slot, self.threads, self.threads_batch, self.owner, self.draft)
+        server = _SERVERS.get((str(self.path), *key[1:])) or await asyncio.to_thread(_server, *key)  # loading: off the loop
         body: dict = {"max_tokens": max_tokens, "temperature": temperature}
         if self.spec.top_p is not None:
             body["top_p"] = self.spec.top_p
@@ -321,6 +330,7 @@ class LocalGGUFProvider(Provider):
             latency_s=time.perf_counter() - start,
             finish_reason=choice.get("finish_reason"),
             model=self.spec.model,
+            timings=result.get("timings") or {},
         )
 
     def _call(self, server, body: dict, on_token: Optional[TokenCallback]) -> dict:
@@ -362,4 +372,4 @@ class LocalGGUFProvider(Provider):
             usage = {"prompt_tokens": t.get("prompt_n", 0) + t.get("cache_n", 0), "completion_tokens": t.get("predicted_n", len(pieces))}
         text = "".join(pieces)
         message = {"message": {"content": text}} if self.chat else {"text": text}
-        return {"choices": [dict(message, finish_reason=state["finish"])], "usage": usage}
+        return {"choices": [dict(message, finish_reason=state["finish"])], "usage": usage, "timings": state["timings"]}
