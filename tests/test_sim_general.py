@@ -42,7 +42,7 @@ def test_the_shared_prefix_loss_equals_each_row_alone(tmp_path):
     torch = pytest.importorskip("torch")
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from openconductor.train.prefix_sft import batch_loss
+    from openconductor.train.supervised_copy import batch_loss
 
     tok = AutoTokenizer.from_pretrained(tiny_tokenizer(tmp_path / "tok"))
     torch.manual_seed(0)
@@ -231,14 +231,16 @@ def test_the_copy_time_box_stops_after_the_step_that_passes_it(tmp_path):
     pytest.importorskip("torch")
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from openconductor.train.prefix_sft import copy_plans
+    from openconductor.train.supervised_copy import SFTSettings, copy_targets
 
     tok = AutoTokenizer.from_pretrained(tiny_tokenizer(tmp_path / "tok"))
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY_LLAMA))
     prompts = [[{"role": "system", "content": "the task one agent"}, {"role": "user", "content": f"check {i}"}] for i in range(4)]
     groups = [(prompts, ["the answer"] * 4)]
-    assert len(copy_plans(model, tok, groups, epochs=2, lr=1e-3, batch_size=1, max_seconds=0.0)) == 1
-    assert len(copy_plans(model, tok, groups, epochs=2, lr=1e-3, batch_size=1, max_seconds=600.0)) == 8
+    settings = SFTSettings(epochs=2, learning_rate=1e-3, batch_size=1)
+    assert len(copy_targets(model, tok, groups, settings.model_copy(update={"max_seconds": 0.0}))) == 1
+    assert len(copy_targets(model, tok, groups, settings.model_copy(update={"max_seconds": 600.0}))) == 8
+    assert len(copy_targets(model, tok, groups, settings.model_copy(update={"max_batches": 3}))) == 3
 
 
 @pytest.mark.parametrize("args, message", [

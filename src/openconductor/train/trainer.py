@@ -220,7 +220,8 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
     the caller instead (e.g. one pool per row across generated pools)."""
     import torch
 
-    from .warmup import taught_wordings, warmup_format
+    from .supervised_copy import copy_targets
+    from .warmup import taught_wordings
 
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
@@ -261,8 +262,7 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
         with open(out_dir / WARMUP_TARGETS, "w") as f:
             for row, old, target in zip(shown, suffixed, texts):
                 f.write(json.dumps({"domain": row.domain, "question": row.question, "target": target, "bare": row is not old}) + "\n")
-        losses = warmup_format(model, tokenizer, [row.prompt for row in shown], texts, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size,
-                               on_epoch=on_epoch)
+        losses = copy_targets(model, tokenizer, [([row.prompt for row in shown], texts)], w.sft(), on_epoch=on_epoch)
         export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses}, pool=spec)
     return spec, model, tokenizer, rows
 

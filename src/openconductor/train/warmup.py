@@ -17,14 +17,12 @@ already writing chains with workers that worked, which random rollouts of a unif
 
 from __future__ import annotations
 
-import logging
 import random
-from typing import Callable, Optional, TypeVar
+from typing import TypeVar
 
 from ..pool import TOOL_PROVIDERS, PoolSpec
 from ..workflow import SUBTASK_CHARS, Access, Step, Workflow, WorkflowFormat, parse
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PHRASES = {
@@ -182,43 +180,3 @@ def keep_best(candidates: list[list[T]], scores: list[list[float]], k: int, seed
         order = sorted(range(len(texts)), key=lambda i: (-marks[i], rng.random()))
         kept.append([texts[i] for i in order[:k]])
     return kept
-
-
-def warmup_format(model, tokenizer, prompts: list[list[dict]], targets: list[str], *, epochs: int, lr: float, batch_size: int,
-                  on_epoch: Optional[Callable[[int], None]] = None) -> list[float]:
-    """Supervised steps on (runtime prompt -> valid workflow text); loss on the completion only.
-
-    Consecutive examples with the same prompt share its forward pass (``shared_prompt_logps``), so give
-    each prompt several targets to make the warm-up cheap on a CPU.
-    """
-    import torch
-
-    from .rollout import shared_prompt_logps
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    optim = torch.optim.AdamW(params, lr=lr)
-    model.train()
-    pad = tokenizer.pad_token_id
-    eos = tokenizer.eos_token or ""
-    losses = []
-    for epoch in range(epochs):
-        for start in range(0, len(prompts), batch_size):
-            rows = []
-            for messages, target in zip(prompts[start : start + batch_size], targets[start : start + batch_size]):
-                prompt_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
-                rows.append((list(prompt_ids), tokenizer(target + eos, add_special_tokens=False)["input_ids"]))
-            p_width = max(len(p) for p, _ in rows)
-            c_width = max(len(c) for _, c in rows)
-            ids = torch.tensor([[pad] * (p_width - len(p)) + p + c + [pad] * (c_width - len(c)) for p, c in rows], device=model.device)
-            mask = torch.tensor([[0] * (p_width - len(p)) + [1] * (len(p) + len(c)) + [0] * (c_width - len(c)) for p, c in rows], device=model.device)
-            logps, _ = shared_prompt_logps(model, ids, mask, c_width)
-            completion_mask = mask[:, -c_width:].float()
-            loss = -(logps * completion_mask).sum() / completion_mask.sum()
-            loss.backward()
-            optim.step()
-            optim.zero_grad()
-            losses.append(float(loss.detach()))
-            log.info("format warm-up batch %d: loss %.3f", len(losses), losses[-1])
-        if on_epoch is not None:  # conductor fit saves each epoch, so an interrupted copy goes on from the last one
-            on_epoch(epoch + 1)
-    return losses
