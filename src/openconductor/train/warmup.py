@@ -1,6 +1,6 @@
-"""The supervised format warm-up: teach a small model the workflow format before GRPO (the paper has no
-such step; a 135M model writes no parseable workflow without it, and GRPO learns nothing from a group
-whose rewards are all 0).
+"""The format warm-up's targets: what a small model copies before GRPO to learn the workflow format (the paper
+has no such step; a 135M model writes no parseable workflow without it, and GRPO learns nothing from a group
+whose rewards are all 0). The copy itself is ``supervised_copy.py``; the wordings are ``workflow/wordings.py``.
 
 Targets are rendered by ``Workflow.render`` (the one source of the text form). They are *balanced*: the
 step count is uniform over 1..max_steps, and chains (plan -> solve -> check), fan-outs (independent
