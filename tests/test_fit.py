@@ -44,7 +44,7 @@ def _task(messages) -> str:
     return context.question if context else str(messages[-1]["content"])
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def world():
     """The SIMULATED workers' answers."""
 
@@ -90,6 +90,23 @@ def _settings(tmp: Path, **extra) -> FitSettings:
     f = _files(tmp)
     extra.setdefault("fidelity_bar", 0.0)
     return FitSettings(pool=str(f["pool"]), out=tmp / "out", questions=f["questions"], per_task=6, eval_n=2, recipe=f["recipe"], **extra)
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory, world):
+    """One finished fit at the default settings, shared: a test that starts from it copies its folder (``fitted``),
+    which the fit takes as its own (test_a_fit_folder_copied_elsewhere_keeps_its_copy_and_grpo), and goes on there."""
+    home = tmp_path_factory.mktemp("baseline")
+    return home, run_fit(_settings(home))
+
+
+def fitted(baseline, tmp_path: Path, **extra) -> tuple[FitSettings, "object"]:
+    """Settings for a copy of the shared fit in ``tmp_path/out`` (its files stay the shared ones), and its result."""
+    import shutil
+
+    home, first = baseline
+    shutil.copytree(home / "out", tmp_path / "out")
+    return _settings(home, **extra).model_copy(update={"out": tmp_path / "out"}), first
 
 
 def test_fit_end_to_end_on_a_simulated_pool(tmp_path, world):
@@ -138,10 +155,10 @@ def test_fit_end_to_end_on_a_simulated_pool(tmp_path, world):
     assert set(json.loads((out / "fit.json").read_text())["stages"]) >= {"profile", "search", "targets", "copy", "grpo", "evaluate"}
 
 
-def test_a_changed_setting_redoes_only_the_stages_it_decides(tmp_path, world):
-    run_fit(_settings(tmp_path))
+def test_a_changed_setting_redoes_only_the_stages_it_decides(tmp_path, baseline):
+    settings, _ = fitted(baseline, tmp_path, finalists=2)
     before = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
-    redone = run_fit(_settings(tmp_path, finalists=2))  # the search's size: search and later stages again, replayed
+    redone = run_fit(settings)  # the search's size: search and later stages again, replayed
     after = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
     assert after["profile"] == before["profile"] and after["search"]["digest"] != before["search"]["digest"]
     assert all(len(g["finalists"]) == 2 for g in json.loads((tmp_path / "out" / "search.json").read_text())["groups"].values())
@@ -200,7 +217,7 @@ def test_a_fit_folder_copied_elsewhere_keeps_its_copy_and_grpo(tmp_path, world):
     assert (legacy / "train" / "warmup" / "openconductor.json").stat().st_mtime_ns != warm
 
 
-def test_a_fit_started_from_a_trained_conductor_copies_from_its_weights_and_a_bad_one_is_refused_before_any_call(tmp_path, world, caplog):
+def test_a_fit_started_from_a_trained_conductor_copies_from_its_weights_and_a_bad_one_is_refused_before_any_call(tmp_path, baseline, caplog):
     """``--init``: the copy starts from a conductor's weights (recorded with their digest); only the copy and later
     stages are redone, the paid stages replayed. A directory without trained weights, or an adapter of another LoRA
     shape than the recipe's, is refused by the command before anything is spent."""
@@ -211,12 +228,12 @@ def test_a_fit_started_from_a_trained_conductor_copies_from_its_weights_and_a_ba
 
     from openconductor.cli import app
 
-    first = run_fit(_settings(tmp_path))
+    settings, first = fitted(baseline, tmp_path, init=str(tmp_path / "first"))
     shutil.copytree(first.checkpoint, tmp_path / "first")
     weights = tmp_path / "first" / "model.safetensors"
     before = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
     with caplog.at_level("INFO"):
-        again = run_fit(_settings(tmp_path, init=str(tmp_path / "first")))
+        again = run_fit(settings)
     after = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
     assert f"loaded the weights of {tmp_path / 'first'}" in caplog.text
     assert after["search"] == before["search"] and after["copy"]["digest"] != before["copy"]["digest"]
@@ -237,15 +254,15 @@ def test_a_fit_started_from_a_trained_conductor_copies_from_its_weights_and_a_ba
     assert not (tmp_path / "o2").exists()
 
 
-def test_a_change_in_scoring_redoes_the_stages_from_the_store(tmp_path, world, monkeypatch):
+def test_a_change_in_scoring_redoes_the_stages_from_the_store(tmp_path, baseline, monkeypatch):
     """Stages ranked by score are redone when the graders score differently (graders.SCORING_VERSION), replayed
     from the store: an upgrade never keeps a ranking the old scores made, and pays nothing again."""
     from openconductor import graders
 
-    first = run_fit(_settings(tmp_path))
+    settings, first = fitted(baseline, tmp_path)
     before = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
     monkeypatch.setattr(graders, "SCORING_VERSION", graders.SCORING_VERSION + 1)
-    again = run_fit(_settings(tmp_path))
+    again = run_fit(settings)
     after = json.loads((tmp_path / "out" / "fit.json").read_text())["stages"]
     assert all(after[s]["digest"] != before[s]["digest"] for s in ("profile", "search", "targets", "copy"))
     assert again.spend.calls == first.spend.calls  # every worker call replayed

@@ -232,7 +232,7 @@ def test_rank_aliases_name_the_workers_of_each_place_in_the_measured_ranking_and
 
 def test_rank_alias_targets_parse_back_to_the_searched_plan_on_a_renamed_pool():
     from openconductor.conductor.ranking import rank_aliases
-    from openconductor.sim.plan_search import CHECK, PLAN, IMPLEMENT
+    from openconductor.workflow.wordings import CHECK, IMPLEMENT, PLAN
     from openconductor.sim.pools import area_ranking, generate_pool, pool_spec, renamed
     from openconductor.sim.world_v3 import make_questions
     from openconductor.train.sim_general import target

@@ -42,7 +42,7 @@ def test_the_shared_prefix_loss_equals_each_row_alone(tmp_path):
     torch = pytest.importorskip("torch")
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from openconductor.train.prefix_sft import batch_loss
+    from openconductor.train.supervised_copy import batch_loss
 
     tok = AutoTokenizer.from_pretrained(tiny_tokenizer(tmp_path / "tok"))
     torch.manual_seed(0)
@@ -142,14 +142,23 @@ def _tiny_copy_settings():
     return CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=4, top=1))
 
 
-def test_copy_data_saved_by_the_search_loads_as_the_data_it_built(tmp_path):
+@pytest.fixture(scope="module")
+def tiny_built():
+    """The copy data of ``_tiny_copy_settings`` with the default prompt shape, searched once for the tests that read it."""
+    from pathlib import Path
+
+    from openconductor.train.sim_general import PromptShape, build
+
+    return build(_tiny_copy_settings(), Path(POOL), PromptShape())
+
+
+def test_copy_data_saved_by_the_search_loads_as_the_data_it_built(tmp_path, tiny_built):
     from pathlib import Path
 
     from openconductor.train import copy_data
-    from openconductor.train.sim_general import PromptShape, build
+    from openconductor.train.sim_general import PromptShape
 
-    settings, shape = _tiny_copy_settings(), PromptShape()
-    built = build(settings, Path(POOL), shape)
+    settings, shape, built = _tiny_copy_settings(), PromptShape(), tiny_built
     key = copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
     path = copy_data.save(built, tmp_path / copy_data.FILE_NAME, key)
     loaded = copy_data.load(path, key, Path(POOL), shape)
@@ -183,15 +192,15 @@ def test_copy_data_names_every_question_its_conductor_was_trained_or_searched_on
     assert len(held) == 48 * 8 and not {q.text for q in held} & texts  # ...unless drawn without its questions
 
 
-def test_copy_data_of_another_run_or_a_bad_file_is_refused_with_what_differs(tmp_path):
+def test_copy_data_of_another_run_or_a_bad_file_is_refused_with_what_differs(tmp_path, tiny_built):
     from pathlib import Path
 
     from openconductor.train import copy_data
-    from openconductor.train.sim_general import CopySettings, PromptShape, build
+    from openconductor.train.sim_general import CopySettings, PromptShape
 
     settings, shape = _tiny_copy_settings(), PromptShape()
     key = copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
-    path = copy_data.save(build(settings, Path(POOL), shape), tmp_path / copy_data.FILE_NAME, key)
+    path = copy_data.save(tiny_built, tmp_path / copy_data.FILE_NAME, key)
     other = copy_data.data_key(CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=6, top=1)),
                                Path(POOL), test_n=10, eval_seed=1000)
     with pytest.raises(copy_data.CopyDataError, match=r"copy.search.rank: 4 in the file != 6 in this run"):
@@ -209,14 +218,13 @@ def test_copy_data_of_another_run_or_a_bad_file_is_refused_with_what_differs(tmp
         copy_data.load(tmp_path / "bad.json.gz", key, Path(POOL), shape)
 
 
-def test_copy_data_rebuilds_targets_with_the_loading_code(tmp_path, monkeypatch, caplog):
+def test_copy_data_rebuilds_targets_with_the_loading_code(tmp_path, monkeypatch, caplog, tiny_built):
     from pathlib import Path
 
     from openconductor.train import copy_data
-    from openconductor.train.sim_general import PromptShape, build
+    from openconductor.train.sim_general import PromptShape
 
-    settings, shape = _tiny_copy_settings(), PromptShape()
-    built = build(settings, Path(POOL), shape)
+    settings, shape, built = _tiny_copy_settings(), PromptShape(), tiny_built
     key = copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
     path = copy_data.save(built, tmp_path / copy_data.FILE_NAME, key)
     # The target wording changes after the search: the loaded data uses the new wording (the plans are kept).
@@ -231,14 +239,16 @@ def test_the_copy_time_box_stops_after_the_step_that_passes_it(tmp_path):
     pytest.importorskip("torch")
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from openconductor.train.prefix_sft import copy_plans
+    from openconductor.train.supervised_copy import SFTSettings, copy_targets
 
     tok = AutoTokenizer.from_pretrained(tiny_tokenizer(tmp_path / "tok"))
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY_LLAMA))
     prompts = [[{"role": "system", "content": "the task one agent"}, {"role": "user", "content": f"check {i}"}] for i in range(4)]
     groups = [(prompts, ["the answer"] * 4)]
-    assert len(copy_plans(model, tok, groups, epochs=2, lr=1e-3, batch_size=1, max_seconds=0.0)) == 1
-    assert len(copy_plans(model, tok, groups, epochs=2, lr=1e-3, batch_size=1, max_seconds=600.0)) == 8
+    settings = SFTSettings(epochs=2, learning_rate=1e-3, batch_size=1)
+    assert len(copy_targets(model, tok, groups, settings.model_copy(update={"max_seconds": 0.0}))) == 1
+    assert len(copy_targets(model, tok, groups, settings.model_copy(update={"max_seconds": 600.0}))) == 8
+    assert len(copy_targets(model, tok, groups, settings.model_copy(update={"max_batches": 3}))) == 3
 
 
 @pytest.mark.parametrize("args, message", [
@@ -264,14 +274,13 @@ def test_the_cli_refuses_copy_data_it_cannot_use(args, message, capsys, tmp_path
     assert message in capsys.readouterr().err
 
 
-def test_the_copy_data_check_names_what_differs_from_the_issue_scale(tmp_path, capsys):
+def test_the_copy_data_check_names_what_differs_from_the_issue_scale(tmp_path, capsys, tiny_built):
     from pathlib import Path
 
     from openconductor.train import copy_data
-    from openconductor.train.sim_general import PromptShape, build
 
     settings = _tiny_copy_settings()
-    path = copy_data.save(build(settings, Path(POOL), PromptShape()), tmp_path / copy_data.FILE_NAME,
+    path = copy_data.save(tiny_built, tmp_path / copy_data.FILE_NAME,
                           copy_data.data_key(settings, Path(POOL), test_n=1000, eval_seed=1000))
     with pytest.raises(SystemExit):
         copy_data.main(["examples/train_sim_general.toml", str(path)])

@@ -85,6 +85,7 @@ def test_difficulty_changes_what_structure_pays(profiles):
     assert _accuracy(chain, hard, profiles) > _accuracy(single, hard, profiles) + 0.08
 
 
+@pytest.mark.heavy  # n=1000 through the executor: ~50 s on 2 cores, so with world v2's calibration in the heavy run
 def test_calibration_reproduces_table_7_within_tolerance(spec):
     rows = calibrate_v3(spec, n=1000, seed=11, select_n=0)
     assert [r for r in rows if r.kind == "single"] and not [r.system for r in rows if r.within() is False], table(rows)

@@ -25,6 +25,7 @@ from .records import Completion, PlanRecord, Run, StepRecord, Totals, Usage
 from .run_events import Event, EventHandler, _emit, _emit_soon
 from .reply import answer_text as clean_answer  # the final answer is the reply as a user sees it
 from .workflow import Step, Workflow
+from .workflow.wordings import ANSWER_SUBTASK, REVIEW_SUBTASK
 
 # --------------------------------------------------------------------------------------------- context
 
@@ -185,9 +186,6 @@ def _record(ctx: Context, workflow: Workflow, i: int) -> StepRecord:
 
 
 # -------------------------------------------------------------------------- plans that end in a tool
-
-ANSWER_SUBTASK = "Using the work above, give the final answer to the overall task."
-
 
 def _wants_format(ctx: Context) -> bool:
     return ctx.answer is not None and bool(ctx.answer.features() & {"tools", "json_schema"})
@@ -448,9 +446,6 @@ async def _recurse(ctx: Context, run: Run, record: StepRecord, final: bool = Fal
         # A failed revision keeps the answer it was asked to check.
         record.status, record.output = "ok", previous_answer
         record.error = f"nested round ended with {nested.status}: {nested.error}"
-
-
-REVIEW_SUBTASK = "Review the round above: accept its answer, or revise it."
 
 
 async def _review(ctx: Context, run: Run, final: bool) -> None:

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
 from ..policies.base import Policy, make_policy
-from ..policies.baselines import SOLVE, GivenWorkflow
+from ..policies.baselines import GivenWorkflow
 from ..policies.lookup import LookupTable, OracleRouter
 from ..pool import Pool, PoolSpec
 from ..sim import world
 from ..sim.world import DOMAINS, Traits
 from ..tasks.simulated import simulated_task
 from ..workflow import Step, Workflow
+from ..workflow.wordings import AGGREGATE, CHECK, IMPLEMENT, PLAN, SOLVE
 from .runner import evaluate
 from .summary import summarize
 
@@ -88,10 +89,6 @@ def best_for(spec: PoolSpec, domain: str, *, exclude: tuple[int, ...] = (), key:
     return max(candidates, key=score)
 
 
-CHECK = "Check the previous answer carefully, fix any error, and give the final answer."
-PLAN = "Outline a plan: the key steps an expert would take for this task, without solving it."
-IMPLEMENT = "Follow the plan from the previous agent to solve the task and give the final answer."
-AGGREGATE = "Synthesise the previous answers into one: weigh them critically and give the final answer."
 
 
 def families(spec: PoolSpec) -> dict[str, Callable[[str], Workflow]]:

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Mapping, Optional
 
 from ..records import PlanRecord, Usage
 from ..workflow import Access, Step, Workflow, WorkflowError, parse_and_validate
+from ..workflow.wordings import MOA_AGGREGATE, RANDOM_LAST, RANDOM_STEP, REVISE, SOLVE
 from ..spec import worker_index
 from .base import Count, Plan, PlanRequest, Policy, PolicyOptions, PositiveCount, WorkerRef, register_policy
 
 if TYPE_CHECKING:
     from ..pool import PoolSpec
 
-SOLVE = "Solve the overall task and give the final answer."  # a one-step workflow's subtask
 
 
 def _worker_index(request: PlanRequest, worker: Optional[str | int]) -> int:
@@ -68,11 +68,7 @@ class SelfReflection(Policy):
     async def plan(self, request: PlanRequest) -> Plan:
         i = _worker_index(request, self.worker)
         steps = [Step(i, SOLVE, ())]
-        revise = (
-            "Review the previous attempts for mistakes. If you find one, correct it; then give the final "
-            "answer to the overall task."
-        )
-        steps += [Step(i, revise, "all") for _ in range(self.rounds)]
+        steps += [Step(i, REVISE, "all") for _ in range(self.rounds)]
         return _plan(self.name, steps, f"self-reflection with {self.rounds} revision(s)")
 
 
@@ -112,12 +108,8 @@ class MixtureOfAgents(Policy):
         count = len(workers) if self.proposers is None else self.proposers
         proposers = workers[:count] + [rng.choice(workers) for _ in range(count - len(workers))]
         steps = [Step(i, SOLVE, ()) for i in proposers]
-        aggregate = (
-            "Several agents answered the overall task independently. Synthesise their responses into one "
-            "answer: weigh them critically, fix errors, and give the final answer."
-        )
         aggregator = rng.choice(workers) if self.aggregator == "random" else _worker_index(request, self.aggregator)
-        steps.append(Step(aggregator, aggregate, "all"))
+        steps.append(Step(aggregator, MOA_AGGREGATE, "all"))
         return _plan(self.name, steps, f"{len(proposers)} proposers and one aggregator")
 
 
@@ -143,7 +135,7 @@ class RandomWorkflow(Policy):
         for i in range(n):
             access: Access = "all" if i and rng.random() < 0.5 else tuple(sorted(rng.sample(range(i), rng.randint(0, i))))
             last = i == n - 1
-            subtask = "Give the final answer to the overall task." if last else "Work on the overall task and report your findings."
+            subtask = RANDOM_LAST if last else RANDOM_STEP
             steps.append(Step(rng.choice(workers), subtask, access))
         return _plan(self.name, steps, "random workflow")
 

@@ -21,7 +21,7 @@ from ..pool import PoolSpec, WorkerCallError
 from ..records import FamiliarityCheck, PlanRecord, Usage
 from ..workflow import Step, Workflow, WorkflowError, parse_and_validate
 from .base import Plan, PlanRequest, Policy, PolicyError, PolicyOptions, register_policy
-from .baselines import SOLVE
+from ..workflow.wordings import SOLVE
 
 
 

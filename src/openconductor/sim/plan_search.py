@@ -21,12 +21,8 @@ from typing import Callable, Hashable, Sequence
 from .questions import Question
 from .world_v3 import Profile, run_plan
 from ..workflow import Step, Workflow
+from ..workflow.wordings import AGGREGATE, CHECK, IMPLEMENT, PLAN, SOLVE
 
-SOLVE = "Solve the overall task and give the final answer."
-CHECK = "Check the previous answer carefully, fix any error, and give the final answer."
-PLAN = "Outline a plan: the key steps an expert would take for this task, without solving it."
-IMPLEMENT = "Follow the plan from the previous agent to solve the task and give the final answer."
-AGGREGATE = "Synthesise the previous answers into one: weigh them critically and give the final answer."
 
 SEARCH_SEED = 5_000  # the training-side questions every plan search and lookup is scored on (never the held-out sets')
 BUCKET = "bucket (subtopic x level)"  # the finest grouping: what a copy's targets and the rank lookup use

@@ -193,11 +193,13 @@ def subtopic_of(text: str, domain: str) -> str:
 
 @dataclass(frozen=True)
 class Question:
+    """A simulated world's question (both worlds: ``world`` leaves ``subtopic`` and ``level`` empty)."""
+
     text: str
     domain: str
     subtopic: str
     level: str
-    reference: str  # the gold answer (hidden from the conductor)
+    reference: str  # the gold answer (hidden from the conductor: it only sees ``text``)
 
     @property
     def bucket(self) -> tuple[str, str, str]:

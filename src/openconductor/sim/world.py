@@ -56,6 +56,7 @@ from typing import Literal, Mapping, Optional, Sequence
 from .. import worker_message
 from ..pool import WorkerSpec
 from ..providers.simulated import register_responder
+from .questions import Question
 
 DOMAINS = ("math", "mmlu", "rlpr", "lcb")
 WORLD = "paper-v2"
@@ -132,13 +133,6 @@ _DOMAIN_PATTERNS = [
 ]
 
 
-@dataclass(frozen=True)
-class Question:
-    text: str
-    domain: str
-    reference: str  # the gold answer (hidden from the conductor: it only sees ``text``)
-
-
 def domain_of(text: str) -> str:
     for domain, pattern in _DOMAIN_PATTERNS:
         if pattern.search(text):
@@ -210,7 +204,7 @@ def _draw(domain: str, rng: random.Random, seen: set[str], tries: int = 2000) ->
         text = _TEMPLATES[domain](rng)
         if text not in seen:
             seen.add(text)
-            return Question(text, domain, gold_answer(text))
+            return Question(text, domain, subtopic="", level="", reference=gold_answer(text))
     raise ValueError(f"could not write another distinct simulated {domain} question (the templates are exhausted)")
 
 

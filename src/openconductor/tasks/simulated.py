@@ -27,7 +27,7 @@ async def grade_simulated_answer(response: str, reference: str) -> Grade:
 
 
 def simulated_task(questions: Sequence, name: str = "simulated") -> Task:
-    """A task of world questions (``sim.world.Question``), each keeping its domain."""
+    """A task of world questions (``sim.questions.Question``), each keeping its domain."""
     return Task(name, [Question(id=str(i), prompt=q.text, reference=q.reference, grader="simulated", metadata={"domain": q.domain})
                        for i, q in enumerate(questions)], source="the simulated world (SIMULATED)")
 

@@ -19,6 +19,7 @@ from pydantic.dataclasses import dataclass
 from ..configfile import problems, read_config
 from ..pool import RANKED_VIEWS, PoolView
 from .search_settings import SearchSettings, _moved_settings
+from .supervised_copy import SFTSettings
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,10 @@ class WarmupSFT:
     # form alone writes worse subtasks for questions without it (docs/evaluation.md). Tasks without an
     # instruction (and simulated items) are left as they are.
     bare_share: float = Field(0.0, ge=0.0, le=1.0)
+
+    def sft(self) -> SFTSettings:
+        """The copy loop's settings: the targets in the order given (a prompt's targets stay in one batch)."""
+        return SFTSettings(epochs=self.epochs, learning_rate=self.learning_rate, batch_size=self.batch_size, shuffle=False)
 
 
 # The paper's GRPO recipe (TRL ``GRPOConfig`` field names). A config's ``[grpo]`` table holds any

@@ -29,11 +29,12 @@ from ..conductor.prompt import conductor_messages
 from ..conductor.ranking import area_keys, ranked_by_area
 from ..conductor.ranking import rank_aliases as ranking_words
 from ..pool import WORKER_VIEWS, PoolSpec, PoolView, load_pool
-from ..sim.plan_search import AGGREGATE, BUCKET, CHECK, IMPLEMENT, PLAN, SEARCH_SEED, SOLVE, Scored, SearchSettings, search_pool
+from ..sim.plan_search import BUCKET, SEARCH_SEED, Scored, SearchSettings, search_pool
 from ..sim.pools import DOMAIN_AREA, RANKINGS, generate_pool, pool_spec, renamed, with_profile
 from ..sim.questions import SUBTOPIC_NAMES, Question
 from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Workflow
+from ..workflow.wordings import AGGREGATE, CHECK, IMPLEMENT, PLAN, SOLVE
 from .config import TrainConfigError
 
 log = logging.getLogger(__name__)

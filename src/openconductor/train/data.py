@@ -26,6 +26,7 @@ from ..policies.baselines import GivenWorkflow
 from ..conductor.prompt import conductor_messages
 from ..pool import Pool, PoolSpec
 from ..workflow import Step, Workflow
+from ..workflow.wordings import SOLVE
 from .config import TrainConfig, TrainConfigError
 
 
@@ -230,7 +231,7 @@ async def _draft_answers(spec: PoolSpec, items: list[Item], indices: list[list[i
         async def one(item: Item, shown: list[int]) -> str:
             view = pool.view(shown)
             worker = rng.randrange(len(shown))
-            wf = Workflow((Step(worker, "Solve the overall task and give the final answer.", ()),))
+            wf = Workflow((Step(worker, SOLVE, ()),))
             run = await solve(item.question, GivenWorkflow(wf, name="draft"), view, seed=seed)
             return run.final_answer
 

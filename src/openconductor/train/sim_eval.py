@@ -23,12 +23,13 @@ from ..policies.baselines import GivenWorkflow
 from ..conductor.prompt import conductor_messages
 from ..conductor.ranking import binding
 from ..pool import Pool, PoolSpec, PoolView
-from ..sim.plan_search import BUCKET, GROUPINGS, SEARCH_SEED, SOLVE, Scored, SearchSettings, at_ranks, rank_search, search_pool
+from ..sim.plan_search import BUCKET, GROUPINGS, SEARCH_SEED, Scored, SearchSettings, at_ranks, rank_search, search_pool
 from ..sim.pools import RANKINGS, SimPool, generate_pool, pool_spec
 from ..sim.questions import DOMAINS, Question
 from ..sim.world import grade_simulated
 from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
+from ..workflow.wordings import SOLVE
 from .evaluate import paired_bootstrap
 
 

@@ -50,7 +50,7 @@ from .copy_data import (  # noqa: F401  (the examples' names, importable from he
     training_pools,
 )
 from .data import TrainRow
-from .prefix_sft import copy_plans
+from .supervised_copy import SFTSettings, copy_targets
 from .trainer import init_checkpoint, init_source
 
 log = logging.getLogger(__name__)
@@ -108,10 +108,11 @@ def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1
     model, tokenizer = load_model(cfg)
     if init is not None:
         load_weights(model, init)
-    model.to(accelerator_device())  # copy_plans runs where the model is
+    model.to(accelerator_device())  # the copy runs where the model is
     started = time.monotonic()
-    losses = copy_plans(model, tokenizer, data.groups, epochs=epochs, lr=lr, batch_size=batch_size, seed=cfg.data.seed,
-                        max_batches=max_batches, max_seconds=None if max_minutes is None else 60 * max_minutes)
+    sft = SFTSettings(epochs=epochs, learning_rate=lr, batch_size=batch_size, seed=cfg.data.seed, max_batches=max_batches,
+                      max_seconds=None if max_minutes is None else 60 * max_minutes)
+    losses = copy_targets(model, tokenizer, data.groups, sft)
     extra = {"stage": "search-and-copy across generated pools", "copy": summary(data, settings, round(time.monotonic() - started, 1)),
              "copy_run": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "max_batches": max_batches, "max_minutes": max_minutes,
                           "batches": len(losses), "device": str(model.device), "copy_data": str(data_file) if data_file else None,

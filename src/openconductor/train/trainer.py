@@ -245,7 +245,8 @@ def prepare(cfg: TrainConfig, *, model=None, tokenizer=None, pool_spec: Optional
 def _warm_up(cfg: TrainConfig, model, tokenizer, spec: PoolSpec, rows: list[TrainRow], warmup: bool, items: Optional[list[Item]],
              targets: Optional[Targets], on_epoch: Optional[Callable[[int], None]]) -> None:
     """The supervised format warm-up (``prepare``), or loading the one done before in this run dir."""
-    from .warmup import taught_wordings, warmup_format
+    from .supervised_copy import copy_targets
+    from .warmup import taught_wordings
 
     out_dir = cfg.output_dir
     w = cfg.warmup_sft
@@ -269,8 +270,7 @@ def _warm_up(cfg: TrainConfig, model, tokenizer, spec: PoolSpec, rows: list[Trai
         with open(out_dir / WARMUP_TARGETS, "w") as f:
             for row, old, target in zip(shown, suffixed, texts):
                 f.write(json.dumps({"domain": row.domain, "question": row.question, "target": target, "bare": row is not old}) + "\n")
-        losses = warmup_format(model, tokenizer, [row.prompt for row in shown], texts, epochs=w.epochs, lr=w.learning_rate, batch_size=w.batch_size,
-                               on_epoch=on_epoch)
+        losses = copy_targets(model, tokenizer, [([row.prompt for row in shown], texts)], w.sft(), on_epoch=on_epoch)
         export(model, tokenizer, out_dir / "warmup", cfg, extra={**extra, "warmup_losses": losses}, pool=spec)
 
 

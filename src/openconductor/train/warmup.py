@@ -1,6 +1,6 @@
-"""The supervised format warm-up: teach a small model the workflow format before GRPO (the paper has no
-such step; a 135M model writes no parseable workflow without it, and GRPO learns nothing from a group
-whose rewards are all 0).
+"""The format warm-up's targets: what a small model copies before GRPO to learn the workflow format (the paper
+has no such step; a 135M model writes no parseable workflow without it, and GRPO learns nothing from a group
+whose rewards are all 0). The copy itself is ``supervised_copy.py``; the wordings are ``workflow/wordings.py``.
 
 Targets are rendered by ``Workflow.render`` (the one source of the text form). They are *balanced*: the
 step count is uniform over 1..max_steps, and chains (plan -> solve -> check), fan-outs (independent
@@ -17,64 +17,15 @@ already writing chains with workers that worked, which random rollouts of a unif
 
 from __future__ import annotations
 
-import logging
 import random
-from typing import Callable, Optional, TypeVar
+from typing import TypeVar
 
 from ..pool import TOOL_PROVIDERS, PoolSpec
 from ..workflow import SUBTASK_CHARS, Access, Step, Workflow, WorkflowFormat, parse
+from ..workflow.wordings import PHRASES
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-PHRASES = {
-    "plan": [
-        "Outline a plan; do not solve it yet.",
-        "Break the task into key steps.",
-        "Identify the key facts and sketch an approach.",
-    ],
-    "solve": [
-        "Solve the task and give the final answer.",
-        "Answer the question.",
-        "Work out the final answer.",
-    ],
-    "implement": [
-        "Follow the plan above and give the final answer.",
-        "Implement the approach above.",
-        "Use the plan to solve the task.",
-    ],
-    "check": [
-        "Check the answer above and fix any error.",
-        "Verify the solution above; give the final answer.",
-        "Review the work above for mistakes.",
-    ],
-    "aggregate": [
-        "Combine the answers above into one.",
-        "Synthesise the answers above; give the final answer.",
-        "Reconcile the answers above.",
-    ],
-    # Only for pools with a code-running tool (``code_runners``): a model writes a program, the tool
-    # runs it, and optionally a model reads its output. Qwen2.5-Coder-0.5B is brittle here: a near
-    # rewording can drop it from 5/8 to 0/8 (it prints a number it made up instead of computing it), so
-    # these are wordings measured on training questions (seed 0, 8 per kind): the first computes
-    # (arithmetic 5/8, equations 0/8), the second is the pool file's code-then-run wording (arithmetic
-    # 80 % on stop 19's table), the third solves for an unknown by search (equations 6/8, arithmetic
-    # 2/8). Which suits a question is what the search, then the conductor, learns.
-    "code": [
-        "Write a Python program that computes the answer to the overall task with Python arithmetic and prints: Final answer: <result>. Reply with one python block.",
-        "Write a short Python program that computes the answer to the overall task and prints it as: Final answer: <answer>. If the result is a whole number, "
-        "convert it with int() so that it prints without a decimal point. Reply with the code in one ```python block.",
-        "Write a Python program that finds the unknown by trying every integer from -100000 to 100000 and prints: Final answer: <value>. Reply with one python block.",
-    ],
-    "run": [
-        "Run the program.",
-        "Run the code above.",
-    ],
-    "answer": [
-        "Using the program and its output above, give the final answer.",
-        "Read the output above and state the final answer.",
-    ],
-}
 SHAPES = ("chain", "fan-out", "plan-fan-out", "code")
 
 
@@ -182,43 +133,3 @@ def keep_best(candidates: list[list[T]], scores: list[list[float]], k: int, seed
         order = sorted(range(len(texts)), key=lambda i: (-marks[i], rng.random()))
         kept.append([texts[i] for i in order[:k]])
     return kept
-
-
-def warmup_format(model, tokenizer, prompts: list[list[dict]], targets: list[str], *, epochs: int, lr: float, batch_size: int,
-                  on_epoch: Optional[Callable[[int], None]] = None) -> list[float]:
-    """Supervised steps on (runtime prompt -> valid workflow text); loss on the completion only.
-
-    Consecutive examples with the same prompt share its forward pass (``shared_prompt_logps``), so give
-    each prompt several targets to make the warm-up cheap on a CPU.
-    """
-    import torch
-
-    from .rollout import shared_prompt_logps
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    optim = torch.optim.AdamW(params, lr=lr)
-    model.train()
-    pad = tokenizer.pad_token_id
-    eos = tokenizer.eos_token or ""
-    losses = []
-    for epoch in range(epochs):
-        for start in range(0, len(prompts), batch_size):
-            rows = []
-            for messages, target in zip(prompts[start : start + batch_size], targets[start : start + batch_size]):
-                prompt_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
-                rows.append((list(prompt_ids), tokenizer(target + eos, add_special_tokens=False)["input_ids"]))
-            p_width = max(len(p) for p, _ in rows)
-            c_width = max(len(c) for _, c in rows)
-            ids = torch.tensor([[pad] * (p_width - len(p)) + p + c + [pad] * (c_width - len(c)) for p, c in rows], device=model.device)
-            mask = torch.tensor([[0] * (p_width - len(p)) + [1] * (len(p) + len(c)) + [0] * (c_width - len(c)) for p, c in rows], device=model.device)
-            logps, _ = shared_prompt_logps(model, ids, mask, c_width)
-            completion_mask = mask[:, -c_width:].float()
-            loss = -(logps * completion_mask).sum() / completion_mask.sum()
-            loss.backward()
-            optim.step()
-            optim.zero_grad()
-            losses.append(float(loss.detach()))
-            log.info("format warm-up batch %d: loss %.3f", len(losses), losses[-1])
-        if on_epoch is not None:  # conductor fit saves each epoch, so an interrupted copy goes on from the last one
-            on_epoch(epoch + 1)
-    return losses
