@@ -28,6 +28,7 @@ from typing import Any, Optional
 from ..cache import ResponseCache
 from ..conductor.prompt import Previous, conductor_messages
 from ..evidence import does_worse
+from ..evaluation import paired_bootstrap
 from ..executor import solve
 from ..policies.base import Plan, PlanRequest, Policy
 from ..policies.baselines import SOLVE, GivenWorkflow, worker_index
@@ -130,8 +131,11 @@ def summarize(rows: list[DecisionRow]) -> dict[str, Any]:
     fixed = {f"always_{o}": sum(r.correct[o] for r in rows) for o in names}
     rule = sum(r.correct["revise" if r.failed else "accept"] for r in rows)
     oracle = sum(any(r.correct.values()) for r in rows)
+    accept = [int(r.correct["accept"]) for r in rows]
+    gain, low, high = paired_bootstrap([int(any(r.correct.values())) for r in rows], accept) if rows else (0.0, 0.0, 0.0)
     return {"questions": n, "best": dict(Counter(r.best for r in rows)), **fixed, "revise_on_failed_examples": rule, "oracle": oracle,
             "oracle_gain_over_accept": oracle - fixed.get("always_accept", 0),
+            "oracle_gain_points": f"{100 * gain:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]",
             "tokens": {o: sum(r.tokens[o] for r in rows) for o in names}}
 
 
