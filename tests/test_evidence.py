@@ -175,6 +175,27 @@ async def test_repair_once_names_what_failed(first, named):
 
 
 @needs_sandbox
+async def test_repair_can_escalate_a_failing_program_to_another_worker():
+    """escalate_to: the repair step, with the same instruction, goes to the stronger worker; a passing program is still
+    accepted without calling it."""
+    coder, coder_seen = _scripted(WRONG)
+    strong, strong_seen = _scripted(RIGHT)
+    register_responder("escalate-coder")(coder)
+    register_responder("escalate-strong")(strong)
+    strong_spec = WorkerSpec(name="strong", provider="simulated", options={"world": "escalate-strong"}, max_retries=0)
+    async with _pool(_coder("escalate-coder"), strong_spec) as pool:
+        policy = make_policy("repair", coder="coder", escalate_to="strong")
+        run = await solve(PROMPT, policy, pool)
+    assert policy.name == "repair:coder>strong"
+    assert len(coder_seen) == 1 and len(strong_seen) == 1 and "add_one(1) should return 2, but it returned 3" in strong_seen[0]
+    assert run.final_answer == RIGHT.strip() and run.steps[-1].nested.steps[0].worker_name == "strong"
+    register_responder("escalate-right")(lambda spec, messages, rng: RIGHT)
+    async with _pool(_coder("escalate-right"), strong_spec) as pool:
+        run = await solve(PROMPT, make_policy("repair", coder="coder", escalate_to="strong"), pool)
+    assert len(strong_seen) == 1 and run.final_answer == RIGHT.strip()
+
+
+@needs_sandbox
 async def test_repair_can_show_the_failing_program():
     reply, seen = _scripted(WRONG, RIGHT)
     register_responder("repair-shown")(reply)

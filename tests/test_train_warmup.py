@@ -81,6 +81,8 @@ def test_selection_on_randomized_pools_and_recursive_rows(tmp_path, responders):
                   '[randomize]\nenabled = true\nk_min = 2\nk_max = 3\n[recursion]\nfraction = 0.5\n', show="names")
     spec, rows, shown, targets, _ = _select(cfg)
     assert any(row.round == 2 for row in rows) and all(row.round == 1 for row in shown)
+    # A second-round row is shown its round as the runtime's review shows it: the steps with their verdicts.
+    assert all("What the steps of that round did:\nstep 0 (" in row.prompt[-1]["content"] for row in rows if row.round == 2)
     with_right = 0
     for row, text in zip(shown, targets):
         steps = parse(text).steps

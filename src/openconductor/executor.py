@@ -448,6 +448,12 @@ async def _recurse(ctx: Context, run: Run, record: StepRecord, final: bool = Fal
         record.error = f"nested round ended with {nested.status}: {nested.error}"
 
 
+def review_previous(steps: list[StepRecord]) -> Previous:
+    """What a review round after ``steps`` is shown (``_review``, then ``_recurse``): training builds its recursive
+    rounds' prompts with this, so they equal the runtime's (the round's answer, its steps' verdicts, the instruction)."""
+    return Previous(answer=final_answer(steps), steps=list(steps), instruction=REVIEW_SUBTASK)
+
+
 async def _review(ctx: Context, run: Run, final: bool) -> None:
     """A plan that asked for review (``Plan.review``): a conductor step is appended that sees the whole round,
     and runs a recursive round as ``_recurse`` does (depth and budget limits apply). Its worker id is -1: the

@@ -6,7 +6,8 @@ gives (``evidence.py``). If it reproduces all of them, or the question gives non
 the coder gets one repair step whose instruction names what failed (the example, what the program returned or
 raised; or that it did not load, or that there was no program); its reply is the answer unless it does worse on the
 examples than the program it repairs (it does not load, or reproduces fewer; ``keep_better=false`` takes it anyway).
-The failing program is shown back only with ``show_program=true``.
+The failing program is shown back only with ``show_program=true``. ``escalate_to=WORKER``: the repair step goes to that
+worker (a stronger coder) instead of the coder, with the same instruction: "escalate on failure".
 
 A baseline for a conductor that decides after the first round: the same decision, made by a rule.
 """
@@ -64,8 +65,9 @@ def repair_subtask(verdict: ExamplesVerdict, program: str, show_program: bool = 
 
 class RepairOptions(PolicyOptions):
     positional = "coder"
-    worker_options = ("coder",)
+    worker_options = ("coder", "escalate_to")
     coder: Optional[WorkerRef] = None  # default: the pool's strongest worker
+    escalate_to: Optional[WorkerRef] = None  # who repairs a failing program (default: the coder itself)
     show_program: bool = False  # show the failing program in the repair step (a small coder tends to copy it back)
     keep_better: bool = True  # a repair that does worse on the examples (fewer reproduced, or does not load) is not taken
 
@@ -76,9 +78,10 @@ class RepairOnce(Policy):
 
     Options = RepairOptions
 
-    def __init__(self, coder: Optional[str | int] = None, show_program: bool = False, keep_better: bool = True):
-        self.coder, self.show_program, self.keep_better = coder, show_program, keep_better
-        self.name = "repair" if coder is None else f"repair:{coder}"
+    def __init__(self, coder: Optional[str | int] = None, show_program: bool = False, keep_better: bool = True,
+                 escalate_to: Optional[str | int] = None):
+        self.coder, self.show_program, self.keep_better, self.escalate_to = coder, show_program, keep_better, escalate_to
+        self.name = ("repair" if coder is None else f"repair:{coder}") + ("" if escalate_to is None else f">{escalate_to}")
 
     def _coder(self, spec: "PoolSpec") -> int:
         return worker_index(spec, self.coder)
@@ -93,5 +96,7 @@ class RepairOnce(Policy):
             why = "no examples to run" if verdict is None else verdict.line()
             workflow = Workflow((), reasoning=f"accept: {why}")
         else:
-            workflow = Workflow((Step(coder, repair_subtask(verdict, step.output, self.show_program), ()),), reasoning=f"repair once: {verdict.line()}")
+            fixer = coder if self.escalate_to is None else worker_index(request.pool.spec, self.escalate_to)
+            how = "repair once" if self.escalate_to is None else "escalate"
+            workflow = Workflow((Step(fixer, repair_subtask(verdict, step.output, self.show_program), ()),), reasoning=f"{how}: {verdict.line()}")
         return Plan(workflow, PlanRecord(policy=self.name, raw=workflow.render(), workflow=workflow.to_record()), keep_better=self.keep_better)

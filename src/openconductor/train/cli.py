@@ -307,6 +307,33 @@ def _fit_command(settings, dry_run: bool, calibrate: bool) -> None:
         fail(str(exc))
 
 
+def decisions_command(
+    pool: Optional[Path] = typer.Argument(None, help="Pool file (default: the packaged offline pool)."),
+    task: str = typer.Option("codegen", "--task", help="Training questions (generated ones: never a benchmark's)."),
+    limit: int = typer.Option(12, "--limit", help="How many questions."),
+    seed: int = typer.Option(0, "--seed", help="The task's seed (codegen: which problems)."),
+    coder: Optional[str] = typer.Option(None, "--coder", help="The worker that answers round 1 and revises (default: the strongest)."),
+    escalate_to: Optional[str] = typer.Option(None, "--escalate-to", help="The worker escalation asks (default: the next strongest)."),
+    replay: Optional[Path] = typer.Option(None, "--replay", help="Replay store of worker calls (SQLite), so a rerun costs no model call."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Append one JSON row per question (prompt, target, outcomes) to this file."),
+):
+    """Targets for the decision after round 1 by search: per question, round 1, then accept / revise / escalate, each graded."""
+    from ..clikit import load_pool_or_default
+    from ..tasks import TaskError, load_task
+    from .decisions import run_search
+
+    spec, _ = load_pool_or_default(pool, trained=False)
+    try:
+        questions = load_task(task, limit=limit, seed=seed)
+    except TaskError as exc:
+        fail(str(exc))
+    try:
+        _, summary = run_search(spec, questions, coder=coder, escalate_to=escalate_to, replay=replay, out=out, seed=seed)
+    except (ValueError, RuntimeError) as exc:
+        fail(str(exc))
+    console.print_json(json.dumps(summary))
+
+
 def register(app: typer.Typer) -> None:
     app.command("train")(train_command)
     app.command("fit")(fit_command)
@@ -314,6 +341,7 @@ def register(app: typer.Typer) -> None:
     app.command("train-eval")(eval_command)
     app.command("train-select")(select_command)
     app.command("export-gguf")(export_gguf_command)
+    app.command("train-decisions")(decisions_command)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import random
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional, Sequence
 
-from ..executor import solve
+from ..executor import review_previous, solve
 from ..policies.base import Previous
 from ..policies.baselines import GivenWorkflow
 from ..conductor.prompt import conductor_messages
@@ -215,25 +215,27 @@ def sample_subset(n_workers: int, k_min: int, k_max: int, rng: random.Random) ->
     return rng.sample(range(n_workers), k)
 
 
-def prompt_for(item: Item, spec: PoolSpec, cfg: TrainConfig, previous: Optional[str] = None) -> list[dict]:
+def prompt_for(item: Item, spec: PoolSpec, cfg: TrainConfig, previous: Optional[str | Previous] = None) -> list[dict]:
+    """The conductor's messages for ``item``; ``previous``: a recursive round's (``executor.review_previous``: the round's
+    steps and verdicts, as the runtime shows them), or its answer alone."""
     p = cfg.prompt
     return conductor_messages(
         item.question, spec, max_steps=p.max_steps, show=p.show, fine_grained=p.fine_grained, examples=p.examples, style=p.style,
-        previous=Previous(answer=previous) if previous is not None else None,
+        previous=Previous(answer=previous) if isinstance(previous, str) else previous,
     )
 
 
-async def _draft_answers(spec: PoolSpec, items: list[Item], indices: list[list[int]], seed: int) -> list[str]:
-    """One single-worker answer per item (the previous answer a recursive row is shown)."""
+async def _draft_answers(spec: PoolSpec, items: list[Item], indices: list[list[int]], seed: int) -> list[Previous]:
+    """One single-worker round per item: what a recursive row is shown (its answer and its steps' verdicts)."""
     rng = random.Random(f"drafts|{seed}")
     async with Pool(spec.for_execution()) as pool:
 
-        async def one(item: Item, shown: list[int]) -> str:
+        async def one(item: Item, shown: list[int]) -> Previous:
             view = pool.view(shown)
             worker = rng.randrange(len(shown))
             wf = Workflow((Step(worker, SOLVE, ()),))
             run = await solve(item.question, GivenWorkflow(wf, name="draft"), view, seed=seed)
-            return run.final_answer
+            return replace(review_previous(run.steps), answer=run.final_answer)
 
         return list(await asyncio.gather(*(one(i, s) for i, s in zip(items, indices))))
 
@@ -278,14 +280,16 @@ def with_bare_questions(cfg: TrainConfig, spec: PoolSpec, shown: list[TrainRow],
             row = shown[run[0]]
             source = bare[row.question]
             item = replace(source, question=source.bare)
-            stripped = replace(row, question=item.question,
-                               prompt=prompt_for(item, spec.subset(row.workers), cfg, row.previous if row.round > 1 else None))
+            # A recursive row keeps the round it was shown (its steps' verdicts): only the question's text changes.
+            prompt = ([{**m, "content": m["content"].replace(row.question, item.question, 1)} for m in row.prompt] if row.round > 1
+                      else prompt_for(item, spec.subset(row.workers), cfg))
+            stripped = replace(row, question=item.question, prompt=prompt)
             for i in run:
                 out[i] = stripped
     return out
 
 
-def _row(item: Item, shown: list[int], spec: PoolSpec, cfg: TrainConfig, *, round_: int, previous: Optional[str] = None, blend: bool = False) -> TrainRow:
+def _row(item: Item, shown: list[int], spec: PoolSpec, cfg: TrainConfig, *, round_: int, previous: Optional[Previous] = None, blend: bool = False) -> TrainRow:
     return TrainRow(
         prompt=prompt_for(item, spec.subset(shown), cfg, previous),
         question=item.question,
@@ -295,6 +299,6 @@ def _row(item: Item, shown: list[int], spec: PoolSpec, cfg: TrainConfig, *, roun
         domain=item.domain,
         workers=shown,
         round=round_,
-        previous=previous or "",
+        previous=previous.answer if previous is not None else "",
         blend=blend,
     )

@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable, Optional, Sequence
 
 from ..cache import ResponseCache
 from ..evaluation import EvalRecord, shape
-from ..executor import solve
+from ..executor import review_previous, solve
 from ..policies.base import Previous
 from ..policies.baselines import GivenWorkflow
 from ..conductor.prompt import conductor_messages
@@ -318,7 +318,9 @@ class WorkflowReward:
                                     options: Optional[dict] = None) -> float:
         """Run one on-policy recursive round after a round-1 workflow and blend the two rewards."""
         messages = conductor_messages(
-            question, pool.spec, max_steps=self.prompt.max_steps, previous=Previous(answer=first.final_answer),
+            question, pool.spec, max_steps=self.prompt.max_steps,
+            # The round's steps with their verdicts, as the runtime's review shows them (not the answer alone).
+            previous=review_previous(first.run.steps) if first.run is not None else Previous(answer=first.final_answer),
             show=self.prompt.show, fine_grained=self.prompt.fine_grained, examples=self.prompt.examples, style=self.prompt.style,
         )
         [text] = await self.recursive_sampler([messages])
