@@ -154,7 +154,7 @@ def _covers_half(part: list[str], words: list[str], runs: set[tuple[str, ...]], 
         return False
     # A copied word is one the output has: a part with fewer than half its words in the output is not covered,
     # known without building its runs (most answers share few of the preamble's words).
-    if sum(w in vocabulary for w in part) * 2 < len(part):
+    if sum(map(vocabulary.__contains__, part)) * 2 < len(part):
         return False
     return sum(_copied(part, [words], runs)) * 2 >= len(part)
 
