@@ -43,8 +43,9 @@ def build_messages(question: str, workflow: Workflow, index: int, outputs: dict[
 def final_answer(steps: list[StepRecord]) -> str:
     """The last step's output; if it failed or was skipped, the last non-empty output before it."""
     for record in reversed(steps):
-        if record.status == "ok" and clean_answer(record.output):
-            return clean_answer(record.output)
+        answer = clean_answer(record.output) if record.status == "ok" else ""
+        if answer:
+            return answer
     return ""
 
 
