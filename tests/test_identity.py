@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -54,6 +56,22 @@ def test_a_checkpoint_retrained_into_the_same_dir_has_another_digest(tmp_path):
     assert who.checkpoint == str(tmp_path) and who.base_model is None
 
 
+def test_what_is_kept_between_runs_follows_the_files(tmp_path):
+    """Identity is read from files once per change (a few stats per run): a file added to a directory whose listing
+    is kept, or a manifest rewritten, is seen at the next run."""
+    (tmp_path / "adapter_config.json").write_text("{}")
+    (tmp_path / "openconductor.json").write_text(json.dumps({"base_model": "one"}))
+    old = time.time_ns() - 10**10
+    os.utime(tmp_path, ns=(old, old))  # settled long ago: its listing is kept
+    pool = SimpleNamespace(spec=_spec(checkpoint=str(tmp_path)))
+    first = conductor_identity(make_policy("conductor"), pool)
+    (tmp_path / "adapter_model.safetensors").write_bytes(b"weights")
+    (tmp_path / "openconductor.json").write_text(json.dumps({"base_model": "the second one"}))
+    second = conductor_identity(make_policy("conductor"), pool)
+    assert first.base_model == "one" and second.base_model == "the second one"
+    assert second.sha256 == hashlib.sha256(b"{}" + b"weights").hexdigest() != first.sha256
+
+
 async def test_every_run_records_its_planner_prompted_worker_or_policy():
     async with Pool(_spec(worker="b")) as pool:
         prompted = await solve("q", make_policy("conductor"), pool)
@@ -98,7 +116,7 @@ def test_a_checkpoints_identity_is_looked_up_once_and_again_after_a_retrain(tmp_
     (tmp_path / "adapter_model.safetensors").write_bytes(b"weights one")
     (tmp_path / "openconductor.json").write_text(json.dumps({"model": "base-one"}))
     first = who()
-    assert who() is first and first.base_model == "base-one"
+    assert who() == first and first.base_model == "base-one"
     (tmp_path / "adapter_model.safetensors").write_bytes(b"weights two, longer")
     (tmp_path / "openconductor.json").write_text(json.dumps({"model": "base-two"}))
     second = who()

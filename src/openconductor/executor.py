@@ -44,8 +44,9 @@ def build_messages(question: str, workflow: Workflow, index: int, outputs: dict[
 def final_answer(steps: list[StepRecord]) -> str:
     """The last step's output; if it failed or was skipped, the last non-empty output before it."""
     for record in reversed(steps):
-        if record.status == "ok" and clean_answer(record.output):
-            return clean_answer(record.output)
+        answer = clean_answer(record.output) if record.status == "ok" else ""
+        if answer:
+            return answer
     return ""
 
 
@@ -265,20 +266,24 @@ async def _formatted_answer(answer: AnswerFormat, run: Run, last: Optional[StepR
 
 
 def _totals(run: Run, wall_s: float) -> Totals:
-    totals = Totals(wall_s=wall_s, conductor_usage=run.plan.usage if run.plan else Usage())
+    # Each sum is made once (Usage.total), and a worker called once keeps its step's Usage: a run's totals are
+    # built at its end, on the critical path, and Usage objects are never changed in place.
+    calls, worker, conductor = 0, [], [run.plan.usage] if run.plan else []
+    per_worker: dict[str, list[Usage]] = {}
     for step in run.steps:
         if step.nested is not None:
             inner = step.nested.totals
-            totals.calls += inner.calls
-            totals.worker_usage += inner.worker_usage
-            totals.conductor_usage += inner.conductor_usage
+            calls += inner.calls
+            worker.append(inner.worker_usage)
+            conductor.append(inner.conductor_usage)
             for name, usage in inner.per_worker.items():
-                totals.per_worker[name] = totals.per_worker.get(name, Usage()) + usage
+                per_worker.setdefault(name, []).append(usage)
         elif step.attempts:
-            totals.calls += 1
-            totals.worker_usage += step.usage
-            totals.per_worker[step.worker_name] = totals.per_worker.get(step.worker_name, Usage()) + step.usage
-    return totals
+            calls += 1
+            worker.append(step.usage)
+            per_worker.setdefault(step.worker_name, []).append(step.usage)
+    return Totals(calls=calls, worker_usage=Usage.total(worker), conductor_usage=Usage.total(conductor), wall_s=wall_s,
+                  per_worker={name: usages[0] if len(usages) == 1 else Usage.total(usages) for name, usages in per_worker.items()})
 
 
 async def execute(ctx: Context, run: Run, workflow: Workflow, final: bool = True) -> None:
@@ -324,8 +329,11 @@ def _echoed(ctx: Context, provider: str, completion: Completion, messages: list[
     return worker_message.echoes_prompt(completion.text, messages)
 
 
-def _step_callbacks(ctx: Context, run: Run, record: StepRecord) -> tuple[Callable[[str], None], Callable[[int, str], None]]:
-    """A model step's ``on_token`` and ``on_retry``: each emits its event on this loop, whichever thread calls it."""
+def _step_callbacks(ctx: Context, run: Run, record: StepRecord) -> tuple[Optional[Callable[[str], None]], Optional[Callable[[int, str], None]]]:
+    """A model step's ``on_token`` and ``on_retry``: each emits its event on this loop, whichever thread calls it
+    (None without a handler: nothing would receive them)."""
+    if ctx.on_event is None:
+        return None, None
     loop = asyncio.get_running_loop()
     loop_thread = threading.get_ident()
 

@@ -6,9 +6,9 @@ and the trainer's reward grades it. Nothing re-derives it.
 
 from __future__ import annotations
 
+import secrets
 import time
-import uuid
-from typing import Any, Literal, Optional, Union
+from typing import Any, Iterable, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +24,15 @@ class Usage(BaseModel):
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    @classmethod
+    def total(cls, usages: "Iterable[Usage]") -> "Usage":
+        """The sum of ``usages``, made once (``sum()`` would make a Usage per term)."""
+        inp = out = 0
+        cost = cpu = 0.0
+        for u in usages:
+            inp, out, cost, cpu = inp + u.input_tokens, out + u.output_tokens, cost + u.cost_usd, cpu + u.cpu_s
+        return cls(input_tokens=inp, output_tokens=out, cost_usd=cost, cpu_s=cpu)
 
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(
@@ -146,7 +155,7 @@ class Totals(BaseModel):
 
 
 class Run(BaseModel):
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:16])
+    id: str = Field(default_factory=lambda: secrets.token_hex(8))  # 16 random hex digits (a uuid4's 16 first held a fixed "4")
     question: str
     policy: str
     pool: str = ""

@@ -115,9 +115,15 @@ def _words(text: str) -> list[str]:
     return [w for w in (t.strip(_PUNCTUATION).lower() for t in text.split()) if w]
 
 
-def _in_scaffold(text: str) -> list[bool]:
-    """For each of ``_words(text)``: whether it is part of a scaffold tag, the preamble's head or the subtask line's label."""
+_PREAMBLE_WORDS = _words(PREAMBLE)  # a part of every rendered prompt: split once
+
+
+def _in_scaffold(text: str, n_words: int) -> list[bool]:
+    """For each of ``_words(text)`` (``n_words`` of them): whether it is part of a scaffold tag, the preamble's head or
+    the subtask line's label."""
     spans = [m.span() for m in _SCAFFOLD.finditer(text)]
+    if not spans:  # the common case, an answer: no word is, and no word's position need be found
+        return [False] * n_words
     return [any(start < m.end() and m.start() < end for start, end in spans)
             for m in re.finditer(r"\S+", text) if m.group().strip(_PUNCTUATION)]
 
@@ -141,13 +147,16 @@ def _copied(words: list[str], sources: list[list[str]], runs: Optional[set[tuple
     return marked
 
 
-def _coverage(part: list[str], words: list[str], runs: set[tuple[str, ...]]) -> float:
-    """The share of ``part``'s words that the output (``words``, whose runs are ``runs``) reproduces in runs
-    (1.0 for a short part repeated whole)."""
-    if not part:
-        return 0.0
-    marked = _copied(part, [words], runs)
-    return sum(marked) / len(part)
+def _covers_half(part: list[str], words: list[str], runs: set[tuple[str, ...]], vocabulary: set[str]) -> bool:
+    """Whether the output (``words``, whose runs are ``runs`` and distinct words ``vocabulary``) reproduces at least
+    half of ``part``'s words in runs (a short part repeated whole counts as all of it)."""
+    if len(part) < 2:
+        return False
+    # A copied word is one the output has: a part with fewer than half its words in the output is not covered,
+    # known without building its runs (most answers share few of the preamble's words).
+    if sum(map(vocabulary.__contains__, part)) * 2 < len(part):
+        return False
+    return sum(_copied(part, [words], runs)) * 2 >= len(part)
 
 
 def _written_parts(messages: list[dict[str, str]]) -> list[str]:
@@ -178,15 +187,15 @@ def echoes_prompt(output: str, messages: list[dict[str, str]]) -> bool:
     text = (output or "").strip()[:_MAX_CHARS]
     if not text:
         return False
-    tagged = _in_scaffold(text)
-    scaffold = any(tagged)
     words = _words(text)
+    tagged = _in_scaffold(text, len(words))
+    scaffold = any(tagged)
     if scaffold:  # with the scaffold reproduced, whatever of the prompt it wraps is a copy too (the earlier responses included)
         sources = [_words(message_text(messages)[:_MAX_CHARS])]
     else:
-        sources = [_words(part[:_MAX_CHARS]) for part in _written_parts(messages)]
-        output_runs = _runs([words])
-        if not any(len(part) >= 2 and _coverage(part, words, output_runs) >= 0.5 for part in sources):
+        sources = [_PREAMBLE_WORDS if part is PREAMBLE else _words(part[:_MAX_CHARS]) for part in _written_parts(messages)]
+        output_runs, vocabulary = _runs([words]), set(words)
+        if not any(_covers_half(part, words, output_runs, vocabulary) for part in sources):
             return False
     marked = [copied or tag for copied, tag in zip(_copied(words, sources), tagged)]
     own = [w for w, m in zip(words, marked) if not m]

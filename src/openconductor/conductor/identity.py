@@ -8,8 +8,9 @@ directory and the sha256 digest of its weights, so a checkpoint retrained into t
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from functools import lru_cache
+import time
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional
@@ -65,41 +66,66 @@ def identity_dict(policy: "Policy", pool: "Pool") -> dict[str, Any]:
 
 
 def _checkpoint_identity(checkpoint: str, backend: Any) -> ConductorIdentity:
-    from .manifest import manifest_version
-
     path = Path(checkpoint).expanduser()
-    gguf = str(backend.model) if backend is not None and str(backend.model).endswith(".gguf") else None
+    gguf = Path(backend.model) if backend is not None and str(backend.model).endswith(".gguf") else None
+    return ConductorIdentity(kind="checkpoint", policy="conductor", checkpoint=_display(str(path)), sha256=weights_digest(path, gguf),
+                             base_model=_base_model(path), engine=backend.provider if backend is not None else None)
+
+
+# Every run records its conductor: what is read from the checkpoint's files is kept while their sizes and mtimes
+# (and its directory's, for its listing) stay the same, so a run costs a few stats, not a read, a glob and a hash.
+_BASES: dict[tuple, Optional[str]] = {}
+_LISTINGS: dict[str, tuple[int, list[Path]]] = {}
+_SETTLED_NS = 1_000_000_000  # a directory changed this recently may change again within its mtime's tick: not kept
+
+
+def _stat_key(path: Path) -> Optional[tuple[int, int]]:
     try:
-        folder = path.stat().st_mtime_ns  # a weight file added or renamed into place changes it
+        st = path.stat()
     except OSError:
-        folder = None
-    # Every run asks (the executor records it): looked up once per version of the checkpoint. A retrain rewrites its
-    # manifest (``manifest_version``), which is what tells a checkpoint retrained into the same dir.
-    return _identity(str(path), gguf, backend.provider if backend is not None else None, manifest_version(path), folder)
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
-@lru_cache(maxsize=32)
-def _identity(path: str, gguf: Optional[str], engine: Optional[str], manifest: Optional[tuple], folder: Optional[int]) -> ConductorIdentity:
-    from .manifest import ManifestError, read_manifest
+def _base_model(path: Path) -> Optional[str]:
+    """The model the checkpoint was trained from, as its manifest says (None without one, or with a broken one)."""
+    from .manifest import MANIFEST, ManifestError, read_manifest
 
+    key = (str(path), _stat_key(path / MANIFEST))
+    if key not in _BASES:
+        try:
+            manifest = read_manifest(path)
+            _BASES[key] = manifest.model or manifest.base_model
+        except ManifestError:
+            _BASES[key] = None
+    return _BASES[key]
+
+
+def _weight_files(path: Path) -> list[Path]:
+    """The checkpoint's ``WEIGHT_PATTERNS`` files in name order (its listing is kept while the directory's mtime stays)."""
     try:
-        found = read_manifest(path)
-        base = found.model or found.base_model
-    except ManifestError:
-        base = None
-    return ConductorIdentity(kind="checkpoint", policy="conductor", checkpoint=_display(Path(path)),
-                             sha256=weights_digest(Path(path), Path(gguf) if gguf else None), base_model=base, engine=engine)
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return []
+    kept = _LISTINGS.get(str(path))
+    if kept is not None and kept[0] == mtime:
+        return kept[1]
+    files = sorted({f for pattern in WEIGHT_PATTERNS for f in path.glob(pattern) if f.is_file()})
+    if time.time_ns() - mtime > _SETTLED_NS:
+        _LISTINGS[str(path)] = (mtime, files)
+    return files
 
 
-def _display(path: Path) -> str:
+@functools.lru_cache(maxsize=64)
+def _display(path: str) -> str:
     """builtin:NAME for a checkpoint shipped in the package, else its path."""
     shipped = Path(str(resources.files("openconductor").joinpath("data/conductors")))
     try:
-        if path.resolve().parent == shipped.resolve():
-            return f"builtin:{path.name}"
+        if Path(path).resolve().parent == shipped.resolve():
+            return f"builtin:{Path(path).name}"
     except OSError:
         pass
-    return str(path)
+    return path
 
 
 # (path, files' names, sizes and mtimes) -> digest: a run in a hot loop (eval, a fit's search) hashes nothing twice.
@@ -108,12 +134,12 @@ _DIGESTS: dict[tuple, str] = {}
 
 def weights_digest(path: Path, gguf: Optional[Path] = None) -> Optional[str]:
     """The sha256 of a checkpoint's weight files (``WEIGHT_PATTERNS``; else its llama.cpp copy), read in name order."""
-    files = sorted({f for pattern in WEIGHT_PATTERNS for f in path.glob(pattern) if f.is_file()})
+    files = _weight_files(path)
     if not files and gguf is not None and gguf.is_file():
         files = [gguf]
     if not files:
         return None
-    key = (str(path), tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+    key = (str(path), tuple((f.name, *(_stat_key(f) or (None, None))) for f in files))
     if key not in _DIGESTS:
         digest = hashlib.sha256()
         for f in files:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import TYPE_CHECKING, Mapping, Optional
 
@@ -26,8 +27,14 @@ def _workers(request: PlanRequest) -> list[int]:
 
 
 def _plan(name: str, steps: list[Step], reasoning: str) -> Plan:
-    workflow = Workflow(tuple(steps), reasoning=reasoning)
+    workflow = _workflow(tuple(steps), reasoning)
     return Plan(workflow, PlanRecord(policy=name, raw=workflow.render(), workflow=workflow.to_record()))
+
+
+@functools.lru_cache(maxsize=256)
+def _workflow(steps: tuple[Step, ...], reasoning: str) -> Workflow:
+    """One Workflow per distinct plan (they are immutable): a baseline plans the same few for every request, rendered once."""
+    return Workflow(steps, reasoning=reasoning)
 
 
 class SingleOptions(PolicyOptions):

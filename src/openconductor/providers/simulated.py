@@ -135,17 +135,19 @@ class SimulatedProvider(Provider):
                        answer: Optional[AnswerFormat] = None) -> Completion:
         self.calls += 1
         start = time.perf_counter()
-        rng = self._rng(messages, seed)
-        delay = self.latency_s + (rng.uniform(0, self.jitter_s) if self.jitter_s else 0.0)
+        # The call's luck, drawn only where something reads it (jitter, failures, a world): hashing the whole
+        # context costs more than the rest of a call without them, and load tests make millions of calls.
+        rng = self._rng(messages, seed) if self.jitter_s or self.fail_rate or self.world is not None else None
+        delay = self.latency_s + (rng.uniform(0, self.jitter_s) if rng is not None and self.jitter_s else 0.0)
         if delay:
             await asyncio.sleep(delay)
-        if self.calls <= self.fail_first or (self.fail_rate and rng.random() < self.fail_rate):
+        if self.calls <= self.fail_first or (rng is not None and self.fail_rate and rng.random() < self.fail_rate):
             if self.failure == "timeout":
                 await asyncio.sleep(self.spec.timeout_s + 1)
             if self.failure == "empty":
                 return Completion(text="", usage=Usage(input_tokens=1), latency_s=time.perf_counter() - start)
             raise ProviderError(f"simulated {self.failure}", retryable=self.failure == "retryable")
-        if self.world is not None:
+        if rng is not None and self.world is not None:
             text = RESPONDERS[self.world](self.spec, messages, rng)
         else:
             digest = hashlib.sha256(repr(messages).encode()).hexdigest()[:8]

@@ -3,6 +3,7 @@ three-list text that ``Workflow.render`` writes (``format.py`` reads and writes 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -126,6 +127,10 @@ class Workflow:
         A one-line reasoning that starts with "Reasoning: " and subtasks within the format's characters give
         exactly what the conductor's grammar admits (the format warm-up's targets are made this way).
         """
+        return self._rendered
+
+    @functools.cached_property
+    def _rendered(self) -> str:  # a workflow is immutable: a policy that plans it for every request renders it once
         ids = ", ".join(str(s.worker) for s in self.steps)
         subtasks = ", ".join(json.dumps(s.subtask) for s in self.steps)
         access = ", ".join('["all"]' if s.access == "all" else json.dumps(list(s.access)) for s in self.steps)
