@@ -17,7 +17,7 @@ from pydantic.dataclasses import dataclass
 
 from ..configfile import problems, read_config
 from ..pool import RANKED_VIEWS, PoolView
-from .search_settings import SearchSettings, _moved_settings
+from .search.settings import SearchSettings, _moved_settings
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class WarmupSFT:
     Targets (``train/warmup.py``) are balanced over 1..max_steps steps and shapes (chains, fan-outs),
     with uniformly random workers: they teach the format and shapes, not routing. With a ``[search]``
     (``search.candidates`` > 0) the targets are instead the best of many such random workflows, run on
-    the pool and graded (``train/search.py``): the copy then also shows which workers and shapes answered
+    the pool and graded (``train/search/warmup_targets.py``): the copy then also shows which workers and shapes answered
     *training* questions right.
     """
 

@@ -1,6 +1,6 @@
 """What a run's target search would run, without running it (``conductor train CONFIG --dry-run``).
 
-The search's own code (``search.domain_search`` / ``per_question``) runs with a stand-in grader that executes
+The search's own code (``search/warmup_targets.py``: ``domain_search`` / ``per_question``) runs with a stand-in grader that executes
 nothing: it records each (question, workflow) it is asked to grade and scores every one alike. So the count
 of workflow runs is the search's, not a copy of its arithmetic, and stays right when the search changes.
 Exact except for rank rounds (``search.rank_rounds`` > 1), whose catch-up runs depend on the outcomes.
@@ -72,7 +72,7 @@ class _Recorder:
 
 def plan_search(cfg: TrainConfig, spec: Optional[PoolSpec] = None) -> SearchPlan:
     """The runs and worker calls of ``cfg``'s target search (``[search]``), counted without calling a worker."""
-    from .search import domain_search, per_question
+    from .search.warmup_targets import domain_search, per_question
 
     spec = spec or load_pool(cfg.pool_path)
     recorder = _Recorder(spec)

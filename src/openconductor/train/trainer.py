@@ -25,7 +25,7 @@ from .config import TrainConfig, TrainConfigError
 from ..cache import ResponseCache
 from .data import Item, TrainRow, build_rows, load_items, shown_aliases, shown_names, with_bare_questions
 from .reward import WorkflowReward, replay_store
-from .search import warmup_targets
+from .search.warmup_targets import warmup_targets
 
 log = logging.getLogger(__name__)
 STOP_FILE = "STOP"  # `touch RUN/STOP`: stop after the current step, save, export

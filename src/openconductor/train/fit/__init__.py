@@ -1,7 +1,7 @@
 """``conductor fit POOL``: from a pool file to a conductor for it (``run.run_fit``), one module per stage.
 
     context.py    the settings, the recipe, the pool work shared by the stages (FitSettings, FitContext)
-    questions.py  the training and held-out questions         pool_work.py  profile, plan search and targets
+    questions.py  the training and held-out questions         ../search/fit_targets.py  profile, plan search and targets
     copy.py       the supervised copy and its fidelity bar     evaluate.py  the held-out evaluation
     ship.py       conductor or lookup: what the fit ships       report.py  the report and the model card
     state.py      the resumable state (fit.json)                progress.py  bars or JSON lines

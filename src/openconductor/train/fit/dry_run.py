@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from .context import FitSettings, Hooks, context, left_out_notes, per_question_targets, pool_stages
-from .pool_work import Runner
+from ..search.fit_targets import Runner
 
 if TYPE_CHECKING:
     from .cost import Estimate
@@ -36,7 +36,7 @@ def plan_fit(settings: FitSettings) -> dict[str, Any]:
     """What the fit would spend per stage on an empty replay store (``cost.py``), without calling a worker.
     Uses the measured output tokens per call of ``OUT/profile.json`` when a profile has run."""
     from .cost import Recorder
-    from .pool_work import lookup_table
+    from ..search.fit_targets import lookup_table
 
     measured = _measured_output(settings.out)
     ctx = context(settings)

@@ -23,7 +23,7 @@ from ...policies.lookup import LookupTable
 from ...pool import PoolSpec
 from ...tasks import Question, Task
 from ...workflow import parse
-from ..candidates import Candidate, models
+from ..search.candidates import Candidate, models
 from ..data import Item
 
 HELD_OUT, UNSEEN = "held-out", "unseen"

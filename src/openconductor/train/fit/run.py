@@ -9,11 +9,11 @@ the rest. Every worker call goes through one replay store (``OUT/replay.sqlite3`
 a stage that is redone, or a run stopped by a cap and started again, replays what was already paid for. The
 caps (``max_calls``, ``max_cost``) are on the fit's total over all its invocations (``meter.py``).
 
-The stages reuse the training code: the search's successive halving (``search.screen_candidates``), the
+The stages reuse the training code: the search's successive halving (``search/screening.py``), the
 reward (``WorkflowReward``), the trainer's warm-up and GRPO (``trainer.prepare`` / ``trainer.train``) and the
-one evaluator. ``context.py`` holds the settings and the pool work the stages share, ``pool_work.py`` the profile and the search,
+one evaluator. ``context.py`` holds the settings and the pool work the stages share, ``../search/fit_targets.py`` the profile and the search,
 ``copy.py`` the copy and its fidelity, ``evaluate.py`` the evaluation, ``ship.py`` what the fit ships,
-``dry_run.py`` the dry run, ``../candidates.py`` the candidate plans.
+``dry_run.py`` the dry run, ``../search/candidates.py`` the candidate plans.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from .context import FitContext, FitSettings, _candidates, context, fit_record, gate_row, local_threads, place_checkpoint, pool_stages, record_familiarity, search_reward
 from ..meter import MeteredStore, Spend
-from .pool_work import FitStopped, Runner
+from ..search.fit_targets import FitStopped, Runner
 from .ship import write_lookup
 from .state import FitState, Hooks, StageTracker, digest, spent_since
 
@@ -69,7 +69,7 @@ async def evaluate_stage(ctx: FitContext, state: FitState, key: str, meter: Mete
     """Held-out (and unseen-kind) questions: baselines and conductors through the one evaluator; the report."""
     from ...evaluation import start_fresh
     from .evaluate import HELD_OUT, UNSEEN, baseline_policies, eval_task, evaluate_fit, report
-    from .pool_work import lookup_table
+    from ..search.fit_targets import lookup_table
 
     out = ctx.out / "eval"
     key = digest(key, ctx.questions.eval_digest())

@@ -1,4 +1,4 @@
-"""The ``[search]`` table of a training config (``SearchSettings``, ``train/search.py`` reads it) and the settings
+"""The ``[search]`` table of a training config (``SearchSettings``, ``warmup_targets.py`` reads it) and the settings
 that moved there from ``[warmup_sft]``. ``train/config.py`` holds the rest of the config and loads it."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class DomainSearchSize:
 
 @dataclass(config=_STRICT)
 class SearchSettings:
-    """The search for the warm-up's targets (``train/search.py``): random workflows run on the pool and
+    """The search for the warm-up's targets (``warmup_targets.py``): random workflows run on the pool and
     graded by the run's reward; the ``warmup_sft.targets_per_prompt`` best become the targets.
 
     ``candidates`` = 0 (the default) searches nothing: the warm-up copies random drawn targets.
