@@ -15,7 +15,7 @@ from openconductor.cache import ResponseCache
 from openconductor.providers.simulated import RESPONDERS, register_responder
 from openconductor.train.search import screening, warmup_targets
 from openconductor.train.config import load_train_config
-from openconductor.train.dryrun import plan_search
+from openconductor.train.dry_run import plan_search
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -65,7 +65,7 @@ def train_command(
 
 
 def _dry_run(cfg) -> None:
-    from .dryrun import plan_search
+    from .dry_run import plan_search
 
     plan = plan_search(cfg)
     if not plan.runs:

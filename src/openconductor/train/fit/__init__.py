@@ -5,6 +5,6 @@
     copy.py       the supervised copy and its fidelity bar     evaluate.py  the held-out evaluation
     ship.py       conductor or lookup: what the fit ships       report.py  the report and the model card
     state.py      the resumable state (fit.json)                progress.py  bars or JSON lines
-    cost.py, timing.py, dry_run.py   the dry run (calls, tokens, cost, time)   cli.py  the command
+    timing.py     seconds per call and per stage (the dry run: ../dry_run.py)    cli.py  the command
     run.py        the stages in order
 """

@@ -13,7 +13,7 @@ The stages reuse the training code: the search's successive halving (``search/sc
 reward (``WorkflowReward``), the trainer's warm-up and GRPO (``trainer.prepare`` / ``trainer.train``) and the
 one evaluator. ``context.py`` holds the settings and the pool work the stages share, ``../search/fit_targets.py`` the profile and the search,
 ``copy.py`` the copy and its fidelity, ``evaluate.py`` the evaluation, ``ship.py`` what the fit ships,
-``dry_run.py`` the dry run, ``../search/candidates.py`` the candidate plans.
+``../dry_run.py`` the dry run, ``../search/candidates.py`` the candidate plans.
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ async def _pool_work(ctx: FitContext, runner: Runner, state: FitState, meter: Me
 
 
 def plan_fit(settings: FitSettings) -> dict[str, Any]:
-    """What the fit would spend per stage on an empty replay store, without calling a worker (``dry_run.py``)."""
-    from .dry_run import plan_fit as plan
+    """What the fit would spend per stage on an empty replay store, without calling a worker (``train/dry_run.py``)."""
+    from ..dry_run import plan_fit as plan
 
     return plan(settings)

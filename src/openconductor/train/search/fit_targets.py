@@ -2,7 +2,7 @@
 training question, and choose each question's target.
 
 Everything runs as workflow runs graded by the training reward (``WorkflowReward`` on the fit's replay store;
-a dry run passes a recorder that runs nothing, ``fit/cost.py``), through a ``Runner`` that runs them in small
+a dry run passes a recorder that runs nothing, ``train/dry_run.py``), through a ``Runner`` that runs them in small
 batches, advances the progress bar and stops at a batch boundary once a spend cap is reached.
 
 * **profile**: every model alone on the first ``profile_n`` training questions of each group (these are
