@@ -297,7 +297,7 @@ def test_rank_targets_give_every_pool_the_same_plan_over_ranks_per_bucket():
 
     from openconductor.sim.plan_search import BUCKET
     from openconductor.sim.pools import area_ranking
-    from openconductor.train.sim_eval import rank_lookup_plans
+    from openconductor.evaluation.simulated import rank_lookup_plans
     from openconductor.train.sim_general import CopySettings, PromptShape, build, rank_lookup_table
 
     settings = CopySettings(pools=3, per_pool=48, training_pool_examples=48, targets="ranks", rank_questions=1,
@@ -361,14 +361,14 @@ def test_the_training_pools_own_plans_take_their_own_price_and_the_generated_poo
 
 def test_the_training_pools_own_plans_are_searched_on_their_own_questions_as_the_lookups_are():
     """``training_pool_search``: the training pool's own plans are its per-bucket table searched on the lookups' own
-    questions at that size (``sim_eval.lookup_search_questions``), the generated pools' targets are unchanged, and the
+    questions at that size (``evaluation.simulated.lookup_search_questions``), the generated pools' targets are unchanged, and the
     copy data's key records the size only where one is given."""
     from pathlib import Path
 
     from openconductor.sim.plan_search import Profile, search_pool
     from openconductor.pool import load_pool
     from openconductor.train import copy_data
-    from openconductor.train.sim_eval import lookup_search_questions
+    from openconductor.evaluation.simulated import lookup_search_questions
     from openconductor.train.sim_general import CopySettings, PromptShape, build, held_out_texts
 
     small = dict(targets="mixed", pools=1, per_pool=48, training_pool_examples=48, rank_questions=1, search=SearchSettings(screen=2, rank=2, top=1))
@@ -419,7 +419,7 @@ def test_subtopic_ranking_targets_name_places_in_the_questions_subtopic_and_are_
     from openconductor.sim.questions import SUBTOPIC_NAMES
     from openconductor.train import copy_data
     from openconductor.train.config import PromptSettings
-    from openconductor.train.sim_eval import rank_lookup_plans, trained_ranking
+    from openconductor.evaluation.simulated import rank_lookup_plans, trained_ranking
     from openconductor.train.sim_general import CopySettings, PromptShape, build, rank_lookup_table, shown_pool
     from openconductor.workflow import parse_and_validate
 
@@ -526,7 +526,7 @@ def test_a_higher_token_price_never_makes_the_rank_lookup_dearer():
     """The copy's targets at ``--token-weight``: per bucket, the plan chosen at a higher price costs no more tokens
     (on the questions it is chosen on) than the one chosen at a lower price, and some get cheaper."""
     from openconductor.sim.plan_search import BUCKET
-    from openconductor.train.sim_eval import rank_table
+    from openconductor.evaluation.simulated import rank_table
 
     pools = [load_pool(POOL)] + [pool_spec(generate_pool(10_000 + i)) for i in range(3)]
     questions = make_questions(48 * 12, seed=5)

@@ -12,7 +12,7 @@ caps (``max_calls``, ``max_cost``) are on the fit's total over all its invocatio
 The stages reuse the training code: the search's successive halving (``search/screening.py``), the
 reward (``WorkflowReward``), the trainer's warm-up and GRPO (``trainer.prepare`` / ``trainer.train``) and the
 one evaluator. ``context.py`` holds the settings and the pool work the stages share, ``../search/fit_targets.py`` the profile and the search,
-``copy.py`` the copy and its fidelity, ``evaluate.py`` the evaluation, ``ship.py`` what the fit ships,
+``copy.py`` the copy and its fidelity, ``../evaluate.py`` the evaluation, ``ship.py`` what the fit ships,
 ``../dry_run.py`` the dry run, ``../search/candidates.py`` the candidate plans.
 """
 
@@ -68,7 +68,7 @@ async def evaluate_stage(ctx: FitContext, state: FitState, key: str, meter: Mete
                          settings: Optional[dict[str, dict[str, Any]]] = None, lookup: Optional[Path] = None) -> str:
     """Held-out (and unseen-kind) questions: baselines and conductors through the one evaluator; the report."""
     from ...evaluation import start_fresh
-    from .evaluate import HELD_OUT, UNSEEN, baseline_policies, eval_task, evaluate_fit, report
+    from ..evaluate import HELD_OUT, UNSEEN, baseline_policies, eval_task, evaluate_fit, report
     from ..search.fit_targets import lookup_table
 
     out = ctx.out / "eval"
@@ -179,7 +179,7 @@ def _model_stages(ctx: FitContext, state: FitState, meter: MeteredStore, key: st
 
 def ship_verdict(ctx: FitContext, checkpoint: Path, lookup: Optional[Path], fidelity: Optional[float]) -> "Verdict":
     """Conductor or lookup, from the evaluation's held-out records (``ship.decide``)."""
-    from .evaluate import HELD_OUT, _all, _latest
+    from ..evaluate import HELD_OUT, _all, _latest
     from .ship import decide
 
     path = ctx.out / "eval"
