@@ -35,8 +35,7 @@ from openconductor.sim.pools import profile_size_arg, with_profile
 from openconductor.evaluation import pooled_bootstrap
 from openconductor.evaluation.simulated import (LOOKUP_SEARCH, Result, conductor_plans, lookup_plans, lookup_search_questions, moa_plans,
                                           rank_lookup_plans, run_plans, single_plans, table, trained_ranking)
-from openconductor.train.copy_data import CopyDataError, training_questions
-from openconductor.train.sim_general import CopySettings, rank_lookup_table
+from openconductor.train.sim_general_search import CopyDataError, CopySettings, rank_lookup_table, training_questions
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ["domain", "subtopic", "bucket (subtopic x level)"]

@@ -45,7 +45,7 @@ from openconductor.sim.pools import PROFILE_QUESTIONS, PROFILES, RANKINGS, profi
 from openconductor.evaluation import pooled_bootstrap
 from openconductor.evaluation.simulated import (Result, conductor_plans, held_out_flags, lookup_search_questions, rank_lookup_plans, run_plans,
                                           trained_ranking, unseen_pool)
-from openconductor.train.sim_general import CopySettings, rank_lookup_table
+from openconductor.train.sim_general_search import CopySettings, rank_lookup_table
 
 
 def rank_spec(text: str) -> tuple[str, float]:

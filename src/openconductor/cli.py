@@ -18,7 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits
+from .cli_shared import console, exit_cancelled, fail, load_pool_or_default, lowered_limits
 from .evidence import round_lines
 from .executor import solve
 from .run_events import Event

@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ..clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits, require
+from ..cli_shared import console, exit_cancelled, fail, load_pool_or_default, lowered_limits, require
 
 
 def _task_options(pairs: list[str]) -> dict:

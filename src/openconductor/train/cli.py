@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from ..clikit import console, err, fail, require
+from ..cli_shared import console, err, fail, require
 
 
 def _overrides(values: list[str]) -> dict:

@@ -21,7 +21,7 @@ from ...tasks.kinds import TRAIN_KINDS
 from ..search.candidates import Candidate, candidate_set, declared_left_out
 from ..config import RewardSettings, TrainConfig, load_train_config
 from ..data import Item, TrainRow, build_rows
-from ..meter import MeteredStore
+from .spend_caps import MeteredStore
 from .questions import FitQuestions, fit_questions
 from ..search.fit_targets import Runner, group_rows, profile, profile_accuracy, search_groups, single_candidates, targets_for_groups
 from .state import FitState, Hooks, digest, spent_since

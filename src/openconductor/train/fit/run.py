@@ -7,7 +7,7 @@ Each stage writes its result into the output folder and records a digest of what
 questions, its settings, the stage before it); a rerun skips every stage whose digest is unchanged, and redoes
 the rest. Every worker call goes through one replay store (``OUT/replay.sqlite3``), so nothing is paid twice:
 a stage that is redone, or a run stopped by a cap and started again, replays what was already paid for. The
-caps (``max_calls``, ``max_cost``) are on the fit's total over all its invocations (``meter.py``).
+caps (``max_calls``, ``max_cost``) are on the fit's total over all its invocations (``spend_caps.py``).
 
 The stages reuse the training code: the search's successive halving (``search/screening.py``), the
 reward (``WorkflowReward``), the trainer's warm-up and GRPO (``trainer.prepare`` / ``trainer.train``) and the
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from .context import FitContext, FitSettings, _candidates, context, fit_record, gate_row, local_threads, place_checkpoint, pool_stages, record_familiarity, search_reward
-from ..meter import MeteredStore, Spend
+from .spend_caps import MeteredStore, Spend
 from ..search.fit_targets import FitStopped, Runner
 from .ship import write_lookup
 from .state import FitState, Hooks, StageTracker, digest, spent_since
@@ -117,7 +117,7 @@ class FitResult:
 def run_fit(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitResult:
     """Every stage not yet done; stops cleanly at a cap (``FitResult.stopped``), keeping what was paid for, and at a
     copy under the fidelity bar (``FitResult.refused``). A Ctrl-C is recorded against the stage it stopped."""
-    from ..meter import SpendCapReached
+    from .spend_caps import SpendCapReached
     from ..reward import WorkflowReward
 
     ctx = context(settings, hooks)

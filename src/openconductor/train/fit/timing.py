@@ -79,7 +79,7 @@ def calibrate(settings: "FitSettings") -> dict:
     calibration run before) times nothing: the earlier calibration's time is kept."""
     import asyncio
 
-    from ..meter import MeteredStore
+    from .spend_caps import MeteredStore
     from ..reward import WorkflowReward
     from .context import candidates_for, context, search_reward
     from ..search.fit_targets import Runner, single_candidates

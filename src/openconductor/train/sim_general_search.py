@@ -1,4 +1,4 @@
-"""The search-and-copy's data (SIMULATED): the plan search over the training pools, the examples it makes (prompt and
+"""``sim_general``'s search stage and its cache (SIMULATED): the plan search over the training pools, the examples it makes (prompt and
 target per question; ``sim_general.py`` runs the stages), and the one file that carries them, so the slow plan search
 runs once (CPU) and the copy anywhere (a GPU box).
 
@@ -151,7 +151,7 @@ class CopyData:
     groups: list[tuple[list[list[dict]], list[str]]]  # per pool: prompts and targets
     rows: list[dict]  # one per example, for the run dir (pool, bucket, question, target, search score)
     seconds: float  # the search's
-    searched: list[Searched] = field(default_factory=list)  # what the examples were made from (saved by copy_data.py)
+    searched: list[Searched] = field(default_factory=list)  # what the examples were made from (saved in the copy-data file)
 
 
 def search(settings: CopySettings, training_pool: Path, *, exclude: frozenset[str] = frozenset()) -> tuple[list[Searched], float]:
