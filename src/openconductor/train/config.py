@@ -17,7 +17,7 @@ from pydantic.dataclasses import dataclass
 
 from ..configfile import problems, read_config
 from ..pool import RANKED_VIEWS, PoolView
-from .search.settings import SearchSettings, _moved_settings
+from .search.settings import TargetSearchSettings, _moved_settings
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,7 @@ class TrainConfig:
     randomize: RandomizeSettings = Field(default_factory=RandomizeSettings)
     recursion: RecursionSettings = Field(default_factory=RecursionSettings)
     warmup_sft: WarmupSFT = Field(default_factory=WarmupSFT)
-    search: SearchSettings = Field(default_factory=SearchSettings)
+    search: TargetSearchSettings = Field(default_factory=TargetSearchSettings)
     grpo: dict[str, Any] = Field(default_factory=dict)  # GRPOConfig fields over PAPER_GRPO
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     run: RunSettings = Field(default_factory=RunSettings)

@@ -7,7 +7,7 @@ shapes, random workers). With one, the targets are selected by rejection samplin
 question; ``selection = "domain"`` screens ``candidates`` per domain on a few training questions
 (``screen_candidates``: successive halving), ranks the finalists on others (``rank_finalists``: rounds
 with catch-up) and gives every prompt of the domain its best. Settings: ``[search]``
-(``settings.SearchSettings``).
+(``settings.TargetSearchSettings``).
 """
 
 from __future__ import annotations
