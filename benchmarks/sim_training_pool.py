@@ -3,7 +3,7 @@ baseline, on held-out questions. Every number is SIMULATED.
 
     PYTHONPATH=src python benchmarks/sim_training_pool.py --conductor RUN/warmup [--conductor RUN/final] --n 1000 [--eval-seed 1000,2000 --jobs 2]
 
-Rows: each conductor (greedy, the pool shown as it was trained: ``sim_eval.trained_ranking``), the best single worker, the oracle per-domain
+Rows: each conductor (greedy, the pool shown as it was trained: ``evaluation.simulated.trained_ranking``), the best single worker, the oracle per-domain
 router, MoA, and the best lookup tables found by the plan search (sim/plan_search.py) on training-side
 questions: one plan per domain, per subtopic and per bucket (subtopic x level), and the rank lookup (one plan over
 the places in the question's area's ranking per bucket, found across every training pool: the table that
@@ -13,7 +13,7 @@ over the questions against the per-domain and the per-subtopic lookups (and agai
 when several are given: what GRPO adds over its warm-up; or with ``--show``, the same conductor prompted with
 another view of the pool; or with ``--profile-questions N``, the same conductor reading the pool's profile measured on N
 questions instead of 960, the rank lookups likewise). With several held-out sets (``--eval-seed S1,S2``) each is scored
-apart and a last line pools the first conductor's margins over them (``sim_eval.pooled_bootstrap``: a larger sample
+apart and a last line pools the first conductor's margins over them (``evaluation.pooled_bootstrap``: a larger sample
 than one set of 1,000, whose interval is about +-1.5 points). Exits 1 when the first conductor misses a goal
 (mean over the sets): >= per-domain lookup + 3 and >= per-subtopic lookup.
 """
@@ -32,10 +32,10 @@ from openconductor.pool import WORKER_VIEWS, load_pool
 from openconductor.sim.plan_search import BUCKET, SearchSettings
 from openconductor.sim.world_v3 import make_questions
 from openconductor.sim.pools import profile_size_arg, with_profile
-from openconductor.train.sim_eval import (LOOKUP_SEARCH, Result, conductor_plans, lookup_plans, lookup_search_questions, moa_plans, pooled_bootstrap,
+from openconductor.evaluation import pooled_bootstrap
+from openconductor.evaluation.simulated import (LOOKUP_SEARCH, Result, conductor_plans, lookup_plans, lookup_search_questions, moa_plans,
                                           rank_lookup_plans, run_plans, single_plans, table, trained_ranking)
-from openconductor.train.copy_data import CopyDataError, training_questions
-from openconductor.train.sim_general import CopySettings, rank_lookup_table
+from openconductor.train.sim_general_search import CopyDataError, CopySettings, rank_lookup_table, training_questions
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ["domain", "subtopic", "bucket (subtopic x level)"]

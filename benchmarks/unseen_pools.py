@@ -9,7 +9,7 @@ worker and oracle per-domain router (declared accuracies), MoA (7 proposers + ra
 only matter here) and the per-pool search re-run (sim/plan_search.py, one plan per bucket, found on
 training-side questions: what a lookup reaches with its own search budget), and the rank lookup: one plan per
 bucket over ranks ("plan with the best of the question's area, check with the second"), found across the 60
-generated training pools and the training pool (``sim_eval.rank_table``), the lookup a conductor that reads the
+generated training pools and the training pool (``evaluation.simulated.rank_table``), the lookup a conductor that reads the
 measured ranking could reach on any pool without learning it. Prints one row per pool and a
 last line with the mean margins over pools and 95 % intervals (each pool's questions resampled); exits 1
 when a goal is missed: mean >= oracle router + 2, >= search re-run - 2, tokens <= 0.25x MoA's. ``--compare``:
@@ -17,7 +17,7 @@ other conductors on the same pools and questions, a column each, and the conduct
 ``--show VIEW``: the conductor is prompted with that view of each pool instead of the one it was trained with
 (``pool.PoolView``; e.g. ``ranking``, the names and measured ranking without descriptions), a probe of what it reads.
 Each conductor sees each pool's profile measured as its copy's training pools were (per area, or per subtopic:
-``sim_eval.trained_ranking``; ``--profile`` overrides), measured on ``--profile-questions`` questions a pool (960 by
+``evaluation.simulated.trained_ranking``; ``--profile`` overrides), measured on ``--profile-questions`` questions a pool (960 by
 default, the pool files' own; the rank lookups read the same measurement). ``--rank RANKING:PRICE`` (repeatable; default area:0.012):
 the rank lookups to score, over the area's or the subtopic's ranking at that token price, a column and a margin each.
 ``--jobs N``: score N pools at a time, a process each (CPU threads shared); the table and its last line are the same
@@ -42,9 +42,10 @@ from openconductor.sim.plan_search import BUCKET
 from openconductor.sim.world_v3 import make_questions
 from openconductor.sim.plan_search import SearchSettings
 from openconductor.sim.pools import PROFILE_QUESTIONS, PROFILES, RANKINGS, profile_size_arg, with_profile
-from openconductor.train.sim_eval import (Result, conductor_plans, held_out_flags, lookup_search_questions, pooled_bootstrap, rank_lookup_plans, run_plans,
+from openconductor.evaluation import pooled_bootstrap
+from openconductor.evaluation.simulated import (Result, conductor_plans, held_out_flags, lookup_search_questions, rank_lookup_plans, run_plans,
                                           trained_ranking, unseen_pool)
-from openconductor.train.sim_general import CopySettings, rank_lookup_table
+from openconductor.train.sim_general_search import CopySettings, rank_lookup_table
 
 
 def rank_spec(text: str) -> tuple[str, float]:

@@ -20,7 +20,7 @@ from typing import Iterator, Optional
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "src" / "openconductor"
 
 # The `conductor` command is the one place that offers training next to the runtime: cli.py registers
-# the training subcommands, whose module loads only typer and clikit until a command runs.
+# the training subcommands, whose module loads only typer and cli_shared until a command runs.
 COMPOSITION = {("openconductor.cli", "openconductor.train.cli")}
 
 # The package's layers, bottom to top (CONTRIBUTING.md, "Layers"). A module may import modules of its own layer and
@@ -48,7 +48,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("evaluation", ["evaluation.*"]),
     ("train", ["train.*"]),
     ("server", ["server.*"]),
-    ("cli", ["", "__main__", "cli", "clikit", "eval_cli", "server.cli", "sim.cli", "train.cli", "train.fit.cli"]),  # "": the package's __init__
+    ("cli", ["", "__main__", "cli", "cli_shared", "evaluation.cli", "server.cli", "sim.cli", "train.cli", "train.fit.cli"]),  # "": the package's __init__
 ]
 
 # Import circles (function-level imports included) not yet taken apart: each entry is one circle's sorted modules.

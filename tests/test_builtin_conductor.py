@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from openconductor.cli import app
-from openconductor.clikit import load_pool_or_default
+from openconductor.cli_shared import load_pool_or_default
 from openconductor.pool import BUILTIN_CONDUCTOR as BUILTIN
 from openconductor.pool import PoolConfigError, load_default_pool, load_pool
 from openconductor.conductor.checkpoint import builtin_conductors, checkpoint_path, trained_conductor

@@ -28,7 +28,7 @@ from openconductor.conductor.familiar import read_familiarity  # noqa: E402
 from openconductor.pool import load_default_pool, load_pool  # noqa: E402
 from openconductor.train.warmup import taught_wordings  # noqa: E402
 from openconductor.providers.simulated import RESPONDERS, register_responder  # noqa: E402
-from openconductor.train.candidates import candidate_set  # noqa: E402
+from openconductor.train.search.candidates import candidate_set  # noqa: E402
 from openconductor.train.config import TrainConfigError  # noqa: E402
 from openconductor.train.fit.context import FitSettings  # noqa: E402
 from openconductor.train.fit.run import plan_fit, run_fit  # noqa: E402

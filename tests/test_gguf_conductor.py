@@ -98,7 +98,7 @@ def test_export_is_skipped_not_failed_for_a_non_gguf_base(trained, tmp_path):
 def test_ask_plans_with_the_llamacpp_copy_when_a_checkpoint_has_one(trained, tmp_path):
     from openconductor.pool import PoolConfigError
     from openconductor.conductor.checkpoint import MANIFEST, trained_conductor
-    from openconductor.clikit import load_pool_or_default
+    from openconductor.cli_shared import load_pool_or_default
 
     _, _, file = trained
     spec, _ = load_pool_or_default(None, Path("none"), check=False)  # the pool's prompted backend, not its shipped conductor

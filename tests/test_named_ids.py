@@ -136,7 +136,7 @@ async def test_the_lm_policy_binds_a_trained_conductors_ids_to_the_names_it_give
 
 
 def test_a_slot_word_must_be_followed_by_a_whole_name_of_the_pool_even_past_the_lines_bound():
-    from openconductor.train.sim_general import _ROLE_WORDS
+    from openconductor.train.sim_general_search import _ROLE_WORDS
     from openconductor.workflow import NAME_SLOTS
 
     assert set(_ROLE_WORDS.values()) <= set(NAME_SLOTS)  # every role word the copy targets write is a slot
@@ -235,7 +235,7 @@ def test_rank_alias_targets_parse_back_to_the_searched_plan_on_a_renamed_pool():
     from openconductor.workflow.wordings import CHECK, IMPLEMENT, PLAN
     from openconductor.sim.pools import area_ranking, generate_pool, pool_spec, renamed
     from openconductor.sim.world_v3 import make_questions
-    from openconductor.train.sim_general import target
+    from openconductor.train.sim_general_search import target
     from openconductor.workflow import Step, Workflow
 
     spec = renamed(pool_spec(generate_pool(10_003)), random.Random(0))

@@ -19,7 +19,7 @@ from openconductor.conductor.checkpoint import checkpoint_path, read_manifest
 from openconductor.sim.pools import generate_pool, pool_spec, pool_toml
 from openconductor.sim.questions import SUBTOPIC_NAMES
 from openconductor.sim.world_v3 import make_questions
-from openconductor.train.sim_eval import conductor_plans, trained_ranking
+from openconductor.evaluation.simulated import conductor_plans, trained_ranking
 
 SHIPPED = ("builtin:sim-bucket",)
 

@@ -62,7 +62,7 @@ def test_the_shared_prefix_loss_equals_each_row_alone(tmp_path):
 def test_copy_targets_name_the_bucket_and_the_workers_and_parse(tmp_path):
     from pathlib import Path
 
-    from openconductor.train.sim_general import CopySettings, PromptShape, build
+    from openconductor.train.sim_general_search import CopySettings, PromptShape, build
 
     settings = CopySettings(pools=1, per_pool=6, training_pool_examples=6, search=SearchSettings(screen=4, rank=4, top=1))
     data = build(settings, Path(POOL), PromptShape())
@@ -84,7 +84,8 @@ def test_grpo_rows_run_each_question_on_its_own_pool_inside_one_union_pool():
     from openconductor.sim.world import Traits
     from openconductor.sim.world_v3 import solo_correct
     from openconductor.train.config import load_train_config
-    from openconductor.train.sim_general import CopySettings, grpo_rows, training_pools, union_pool
+    from openconductor.train.sim_general import grpo_rows, union_pool
+    from openconductor.train.sim_general_search import CopySettings, training_pools
 
     cfg = load_train_config("examples/train_sim_general.toml", {"data.rename_workers": False})
     pools = training_pools(CopySettings(pools=3), cfg.pool_path)
@@ -106,7 +107,8 @@ def test_renamed_workers_show_fresh_names_in_prompts_targets_and_grpo_rows_but_r
     from pathlib import Path
 
     from openconductor.train.config import load_train_config
-    from openconductor.train.sim_general import CopySettings, PromptShape, build, grpo_rows, training_pools, union_pool
+    from openconductor.train.sim_general import grpo_rows, union_pool
+    from openconductor.train.sim_general_search import CopySettings, PromptShape, build, training_pools
     from openconductor.workflow import named_workers
 
     settings = CopySettings(pools=2, per_pool=6, training_pool_examples=4, search=SearchSettings(screen=4, rank=4, top=1))
@@ -137,7 +139,7 @@ def test_renamed_workers_show_fresh_names_in_prompts_targets_and_grpo_rows_but_r
 
 
 def _tiny_copy_settings():
-    from openconductor.train.sim_general import CopySettings
+    from openconductor.train.sim_general_search import CopySettings
 
     return CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=4, top=1))
 
@@ -155,33 +157,33 @@ def tiny_built():
 def test_copy_data_saved_by_the_search_loads_as_the_data_it_built(tmp_path, tiny_built):
     from pathlib import Path
 
-    from openconductor.train import copy_data
+    from openconductor.train import sim_general_search
     from openconductor.train.sim_general import PromptShape
 
     settings, shape, built = _tiny_copy_settings(), PromptShape(), tiny_built
-    key = copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
-    path = copy_data.save(built, tmp_path / copy_data.FILE_NAME, key)
-    loaded = copy_data.load(path, key, Path(POOL), shape)
+    key = sim_general_search.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
+    path = sim_general_search.save(built, tmp_path / sim_general_search.FILE_NAME, key)
+    loaded = sim_general_search.load(path, key, Path(POOL), shape)
     assert len(loaded.groups) == 2 and [len(p) for p, _ in loaded.groups] == [4, 4]
     assert loaded.groups == built.groups and loaded.rows == built.rows and loaded.seconds == built.seconds
     assert [s.best for s in loaded.searched] == [s.best for s in built.searched]
 
 
 def test_copy_data_names_every_question_its_conductor_was_trained_or_searched_on(tmp_path):
-    """``copy_data.training_questions``: the examples' questions and both searches' (the generated pools' and the
+    """``sim_general_search.training_questions``: the examples' questions and both searches' (the generated pools' and the
     training pool's own, at its own size), so that a held-out set of another seed can be drawn without them."""
     import dataclasses
     from pathlib import Path
 
     from openconductor.sim.world_v3 import make_questions
-    from openconductor.train import copy_data
-    from openconductor.train.sim_general import PromptShape, build, held_out_texts, own_search, search_questions
+    from openconductor.train import sim_general_search
+    from openconductor.train.sim_general_search import PromptShape, build, held_out_texts, own_search, search_questions
 
     settings = dataclasses.replace(_tiny_copy_settings(), training_pool_search=(5, 5))
     exclude = held_out_texts(10, 1000)
     built = build(settings, Path(POOL), PromptShape(), exclude=exclude)
-    key = copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
-    texts = copy_data.training_questions(copy_data.save(built, tmp_path / copy_data.FILE_NAME, key))
+    key = sim_general_search.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
+    texts = sim_general_search.training_questions(sim_general_search.save(built, tmp_path / sim_general_search.FILE_NAME, key))
     examples = {q.text for s in built.searched for q in s.questions}
     searched = {q.text for q in search_questions(settings, exclude)}
     own = {q.text for q in search_questions(settings, exclude, own_search(settings))}
@@ -195,41 +197,41 @@ def test_copy_data_names_every_question_its_conductor_was_trained_or_searched_on
 def test_copy_data_of_another_run_or_a_bad_file_is_refused_with_what_differs(tmp_path, tiny_built):
     from pathlib import Path
 
-    from openconductor.train import copy_data
+    from openconductor.train import sim_general_search
     from openconductor.train.sim_general import CopySettings, PromptShape
 
     settings, shape = _tiny_copy_settings(), PromptShape()
-    key = copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
-    path = copy_data.save(tiny_built, tmp_path / copy_data.FILE_NAME, key)
-    other = copy_data.data_key(CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=6, top=1)),
+    key = sim_general_search.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
+    path = sim_general_search.save(tiny_built, tmp_path / sim_general_search.FILE_NAME, key)
+    other = sim_general_search.data_key(CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=6, top=1)),
                                Path(POOL), test_n=10, eval_seed=1000)
-    with pytest.raises(copy_data.CopyDataError, match=r"copy.search.rank: 4 in the file != 6 in this run"):
-        copy_data.load(path, other, Path(POOL), shape)
-    with pytest.raises(copy_data.CopyDataError, match=r"eval_seed: 1000 in the file != 7 in this run"):
-        copy_data.load(path, {**key, "eval_seed": 7}, Path(POOL), shape)
+    with pytest.raises(sim_general_search.CopyDataError, match=r"copy.search.rank: 4 in the file != 6 in this run"):
+        sim_general_search.load(path, other, Path(POOL), shape)
+    with pytest.raises(sim_general_search.CopyDataError, match=r"eval_seed: 1000 in the file != 7 in this run"):
+        sim_general_search.load(path, {**key, "eval_seed": 7}, Path(POOL), shape)
     # a setting a key leaves out (older files never recorded it) is at its default, and the message says so
-    by_subtopic = copy_data.data_key(CopySettings(**{**settings.__dict__, "ranking": "subtopic"}), Path(POOL), test_n=10, eval_seed=1000)
-    with pytest.raises(copy_data.CopyDataError, match=r"copy.ranking: its default in the file != 'subtopic' in this run"):
-        copy_data.load(path, by_subtopic, Path(POOL), shape)
-    with pytest.raises(copy_data.CopyDataError, match="not found"):
-        copy_data.load(tmp_path / "missing.json.gz", key, Path(POOL), shape)
+    by_subtopic = sim_general_search.data_key(CopySettings(**{**settings.__dict__, "ranking": "subtopic"}), Path(POOL), test_n=10, eval_seed=1000)
+    with pytest.raises(sim_general_search.CopyDataError, match=r"copy.ranking: its default in the file != 'subtopic' in this run"):
+        sim_general_search.load(path, by_subtopic, Path(POOL), shape)
+    with pytest.raises(sim_general_search.CopyDataError, match="not found"):
+        sim_general_search.load(tmp_path / "missing.json.gz", key, Path(POOL), shape)
     (tmp_path / "bad.json.gz").write_text("not gzip")
-    with pytest.raises(copy_data.CopyDataError, match="not a copy-data file"):
-        copy_data.load(tmp_path / "bad.json.gz", key, Path(POOL), shape)
+    with pytest.raises(sim_general_search.CopyDataError, match="not a copy-data file"):
+        sim_general_search.load(tmp_path / "bad.json.gz", key, Path(POOL), shape)
 
 
 def test_copy_data_rebuilds_targets_with_the_loading_code(tmp_path, monkeypatch, caplog, tiny_built):
     from pathlib import Path
 
-    from openconductor.train import copy_data
+    from openconductor.train import sim_general_search
     from openconductor.train.sim_general import PromptShape
 
     settings, shape, built = _tiny_copy_settings(), PromptShape(), tiny_built
-    key = copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
-    path = copy_data.save(built, tmp_path / copy_data.FILE_NAME, key)
+    key = sim_general_search.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)
+    path = sim_general_search.save(built, tmp_path / sim_general_search.FILE_NAME, key)
     # The target wording changes after the search: the loaded data uses the new wording (the plans are kept).
-    monkeypatch.setattr(copy_data, "reasoning", lambda plan, spec, q, rank_aliases=False: f"Reasoning: {q.level} {q.subtopic}")
-    loaded = copy_data.load(path, key, Path(POOL), shape)
+    monkeypatch.setattr(sim_general_search, "reasoning", lambda plan, spec, q, rank_aliases=False: f"Reasoning: {q.level} {q.subtopic}")
+    loaded = sim_general_search.load(path, key, Path(POOL), shape)
     assert all(t.startswith("Reasoning: ") and ": " not in t.split("\n")[0][len("Reasoning: "):] for _, ts in loaded.groups for t in ts)
     assert [parse(t).steps for _, ts in loaded.groups for t in ts] == [parse(t).steps for _, ts in built.groups for t in ts]
     assert "8 of 8 examples' prompts or targets differ" in caplog.text
@@ -277,19 +279,19 @@ def test_the_cli_refuses_copy_data_it_cannot_use(args, message, capsys, tmp_path
 def test_the_copy_data_check_names_what_differs_from_the_issue_scale(tmp_path, capsys, tiny_built):
     from pathlib import Path
 
-    from openconductor.train import copy_data
+    from openconductor.train import sim_general_search
 
     settings = _tiny_copy_settings()
-    path = copy_data.save(tiny_built, tmp_path / copy_data.FILE_NAME,
-                          copy_data.data_key(settings, Path(POOL), test_n=1000, eval_seed=1000))
+    path = sim_general_search.save(tiny_built, tmp_path / sim_general_search.FILE_NAME,
+                          sim_general_search.data_key(settings, Path(POOL), test_n=1000, eval_seed=1000))
     with pytest.raises(SystemExit):
-        copy_data.main(["examples/train_sim_general.toml", str(path)])
+        sim_general_search.main(["examples/train_sim_general.toml", str(path)])
     assert "copy.per_pool: 4 in the file != 48 in this run" in capsys.readouterr().err
 
 
 def test_a_general_conductor_over_generated_pools_refuses_a_pool_shown_by_ids_or_names():
     from openconductor.train.config import TrainConfigError, load_train_config
-    from openconductor.train.sim_general import PromptShape
+    from openconductor.train.sim_general_search import PromptShape
 
     for show in ("ids", "names"):
         cfg = load_train_config("examples/train_sim_general.toml", {"prompt.show": show, "prompt.ids_follow_names": False})
@@ -306,8 +308,8 @@ def test_rank_targets_give_every_pool_the_same_plan_over_ranks_per_bucket():
 
     from openconductor.sim.plan_search import BUCKET
     from openconductor.sim.pools import area_ranking
-    from openconductor.train.sim_eval import rank_lookup_plans
-    from openconductor.train.sim_general import CopySettings, PromptShape, build, rank_lookup_table
+    from openconductor.evaluation.simulated import rank_lookup_plans
+    from openconductor.train.sim_general_search import CopySettings, PromptShape, build, rank_lookup_table
 
     settings = CopySettings(pools=3, per_pool=48, training_pool_examples=48, targets="ranks", rank_questions=1,
                             search=SearchSettings(screen=4, rank=4, top=1))
@@ -334,7 +336,7 @@ def test_mixed_targets_copy_the_training_pools_own_search_and_the_rank_lookup_el
     ``"ranks"``."""
     from pathlib import Path
 
-    from openconductor.train.sim_general import CopySettings, PromptShape, build
+    from openconductor.train.sim_general_search import CopySettings, PromptShape, build
 
     small = dict(pools=2, per_pool=48, training_pool_examples=48, rank_questions=1, search=SearchSettings(screen=4, rank=4, top=1))
     built = {t: build(CopySettings(targets=t, **small), Path(POOL), PromptShape()) for t in ("search", "ranks", "mixed")}
@@ -349,8 +351,8 @@ def test_the_training_pools_own_plans_take_their_own_price_and_the_generated_poo
     records the price only where one is given (data searched before the option loads as it did)."""
     from pathlib import Path
 
-    from openconductor.train import copy_data
-    from openconductor.train.sim_general import CopySettings, PromptShape, build
+    from openconductor.train import sim_general_search
+    from openconductor.train.sim_general_search import CopySettings, PromptShape, build
 
     small = dict(targets="mixed", pools=1, per_pool=48, training_pool_examples=48, rank_questions=1)
     dear = SearchSettings(screen=4, rank=4, top=1, token_weight=0.2)
@@ -361,7 +363,7 @@ def test_the_training_pools_own_plans_take_their_own_price_and_the_generated_poo
     assert plans(split)[0] == plans(free)[0] and plans(split)[1:] == plans(both)[1:]
     assert plans(split)[0] != plans(both)[0]  # else the price could not be told from no price
     assert sum(b.tokens for b in split.searched[0].best) > sum(b.tokens for b in both.searched[0].best)
-    key = lambda s: copy_data.data_key(s, Path(POOL), test_n=10, eval_seed=1000)["copy"]
+    key = lambda s: sim_general_search.data_key(s, Path(POOL), test_n=10, eval_seed=1000)["copy"]
     assert "training_pool_token_weight" not in key(CopySettings(**small))
     assert key(CopySettings(training_pool_token_weight=0.0, **small))["training_pool_token_weight"] == 0.0
     with pytest.raises(ValueError, match="0 or more"):
@@ -370,15 +372,15 @@ def test_the_training_pools_own_plans_take_their_own_price_and_the_generated_poo
 
 def test_the_training_pools_own_plans_are_searched_on_their_own_questions_as_the_lookups_are():
     """``training_pool_search``: the training pool's own plans are its per-bucket table searched on the lookups' own
-    questions at that size (``sim_eval.lookup_search_questions``), the generated pools' targets are unchanged, and the
+    questions at that size (``evaluation.simulated.lookup_search_questions``), the generated pools' targets are unchanged, and the
     copy data's key records the size only where one is given."""
     from pathlib import Path
 
     from openconductor.sim.plan_search import Profile, search_pool
     from openconductor.pool import load_pool
-    from openconductor.train import copy_data
-    from openconductor.train.sim_eval import lookup_search_questions
-    from openconductor.train.sim_general import CopySettings, PromptShape, build, held_out_texts
+    from openconductor.train import sim_general_search
+    from openconductor.evaluation.simulated import lookup_search_questions
+    from openconductor.train.sim_general_search import CopySettings, PromptShape, build, held_out_texts
 
     small = dict(targets="mixed", pools=1, per_pool=48, training_pool_examples=48, rank_questions=1, search=SearchSettings(screen=2, rank=2, top=1))
     exclude = held_out_texts(10, 1000)
@@ -390,7 +392,7 @@ def test_the_training_pools_own_plans_are_searched_on_their_own_questions_as_the
     assert [b.plan for b in sized.searched[0].best] == [table[q.bucket][0].plan for q in sized.searched[0].questions]
     assert all(b.questions == 10 for b in sized.searched[0].best) and all(b.questions == 2 for b in plain.searched[0].best)
     assert {b.questions for b in sized.searched[1].best} == {b.questions for b in plain.searched[1].best} == {2}  # generated: as before
-    key = lambda s: copy_data.data_key(s, Path(POOL), test_n=10, eval_seed=1000)["copy"]
+    key = lambda s: sim_general_search.data_key(s, Path(POOL), test_n=10, eval_seed=1000)["copy"]
     assert "training_pool_search" not in key(CopySettings(**small))
     assert key(CopySettings(training_pool_search=(6, 10), **small))["training_pool_search"] == [6, 10]
     with pytest.raises(ValueError, match="at least 1"):
@@ -426,10 +428,10 @@ def test_subtopic_ranking_targets_name_places_in_the_questions_subtopic_and_are_
     from openconductor.conductor.ranking import area_keys, binding
     from openconductor.sim.plan_search import BUCKET
     from openconductor.sim.questions import SUBTOPIC_NAMES
-    from openconductor.train import copy_data
+    from openconductor.train import sim_general_search
     from openconductor.train.config import PromptSettings
-    from openconductor.train.sim_eval import rank_lookup_plans, trained_ranking
-    from openconductor.train.sim_general import CopySettings, PromptShape, build, rank_lookup_table, shown_pool
+    from openconductor.evaluation.simulated import rank_lookup_plans, trained_ranking
+    from openconductor.train.sim_general_search import CopySettings, PromptShape, build, rank_lookup_table, shown_pool
     from openconductor.workflow import parse_and_validate
 
     settings = CopySettings(pools=2, per_pool=48, training_pool_examples=8, targets="mixed", rank_questions=1, ranking="subtopic",
@@ -454,9 +456,9 @@ def test_subtopic_ranking_targets_name_places_in_the_questions_subtopic_and_are_
     assert words > 40
     with pytest.raises(ValueError, match="area, subtopic"):
         CopySettings(ranking="bucket")
-    area_key = copy_data.data_key(CopySettings(), Path(POOL), test_n=10, eval_seed=1000)
+    area_key = sim_general_search.data_key(CopySettings(), Path(POOL), test_n=10, eval_seed=1000)
     assert "ranking" not in area_key["copy"]  # files searched before the option load as they did
-    assert copy_data.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)["copy"]["ranking"] == "subtopic"
+    assert sim_general_search.data_key(settings, Path(POOL), test_n=10, eval_seed=1000)["copy"]["ranking"] == "subtopic"
     # A conductor copied so is scored on pools shown the same way: its manifest says how; a record it cannot read is refused.
     manifest = tmp_path / "openconductor.json"
     manifest.write_text(json.dumps({"format": "openconductor-conductor/1", "copy": {"settings": {"ranking": "subtopic"}}}))
@@ -515,18 +517,18 @@ def test_a_copy_started_from_a_trained_conductor_takes_its_adapter_and_refuses_o
 def test_copy_data_searched_at_another_price_is_refused_and_the_checker_takes_the_runs_settings(tmp_path, capsys):
     from pathlib import Path
 
-    from openconductor.train import copy_data
-    from openconductor.train.sim_general import CopySettings, PromptShape, build
+    from openconductor.train import sim_general_search
+    from openconductor.train.sim_general_search import CopySettings, PromptShape, build
 
     settings = CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=4, top=1, token_weight=0.03))
-    key = copy_data.data_key(settings, Path(POOL), test_n=1000, eval_seed=1000)
-    path = copy_data.save(build(settings, Path(POOL), PromptShape()), tmp_path / copy_data.FILE_NAME, key)
-    default_price = copy_data.data_key(CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=4, top=1)),
+    key = sim_general_search.data_key(settings, Path(POOL), test_n=1000, eval_seed=1000)
+    path = sim_general_search.save(build(settings, Path(POOL), PromptShape()), tmp_path / sim_general_search.FILE_NAME, key)
+    default_price = sim_general_search.data_key(CopySettings(pools=1, per_pool=4, training_pool_examples=4, search=SearchSettings(screen=4, rank=4, top=1)),
                                        Path(POOL), test_n=1000, eval_seed=1000)
-    with pytest.raises(copy_data.CopyDataError, match=r"copy.search.token_weight: 0.03 in the file != 0.012 in this run"):
-        copy_data.load(path, default_price, Path(POOL), PromptShape())
+    with pytest.raises(sim_general_search.CopyDataError, match=r"copy.search.token_weight: 0.03 in the file != 0.012 in this run"):
+        sim_general_search.load(path, default_price, Path(POOL), PromptShape())
     with pytest.raises(SystemExit):
-        copy_data.main(["examples/train_sim_general.toml", str(path), "--token-weight", "0.03", "--training-pool-examples", "4"])
+        sim_general_search.main(["examples/train_sim_general.toml", str(path), "--token-weight", "0.03", "--training-pool-examples", "4"])
     assert "copy.per_pool: 4 in the file != 48 in this run" in capsys.readouterr().err  # the price and the examples as given now match: what is left differs
 
 
@@ -535,7 +537,7 @@ def test_a_higher_token_price_never_makes_the_rank_lookup_dearer():
     """The copy's targets at ``--token-weight``: per bucket, the plan chosen at a higher price costs no more tokens
     (on the questions it is chosen on) than the one chosen at a lower price, and some get cheaper."""
     from openconductor.sim.plan_search import BUCKET
-    from openconductor.train.sim_eval import rank_table
+    from openconductor.evaluation.simulated import rank_table
 
     pools = [load_pool(POOL)] + [pool_spec(generate_pool(10_000 + i)) for i in range(3)]
     questions = make_questions(48 * 12, seed=5)
@@ -561,7 +563,8 @@ def test_grpo_refuses_another_ranking_than_its_warmup_was_copied_with(tmp_path):
     import json
 
     from openconductor.train.config import load_train_config
-    from openconductor.train.sim_general import CopySettings, grpo_run
+    from openconductor.train.sim_general import grpo_run
+    from openconductor.train.sim_general_search import CopySettings
 
     (tmp_path / "warmup").mkdir()
     (tmp_path / "warmup" / "openconductor.json").write_text(json.dumps({"format": "openconductor-conductor/1", "copy": {"settings": {"ranking": "subtopic"}}}))
@@ -575,7 +578,8 @@ def test_grpo_refuses_a_warmup_trained_on_another_prompt_and_says_which_settings
     import json
 
     from openconductor.train.config import TrainConfigError, load_train_config
-    from openconductor.train.sim_general import CopySettings, grpo_run, main
+    from openconductor.train.sim_general import grpo_run, main
+    from openconductor.train.sim_general_search import CopySettings
 
     (tmp_path / "warmup").mkdir()
     shipped = json.loads(Path("src/openconductor/data/conductors/sim-bucket/openconductor.json").read_text())

@@ -184,7 +184,7 @@ def test_a_rank_table_names_no_worker_so_a_reordered_and_renamed_pool_gets_the_s
 
     from openconductor.sim.plan_search import RANKS, candidate_plans
     from openconductor.sim.pools import area_ranking
-    from openconductor.train.sim_eval import rank_lookup_plans, rank_table
+    from openconductor.evaluation.simulated import rank_lookup_plans, rank_table
 
     specs = [pool_spec(generate_pool(10_000 + i)) for i in range(2)]
     questions = make_questions(96, 5_000)
@@ -207,7 +207,7 @@ def test_a_rank_table_names_no_worker_so_a_reordered_and_renamed_pool_gets_the_s
 
 def test_unseen_pools_alternate_held_out_families_and_score_each_baseline_on_every_question():
     from openconductor.sim.plan_search import SearchSettings
-    from openconductor.train.sim_eval import unseen_pools
+    from openconductor.evaluation.simulated import unseen_pools
 
     questions = make_questions(6, 1000)
     small = SearchSettings(screen=2, finalists=2, rank=2, top=1)
@@ -223,7 +223,7 @@ def test_unseen_pools_alternate_held_out_families_and_score_each_baseline_on_eve
 def test_the_subtopic_ranking_puts_a_subtopic_specialist_first_where_the_area_ranking_does_not():
     from openconductor.sim.plan_search import GROUPINGS, BUCKET, rank_search
     from openconductor.sim.pools import RANKINGS, area_ranking, subtopic_ranking
-    from openconductor.train.sim_eval import declared
+    from openconductor.evaluation.simulated import declared
 
     specs = [pool_spec(generate_pool(s)) for s in range(6)]
     for spec in specs:

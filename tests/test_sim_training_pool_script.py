@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from openconductor.train.sim_eval import Result
+from openconductor.evaluation.simulated import Result
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_training_pool.py"
 spec = importlib.util.spec_from_file_location("sim_training_pool", SCRIPT)

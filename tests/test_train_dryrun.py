@@ -13,9 +13,9 @@ import pytest
 
 from openconductor.cache import ResponseCache
 from openconductor.providers.simulated import RESPONDERS, register_responder
-from openconductor.train import search
+from openconductor.train.search import screening, warmup_targets
 from openconductor.train.config import load_train_config
-from openconductor.train.dryrun import plan_search
+from openconductor.train.dry_run import plan_search
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,15 +49,15 @@ def _search_for_real(cfg, monkeypatch) -> int:
     from openconductor.train.data import build_rows, load_items
 
     graded = []
-    real_grade = search._grade
+    real_grade = screening.grade_pairs
 
     async def counting(grader, pairs):  # instrumentation: the real grader runs every pair
         graded.append(len(pairs))
         return await real_grade(grader, pairs)
 
-    monkeypatch.setattr(search, "_grade", counting)
+    monkeypatch.setattr(screening, "grade_pairs", counting)
     spec = load_pool(cfg.pool_path)
-    search.select_targets(cfg, spec, build_rows(cfg, spec, load_items(cfg)))
+    warmup_targets.select_targets(cfg, spec, build_rows(cfg, spec, load_items(cfg)))
     return sum(graded)
 
 

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from openconductor.train.evaluate import choose_checkpoint, paired_bootstrap
+from openconductor.evaluation import paired_bootstrap
+from openconductor.train.evaluate import choose_checkpoint
 
 TRAINED = "after GRPO (trained)"
 
@@ -95,12 +96,12 @@ def test_a_checkpoints_plans_are_scored_through_the_evaluator(tmp_path):
     from test_train_runtime import save_tiny
 
     from openconductor.train.config import load_train_config
-    from openconductor.train.evaluate import evaluate
+    from openconductor.train.evaluate import evaluate_conductors
 
     checkpoint = save_tiny(tmp_path)
     overrides = {"rollout.constrained": True}  # the tokenizer holds whole plans as tokens: greedy and constrained, one parses
     cfg = load_train_config(tiny_config(tmp_path), overrides)
-    rows = evaluate(cfg, {"tiny": str(checkpoint)}, moa=False)
+    rows = evaluate_conductors(cfg, {"tiny": str(checkpoint)}, moa=False)
     assert [r.system for r in rows][-1] == "tiny" and rows[0].system.startswith("best single worker")
     tiny = rows[-1]
     assert tiny.parse_rate == 1.0 and 1.0 <= tiny.steps <= 2.0 and len(tiny.correct) == cfg.data.n_eval

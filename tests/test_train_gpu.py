@@ -58,9 +58,9 @@ def test_gpu_config_scales_the_cpu_recipe():
 
 def test_fixed_chain_baselines():
     from openconductor.train.config import load_train_config
-    from openconductor.train.evaluate import evaluate
+    from openconductor.train.evaluate import evaluate_conductors
 
-    rows = evaluate(load_train_config(GPU_CONFIG), {}, n=16, chains=(2, 3), moa=False)
+    rows = evaluate_conductors(load_train_config(GPU_CONFIG), {}, n=16, chains=(2, 3), moa=False)
     assert [r.system for r in rows] == [
         "best single worker (gemini-2.5-pro)",
         "fixed 2-step chain (gemini-2.5-pro x2)",

@@ -52,7 +52,7 @@ def _config(tmp_path: Path, warmup: str, search: str = "", extra: str = "", show
 
 
 def _select(cfg):
-    from openconductor.train.search import select_targets
+    from openconductor.train.search.warmup_targets import select_targets
 
     spec = load_pool(cfg.pool_path)
     rows = build_rows(cfg, spec, load_items(cfg))
@@ -187,7 +187,7 @@ def test_screen_rounds_spare_a_good_plan_one_unlucky_screen_question():
     decoys are right on both screen questions only. One screen keeps the decoys; three rounds keep good."""
     import random
 
-    from openconductor.train.search import screen_candidates
+    from openconductor.train.search.screening import screen_candidates
 
     rows = [TrainRow(prompt=[], question=f"q{i}") for i in range(8)]
     screen, spare = rows[:2], rows[2:]
@@ -213,7 +213,7 @@ def test_rank_rounds_settle_a_close_race_on_more_questions():
     only the better half on the new questions, and list the others after the survivors."""
     import random
 
-    from openconductor.train.search import rank_finalists
+    from openconductor.train.search.screening import rank_finalists
 
     spare = [TrainRow(prompt=[], question=f"s{i}") for i in range(8)]
     table = {("steady", r.question): 1.0 for r in spare} | {("weak", r.question): 1.0 for r in spare}
@@ -239,7 +239,7 @@ def test_a_finalist_that_lost_its_place_catches_up_when_the_leaders_fall_back():
     and is right on them: it re-enters the better half, runs the questions it missed, and wins."""
     import random
 
-    from openconductor.train.search import rank_finalists
+    from openconductor.train.search.screening import rank_finalists
 
     spare = [TrainRow(prompt=[], question=f"s{i}") for i in range(4)]
     table = {("third", r.question): 1.0 for r in spare}

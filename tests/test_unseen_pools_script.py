@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from openconductor.train.sim_eval import Result
+from openconductor.evaluation.simulated import Result
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "unseen_pools.py"
 # Imported by name (appended, so nothing else is shadowed): `--jobs`' spawned processes import it again to score a pool.
@@ -27,8 +27,8 @@ def pool(seed: int, conductor: list[int], router: list[int], search: list[int], 
                         result("search", search), result("MoA", [0] * n, 100), {KEY: result("rank", router)}, {})
 
 
-def test_every_other_pool_draws_from_the_held_out_families_as_sim_eval_alternates_them():
-    from openconductor.train.sim_eval import held_out_flags
+def test_every_other_pool_draws_from_the_held_out_families_as_the_simulated_evaluation_alternates_them():
+    from openconductor.evaluation.simulated import held_out_flags
 
     assert held_out_flags(4, "alternate") == [False, True, False, True]
     assert held_out_flags(4, "all") == [True] * 4 and held_out_flags(4, "none") == [False] * 4

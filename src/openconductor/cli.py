@@ -18,7 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits
+from .cli_shared import console, exit_cancelled, fail, load_pool_or_default, lowered_limits
 from .evidence import round_lines
 from .executor import solve
 from .run_events import Event
@@ -429,7 +429,7 @@ def main() -> None:  # pragma: no cover
 
 
 # Registered by their own modules (kept at the end so each part adds a few lines only).
-from .eval_cli import register as _register_eval  # noqa: E402
+from .evaluation.cli import register as _register_eval  # noqa: E402
 from .server.cli import serve as _serve  # noqa: E402
 from .sim.cli import register as _register_sim  # noqa: E402
 from .train.cli import register as _register_train  # noqa: E402

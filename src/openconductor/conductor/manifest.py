@@ -68,7 +68,7 @@ class ConductorManifest(BaseModel):
     pool: Optional[PoolInfo] = None
     gguf: Optional[str] = None  # its llama.cpp copy's file name in the checkpoint dir
     stage: Optional[str] = None  # "format warm-up" for a warm-up export
-    selection: Optional[dict[str, Any]] = None  # the warm-up's target search summary (train/search.py)
+    selection: Optional[dict[str, Any]] = None  # the warm-up's target search summary (train/search/warmup_targets.py)
     warmup_losses: Optional[list[Optional[float]]] = None  # the supervised warm-up's loss per batch
     # Every subtask the warm-up taught, in order of first use: with the pool's `[conductor] subtasks = "trained"`
     # the conductor writes only these, whole (workflow.WorkflowFormat.wordings). None: not recorded (free text).

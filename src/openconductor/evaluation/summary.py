@@ -156,6 +156,15 @@ def paired_bootstrap(a: list[int], b: list[int], *, resamples: int = 10_000, see
     return sum(diff) / n, means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
+def pooled_bootstrap(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, resamples: int = 4000, seed: int = 0) -> tuple[float, float, float]:
+    """The mean over pools of (a - b) in points, with a 95 % interval from resampling each pool's questions."""
+    rng = random.Random(seed)
+    diffs = [[x - y for x, y in zip(a, b)] for a, b in pairs]
+    mean = 100 * sum(sum(d) / len(d) for d in diffs) / len(diffs)
+    draws = sorted(100 * sum(sum(d[rng.randrange(len(d))] for _ in d) / len(d) for d in diffs) / len(diffs) for _ in range(resamples))
+    return mean, draws[int(0.025 * resamples)], draws[int(0.975 * resamples) - 1]
+
+
 def interval_text(vs: Optional[Interval]) -> str:
     """``+1.2 [-0.3, +2.7]`` in points, or a dash."""
     return "—" if vs is None else f"{100 * vs.mean:+.1f} [{100 * vs.low:+.1f}, {100 * vs.high:+.1f}]"

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ..clikit import console, fail
+from ..cli_shared import console, fail
 from .pools import PROFILE_QUESTIONS
 
 

@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from ..clikit import console, err, fail, require
+from ..cli_shared import console, err, fail, require
 
 
 def _overrides(values: list[str]) -> dict:
@@ -68,7 +68,7 @@ def train_command(
 
 
 def _dry_run(cfg) -> None:
-    from .dryrun import plan_search
+    from .dry_run import plan_search
 
     plan = plan_search(cfg)
     if not plan.runs:
@@ -124,7 +124,7 @@ def eval_command(
     import time
 
     from .config import TrainConfigError, load_train_config
-    from .evaluate import comparison_table, evaluate, markdown_table
+    from .evaluate import comparison_table, evaluate_conductors, reward_table
 
     overrides = _overrides(set_)
     if n_eval:
@@ -139,13 +139,13 @@ def eval_command(
 
         torch.set_num_threads(threads)
     start = time.time()
-    rows = evaluate(cfg, conductors, n=n, temperature=temperature, batch_size=batch_size, chains=tuple(chains), moa=moa,
+    rows = evaluate_conductors(cfg, conductors, n=n, temperature=temperature, batch_size=batch_size, chains=tuple(chains), moa=moa,
                     on_row=lambda r: err.print(f"[dim]  done: {r.system} ({time.time() - start:.0f}s)[/]"))
     # Columns per domain the rows hold: the task names when training on tasks.
     domains = sorted({d for r in rows for d in r.per_domain_acc}) or sorted(cfg.data.domains)
     simulated = all(w.provider == "simulated" for w in _pool(cfg).workers)
     print(f"{'SIMULATED ' if simulated else ''}pool {cfg.pool}; {len(domains)} domains; held-out n={n or cfg.data.n_eval}; greedy={temperature == 0}")
-    for table in (comparison_table(rows, domains), markdown_table(rows, domains), _domain_table(rows, domains)):
+    for table in (comparison_table(rows, domains), reward_table(rows, domains), _domain_table(rows, domains)):
         print(table + "\n")
     out = out or (run / (f"eval_n{n_eval}.json" if n_eval else "eval.json") if run is not None else None)
     if out is not None:
@@ -318,7 +318,7 @@ def decisions_command(
     out: Optional[Path] = typer.Option(None, "--out", help="Append one JSON row per question (prompt, target, outcomes) to this file."),
 ):
     """Targets for the decision after round 1 by search: per question, round 1, then accept / revise / escalate, each graded."""
-    from ..clikit import load_pool_or_default
+    from ..cli_shared import load_pool_or_default
     from ..tasks import TaskError, load_task
     from .decisions import run_search
 

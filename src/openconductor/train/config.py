@@ -18,7 +18,7 @@ from pydantic.dataclasses import dataclass
 
 from ..configfile import problems, read_config
 from ..pool import RANKED_VIEWS, PoolView
-from .search_settings import SearchSettings, _moved_settings
+from .search.settings import TargetSearchSettings, _moved_settings
 from .supervised_copy import SFTSettings
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ class WarmupSFT:
     Targets (``train/warmup.py``) are balanced over 1..max_steps steps and shapes (chains, fan-outs),
     with uniformly random workers: they teach the format and shapes, not routing. With a ``[search]``
     (``search.candidates`` > 0) the targets are instead the best of many such random workflows, run on
-    the pool and graded (``train/search.py``): the copy then also shows which workers and shapes answered
+    the pool and graded (``train/search/warmup_targets.py``): the copy then also shows which workers and shapes answered
     *training* questions right.
     """
 
@@ -260,7 +260,7 @@ class TrainConfig:
     randomize: RandomizeSettings = Field(default_factory=RandomizeSettings)
     recursion: RecursionSettings = Field(default_factory=RecursionSettings)
     warmup_sft: WarmupSFT = Field(default_factory=WarmupSFT)
-    search: SearchSettings = Field(default_factory=SearchSettings)
+    search: TargetSearchSettings = Field(default_factory=TargetSearchSettings)
     grpo: dict[str, Any] = Field(default_factory=dict)  # GRPOConfig fields over PAPER_GRPO
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     run: RunSettings = Field(default_factory=RunSettings)

@@ -31,13 +31,14 @@ from ..evidence import does_worse
 from ..evaluation import paired_bootstrap
 from ..executor import solve
 from ..policies.base import Plan, PlanRequest, Policy
-from ..policies.baselines import SOLVE, GivenWorkflow, worker_index
+from ..policies.baselines import GivenWorkflow, worker_index
+from ..workflow.wordings import SOLVE
 from ..policies.repair import _last_examples, repair_subtask
 from ..pool import Pool, PoolSpec
 from ..records import PlanRecord
 from ..tasks import Question, Task
 from ..workflow import Step, Workflow
-from .candidates import strength_order
+from .search.candidates import strength_order
 from .reward import grade_answer
 
 OPTIONS = ("accept", "revise", "escalate")  # in order of cost: the target is the first that is right

@@ -27,28 +27,7 @@ from ..pool import PoolSpec
 from ..sim.plan_search import SearchSettings
 from ..sim.world_v3 import Profile, make_questions
 from .config import TrainConfigError
-from .copy_data import (  # noqa: F401  (the examples' names, importable from here as before)
-    _ROLE_WORDS,
-    CopyData,
-    CopySettings,
-    PromptShape,
-    Searched,
-    add_search_arguments,
-    build,
-    first_per_bucket,
-    held_out_texts,
-    own_search,
-    own_search_questions,
-    rank_lookup_table,
-    rank_table_of,
-    search_questions,
-    search_settings,
-    search_tables,
-    shown_pool,
-    summary,
-    target,
-    training_pools,
-)
+from .sim_general_search import (CopyData, CopySettings, PromptShape, add_search_arguments, build, held_out_texts, search_settings, shown_pool, summary, training_pools)
 from .data import TrainRow
 from .supervised_copy import SFTSettings, copy_targets
 from .trainer import init_checkpoint, init_source
@@ -57,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 def _copy_key(cfg, settings: CopySettings, test_n: int) -> dict:
-    from .copy_data import data_key
+    from .sim_general_search import data_key
 
     return data_key(settings, cfg.pool_path, test_n=test_n, eval_seed=cfg.data.eval_seed)
 
@@ -69,14 +48,14 @@ def _write_rows(data: CopyData, out: Path) -> None:
 
 
 def search_run(cfg, settings: CopySettings, *, test_n: int = 1000) -> Path:
-    """The plan search alone (CPU): writes RUN/copy_data.json.gz (``copy_data.py``) and RUN/copy_targets.jsonl."""
-    from . import copy_data
+    """The plan search alone (CPU): writes RUN/copy_data.json.gz (``sim_general_search.py``) and RUN/copy_targets.jsonl."""
+    from . import sim_general_search
 
     shape = PromptShape.of(cfg)
     data = build(settings, cfg.pool_path, shape, exclude=held_out_texts(test_n, cfg.data.eval_seed))
     _write_rows(data, cfg.output_dir)
     log.info("search: %d examples over %d pools in %.0f s", len(data.rows), len(data.groups), data.seconds)
-    return copy_data.save(data, cfg.output_dir / copy_data.FILE_NAME, _copy_key(cfg, settings, test_n))
+    return sim_general_search.save(data, cfg.output_dir / sim_general_search.FILE_NAME, _copy_key(cfg, settings, test_n))
 
 
 def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1, lr: float = 1e-3, batch_size: int = 16,
@@ -95,10 +74,10 @@ def copy_run(cfg, settings: CopySettings, *, test_n: int = 1000, epochs: int = 1
         torch.set_num_threads(cfg.run.torch_threads)
     out = cfg.output_dir
     if data_file is not None:
-        from . import copy_data
+        from . import sim_general_search
 
         shape = PromptShape.of(cfg)
-        data = copy_data.load(data_file, _copy_key(cfg, settings, test_n), cfg.pool_path, shape)
+        data = sim_general_search.load(data_file, _copy_key(cfg, settings, test_n), cfg.pool_path, shape)
         log.info("copy data %s: %d examples over %d pools (searched in %.0f s)", data_file, len(data.rows), len(data.groups), data.seconds)
     else:
         data = build(settings, cfg.pool_path, PromptShape.of(cfg),

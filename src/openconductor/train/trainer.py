@@ -26,7 +26,7 @@ from ..cache import ResponseCache
 from .distributed import distributed, processes_record
 from .data import Item, TrainRow, build_rows, load_items, shown_aliases, shown_names, with_bare_questions
 from .reward import WorkflowReward, replay_store
-from .search import warmup_targets
+from .search.warmup_targets import warmup_targets
 
 log = logging.getLogger(__name__)
 STOP_FILE = "STOP"  # `touch RUN/STOP`: stop after the current step, save, export

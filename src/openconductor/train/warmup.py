@@ -9,7 +9,7 @@ their place in the shape (on a pool with a code-running tool, also write-program
 chains, the run step on the tool). Workers are drawn uniformly at random, so the warm-up teaches the format and
 sensible shapes, never which worker is good at what: routing is left to GRPO.
 
-Optionally (``[search]``, ``train/search.py``) the targets are selected rather than drawn: each prompt gets many
+Optionally (``[search]``, ``train/search/warmup_targets.py``) the targets are selected rather than drawn: each prompt gets many
 such random workflows, the search runs and grades them on the pool, and ``keep_best`` keeps the ones
 that answered that training question right (rejection-sampling fine-tuning). The model then starts GRPO
 already writing chains with workers that worked, which random rollouts of a uniform warm-up rarely find.

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import typer
 
-from ...clikit import console, err
+from ...cli_shared import console, err
 from ...spec import default_pool_path
 
 EXIT_STOPPED, EXIT_REFUSED, EXIT_INTERRUPTED = 3, 4, 130

@@ -18,12 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from ... import graders
 from ...pool import PoolConfigError, PoolSpec, default_pool_path, load_pool
 from ...tasks.kinds import TRAIN_KINDS
-from ..candidates import Candidate, candidate_set, declared_left_out
+from ..search.candidates import Candidate, candidate_set, declared_left_out
 from ..config import RewardSettings, TrainConfig, load_train_config
 from ..data import Item, TrainRow, build_rows
-from ..meter import MeteredStore
+from .spend_caps import MeteredStore
 from .questions import FitQuestions, fit_questions
-from .pool_work import Runner, group_rows, profile, profile_accuracy, search_groups, single_candidates, targets_for_groups
+from ..search.fit_targets import Runner, group_rows, profile, profile_accuracy, search_groups, single_candidates, targets_for_groups
 from .state import FitState, Hooks, digest, spent_since
 
 if TYPE_CHECKING:

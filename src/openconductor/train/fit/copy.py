@@ -229,7 +229,7 @@ async def runtime_plans(spec, checkpoint: Path, questions: list[str], threads: i
     from ...policies import make_policy
     from ...policies.base import PlanRequest
     from ...pool import Pool
-    from .evaluate import with_checkpoint
+    from ..evaluate import with_checkpoint
 
     planned, options = with_checkpoint(spec, checkpoint)
     # Every question planned, none gated: the training questions are the familiar ones by construction.

@@ -12,7 +12,7 @@ from ...pool import PoolSpec
 from ..config import TrainConfig, TrainConfigError
 from ..data import Item
 from ..distributed import distributed
-from ..meter import MeteredStore
+from .spend_caps import MeteredStore
 
 # The other processes wait in a collective through the profile, search and copy, which take hours on a real pool.
 WAIT = timedelta(hours=48)

@@ -7,13 +7,13 @@ Each stage writes its result into the output folder and records a digest of what
 questions, its settings, the stage before it); a rerun skips every stage whose digest is unchanged, and redoes
 the rest. Every worker call goes through one replay store (``OUT/replay.sqlite3``), so nothing is paid twice:
 a stage that is redone, or a run stopped by a cap and started again, replays what was already paid for. The
-caps (``max_calls``, ``max_cost``) are on the fit's total over all its invocations (``meter.py``).
+caps (``max_calls``, ``max_cost``) are on the fit's total over all its invocations (``spend_caps.py``).
 
-The stages reuse the training code: the search's successive halving (``search.screen_candidates``), the
+The stages reuse the training code: the search's successive halving (``search/screening.py``), the
 reward (``WorkflowReward``), the trainer's warm-up and GRPO (``trainer.prepare`` / ``trainer.train``) and the
-one evaluator. ``context.py`` holds the settings and the pool work the stages share, ``pool_work.py`` the profile and the search,
-``copy.py`` the copy and its fidelity, ``evaluate.py`` the evaluation, ``ship.py`` what the fit ships,
-``dry_run.py`` the dry run, ``../candidates.py`` the candidate plans.
+one evaluator. ``context.py`` holds the settings and the pool work the stages share, ``../search/fit_targets.py`` the profile and the search,
+``copy.py`` the copy and its fidelity, ``../evaluate.py`` the evaluation, ``ship.py`` what the fit ships,
+``../dry_run.py`` the dry run, ``../search/candidates.py`` the candidate plans.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from .context import FitContext, FitSettings, _candidates, context, fit_record, gate_row, local_threads, place_checkpoint, pool_stages, record_familiarity, search_reward
-from ..meter import MeteredStore, Spend
+from .spend_caps import MeteredStore, Spend
 from .distributed import Relay
-from .pool_work import FitStopped, Runner
+from ..search.fit_targets import FitStopped, Runner
 from .ship import write_lookup
 from .state import FitState, Hooks, StageTracker, digest, spent_since
 
@@ -74,8 +74,8 @@ async def evaluate_stage(ctx: FitContext, state: FitState, key: str, meter: Mete
                          settings: Optional[dict[str, dict[str, Any]]] = None, lookup: Optional[Path] = None) -> str:
     """Held-out (and unseen-kind) questions: baselines and conductors through the one evaluator; the report."""
     from ...evaluation import start_fresh
-    from .evaluate import HELD_OUT, UNSEEN, baseline_policies, eval_task, evaluate_fit, report
-    from .pool_work import lookup_table
+    from ..evaluate import HELD_OUT, UNSEEN, baseline_policies, eval_task, evaluate_fit, report
+    from ..search.fit_targets import lookup_table
 
     out = ctx.out / "eval"
     key = digest(key, ctx.questions.eval_digest())
@@ -123,7 +123,7 @@ class FitResult:
 def run_fit(settings: FitSettings, hooks: Optional[Hooks] = None) -> FitResult:
     """Every stage not yet done; stops cleanly at a cap (``FitResult.stopped``), keeping what was paid for, and at a
     copy under the fidelity bar (``FitResult.refused``). A Ctrl-C is recorded against the stage it stopped."""
-    from ..meter import SpendCapReached
+    from .spend_caps import SpendCapReached
     from ..reward import WorkflowReward
 
     relay = Relay(settings)  # before anything is spent: it refuses a cap it cannot keep
@@ -189,7 +189,7 @@ def _model_stages(ctx: FitContext, state: FitState, meter: MeteredStore, key: st
 
 def ship_verdict(ctx: FitContext, checkpoint: Path, lookup: Optional[Path], fidelity: Optional[float]) -> "Verdict":
     """Conductor or lookup, from the evaluation's held-out records (``ship.decide``)."""
-    from .evaluate import HELD_OUT, _all, _latest
+    from ..evaluate import HELD_OUT, _all, _latest
     from .ship import decide
 
     path = ctx.out / "eval"
@@ -217,7 +217,7 @@ async def _pool_work(ctx: FitContext, runner: Runner, state: FitState, meter: Me
 
 
 def plan_fit(settings: FitSettings) -> dict[str, Any]:
-    """What the fit would spend per stage on an empty replay store, without calling a worker (``dry_run.py``)."""
-    from .dry_run import plan_fit as plan
+    """What the fit would spend per stage on an empty replay store, without calling a worker (``train/dry_run.py``)."""
+    from ..dry_run import plan_fit as plan
 
     return plan(settings)

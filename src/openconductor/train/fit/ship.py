@@ -43,7 +43,7 @@ def entry(text: str, spec: "PoolSpec", description: str) -> dict:
 def write_lookup(ctx: "FitContext") -> Path:
     """``OUT/lookup/lookup.yaml`` (and its ``familiar.json`` where the fit has kinds to tell apart)."""
     from .context import _candidates, record_familiarity
-    from .pool_work import lookup_table
+    from ..search.fit_targets import lookup_table
 
     search, targets = (json.loads((ctx.out / f"{n}.json").read_text()) for n in ("search", "targets"))
     table, best_fixed = lookup_table(search, targets)

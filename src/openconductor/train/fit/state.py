@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ..meter import MeteredStore, Spend
+from .spend_caps import MeteredStore, Spend
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

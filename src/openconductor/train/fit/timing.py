@@ -88,10 +88,10 @@ def calibrate(settings: "FitSettings") -> dict:
     calibration run before) times nothing: the earlier calibration's time is kept."""
     import asyncio
 
-    from ..meter import MeteredStore
+    from .spend_caps import MeteredStore
     from ..reward import WorkflowReward
     from .context import candidates_for, context, search_reward
-    from .pool_work import Runner, single_candidates
+    from ..search.fit_targets import Runner, single_candidates
 
     ctx = context(settings)
     settings.out.mkdir(parents=True, exist_ok=True)

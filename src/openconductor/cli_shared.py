@@ -1,4 +1,4 @@
-"""What every `conductor` command shares: the consoles and how a command fails."""
+"""What every `conductor` command shares (cli.py and every */cli.py): the consoles and how a command fails."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The search-and-copy's data (SIMULATED): the plan search over the training pools, the examples it makes (prompt and
+"""``sim_general``'s search stage and its cache (SIMULATED): the plan search over the training pools, the examples it makes (prompt and
 target per question; ``sim_general.py`` runs the stages), and the one file that carries them, so the slow plan search
 runs once (CPU) and the copy anywhere (a GPU box).
 
@@ -88,7 +88,7 @@ class CopySettings:
     # targets are found at (those are priced for the unseen-pool token goal).
     training_pool_token_weight: Optional[float] = None
     # (screen, rank): the questions a bucket the training pool's own plans are searched on; None: ``search``'s. The
-    # per-bucket lookup it is held to is searched on ``sim_eval.LOOKUP_SEARCH`` (80, 160), three times the copy's default.
+    # per-bucket lookup it is held to is searched on ``evaluation.simulated.LOOKUP_SEARCH`` (80, 160), three times the copy's default.
     training_pool_search: Optional[tuple[int, int]] = None
 
     def __post_init__(self) -> None:
@@ -152,7 +152,7 @@ class CopyData:
     groups: list[tuple[list[list[dict]], list[str]]]  # per pool: prompts and targets
     rows: list[dict]  # one per example, for the run dir (pool, bucket, question, target, search score)
     seconds: float  # the search's
-    searched: list[Searched] = field(default_factory=list)  # what the examples were made from (saved by copy_data.py)
+    searched: list[Searched] = field(default_factory=list)  # what the examples were made from (saved in the copy-data file)
 
 
 def search(settings: CopySettings, training_pool: Path, *, exclude: frozenset[str] = frozenset()) -> tuple[list[Searched], float]:
@@ -204,7 +204,7 @@ def first_per_bucket(questions: list[Question], k: int) -> list[Question]:
 
 def search_questions(settings: CopySettings, exclude: frozenset[str], search: Optional[SearchSettings] = None) -> list[Question]:
     """The training-side questions the plan search (and the rank lookup) scores plans on (``search``: another size than
-    ``settings.search``'s; at ``sim_eval.LOOKUP_SEARCH``'s they are the lookups' own, ``lookup_search_questions``)."""
+    ``settings.search``'s; at ``evaluation.simulated.LOOKUP_SEARCH``'s they are the lookups' own, ``lookup_search_questions``)."""
     return make_questions(48 * (search or settings.search).questions, settings.search_seed, exclude=exclude)
 
 
@@ -217,7 +217,7 @@ def own_search_questions(settings: CopySettings, exclude: frozenset[str]) -> lis
 def rank_table_of(pools: list[PoolSpec], searched: list[Question], settings: CopySettings, ranking: str = "area") -> dict:
     """The rank lookup across ``pools``, on the first ``settings.rank_questions`` of each bucket of ``searched``
     (``ranking``: over the area's measured ranking, or the subtopic's, ``sim.pools.RANKINGS``)."""
-    from .sim_eval import rank_table
+    from ..evaluation.simulated import rank_table
 
     return rank_table(pools, first_per_bucket(searched, settings.rank_questions), BUCKET, settings.search.token_weight, ranking)
 
@@ -234,7 +234,7 @@ def rank_targets(table: dict, ranking: str = "area"):
     """For ``targets = "ranks"``: the rank lookup ``table`` (``rank_lookup_table``, the one ``unseen_pools.py``
     scores) as a function (pool, its questions) -> each question's bucket plan on that pool's ranking, scored as
     in the table (its mean over the pools)."""
-    from .sim_eval import rank_lookup_plans
+    from ..evaluation.simulated import rank_lookup_plans
 
     log.info("rank table: %d buckets", len(table))
 
@@ -316,7 +316,7 @@ def add_search_arguments(ap) -> None:
                          "targets keep --token-weight")
     ap.add_argument("--training-pool-search", type=search_size, default=None, metavar="SCREEN,RANK",
                     help="the questions a bucket the training pool's own plans are searched on, e.g. 80,160 (the lookups' search, "
-                         "sim_eval.LOOKUP_SEARCH); default: the search's own; the generated pools keep theirs")
+                         "evaluation.simulated.LOOKUP_SEARCH); default: the search's own; the generated pools keep theirs")
     ap.add_argument("--rank-questions", type=int, default=CopySettings.rank_questions,
                     help="training-side questions per bucket and training pool the rank lookup (the copy's targets on generated pools) is found on")
     ap.add_argument("--ranking", choices=list(RANKINGS), default=None,

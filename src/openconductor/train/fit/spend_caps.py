@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..cache import ResponseCache
-from ..records import Completion
+from ...cache import ResponseCache
+from ...records import Completion
 
 
 class SpendCapReached(RuntimeError):

@@ -1,14 +1,14 @@
-"""The fit's pool work: profile the workers, screen the candidates per group, run the finalists on every
+"""The fit's search on its pool: profile the workers, screen the candidates per group, run the finalists on every
 training question, and choose each question's target.
 
 Everything runs as workflow runs graded by the training reward (``WorkflowReward`` on the fit's replay store;
-a dry run passes a recorder that runs nothing, ``cost.py``), through a ``Runner`` that runs them in small
+a dry run passes a recorder that runs nothing, ``train/dry_run.py``), through a ``Runner`` that runs them in small
 batches, advances the progress bar and stops at a batch boundary once a spend cap is reached.
 
 * **profile**: every model alone on the first ``profile_n`` training questions of each group (these are
   also the screen's first questions, so the search replays them);
 * **search** per group: the shared candidate set (``candidates.py``), successive halving from the screen
-  (``search.screen_candidates``) down to ``finalists``;
+  (``screening.screen_candidates``) down to ``finalists``;
 * **targets** per group: the finalists on every training question of the group. Their mean reward (a small
   cost per step included) ranks them: the best is the group's entry in the per-task lookup table. Each
   question's target is the best finalist if it answered that question right, else the best-ranked finalist
@@ -23,9 +23,9 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
-from ..candidates import Candidate
+from .candidates import Candidate
 from ..data import COLUMNS, TrainRow
-from ..search import screen_candidates
+from .screening import screen_candidates
 
 
 class FitStopped(RuntimeError):
@@ -70,7 +70,7 @@ class Runner:
         return out
 
     async def workflow_reward(self, prompts, completions, **columns) -> list[float]:
-        """The grader's interface (what ``search.screen_candidates`` calls), batched and metered."""
+        """The grader's interface (what ``screening.screen_candidates`` calls), batched and metered."""
         rows = [TrainRow(prompt=p, **{k: columns[k][i] for k in COLUMNS if k != "prompt" and k in columns}) for i, p in enumerate(prompts)]
         return [o.reward for o in await self.outcomes(list(zip(rows, completions)))]
 

@@ -7,13 +7,12 @@ plan search (``sim/plan_search.py``) on training-side questions: one plan per do
 per bucket (subtopic x level; on an unseen pool: the per-pool search re-run). A conductor writes one plan
 per question, greedily under the runtime grammar, with the pool shown as it was trained. Differences come
 with paired-bootstrap 95 % intervals over the questions; a mean over pools resamples each pool's
-questions (``pooled_bootstrap``).
+questions (``summary.pooled_bootstrap``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterator, Literal, Optional, Sequence
 
@@ -30,7 +29,7 @@ from ..sim.world import grade_simulated
 from ..sim.world_v3 import Profile, make_questions
 from ..workflow import Step, Workflow, WorkflowError, WorkflowFormat, parse_and_validate
 from ..workflow.wordings import SOLVE
-from .evaluate import paired_bootstrap
+from .summary import paired_bootstrap
 
 
 @dataclass
@@ -210,15 +209,6 @@ def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Questio
     own = [len(tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]) + len(tokenizer(t)["input_ids"])
            for m, t in zip(messages, texts)]
     return plans, own
-
-
-def pooled_bootstrap(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, resamples: int = 4000, seed: int = 0) -> tuple[float, float, float]:
-    """The mean over pools of (a - b) in points, with a 95 % interval from resampling each pool's questions."""
-    rng = random.Random(seed)
-    diffs = [[x - y for x, y in zip(a, b)] for a, b in pairs]
-    mean = 100 * sum(sum(d) / len(d) for d in diffs) / len(diffs)
-    draws = sorted(100 * sum(sum(d[rng.randrange(len(d))] for _ in d) / len(d) for d in diffs) / len(diffs) for _ in range(resamples))
-    return mean, draws[int(0.025 * resamples)], draws[int(0.975 * resamples) - 1]
 
 
 def table(results: Sequence[Result], against: Sequence[str]) -> str:

