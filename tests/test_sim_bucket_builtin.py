@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from openconductor.cli import app
 from openconductor.conductor.ranking import area_keys, binding, rank_aliases
 from openconductor.pool import load_pool
-from openconductor.conductor.checkpoint import checkpoint_path, read_manifest
+from openconductor.conductor.checkpoint import checkpoint_path
+from openconductor.conductor.manifest import read_manifest
 from openconductor.sim.pools import generate_pool, pool_spec, pool_toml
 from openconductor.sim.questions import SUBTOPIC_NAMES
 from openconductor.sim.world_v3 import make_questions
