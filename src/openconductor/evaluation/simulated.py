@@ -176,7 +176,8 @@ def trained_ranking(checkpoint: str) -> str:
     """The ranking a conductor's copy showed every training pool by (``CopySettings.ranking``, recorded in its
     manifest): "subtopic" when its pools' profiles were measured per subtopic, else "area". Score it on pools shown
     the same way (``sim.pools.with_profile``); its rank words name places in that ranking."""
-    from ..conductor.checkpoint import checkpoint_path, read_manifest
+    from ..conductor.checkpoint import checkpoint_path
+    from ..conductor.manifest import read_manifest
 
     return read_manifest(checkpoint_path(checkpoint)).ranking
 
@@ -188,7 +189,8 @@ def conductor_plans(checkpoint: str, spec: PoolSpec, questions: Sequence[Questio
     says (``model``: (model, tokenizer) loaded already; ``show``: another view of the pool than the one it was
     trained with, a probe of what it reads)."""
     from ..decoding import generate_batch
-    from ..conductor.checkpoint import checkpoint_path, load_checkpoint, read_manifest
+    from ..conductor.checkpoint import checkpoint_path, load_checkpoint
+    from ..conductor.manifest import read_manifest
 
     prompt = read_manifest(checkpoint_path(checkpoint)).prompt
     model, tokenizer = model or load_checkpoint(checkpoint_path(checkpoint))
