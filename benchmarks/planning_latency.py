@@ -61,7 +61,7 @@ def as_before(spec):
     """Planning as it ran before: every per-plan lookup recomputed, the gate's dense comparison."""
     for cache in (manifest._parsed, prompt._bounded, prompt._grammar):
         cache.cache_clear()
-    for kept in (identity._BASES, identity._LISTINGS, identity._DIGESTS):
+    for kept in (identity._LISTINGS, identity._DIGESTS):
         kept.clear()
     if spec.conductor.gates_unfamiliar:
         found, _ = familiar.pool_familiarity(spec)

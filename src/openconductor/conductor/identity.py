@@ -74,7 +74,6 @@ def _checkpoint_identity(checkpoint: str, backend: Any) -> ConductorIdentity:
 
 # Every run records its conductor: what is read from the checkpoint's files is kept while their sizes and mtimes
 # (and its directory's, for its listing) stay the same, so a run costs a few stats, not a read, a glob and a hash.
-_BASES: dict[tuple, Optional[str]] = {}
 _LISTINGS: dict[str, tuple[int, list[Path]]] = {}
 _SETTLED_NS = 1_000_000_000  # a directory changed this recently may change again within its mtime's tick: not kept
 
@@ -89,16 +88,13 @@ def _stat_key(path: Path) -> Optional[tuple[int, int]]:
 
 def _base_model(path: Path) -> Optional[str]:
     """The model the checkpoint was trained from, as its manifest says (None without one, or with a broken one)."""
-    from .manifest import MANIFEST, ManifestError, read_manifest
+    from .manifest import ManifestError, cached_manifest
 
-    key = (str(path), _stat_key(path / MANIFEST))
-    if key not in _BASES:
-        try:
-            manifest = read_manifest(path)
-            _BASES[key] = manifest.model or manifest.base_model
-        except ManifestError:
-            _BASES[key] = None
-    return _BASES[key]
+    try:  # the manifest parsed once per version of the file, the cache planning reads too
+        manifest = cached_manifest(path)
+    except ManifestError:
+        return None
+    return manifest.model or manifest.base_model
 
 
 def _weight_files(path: Path) -> list[Path]:
